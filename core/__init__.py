@@ -1,0 +1,1 @@
+"""Business rules and the adapters to the outside world; no HTTP and no SQL here."""

@@ -1,0 +1,176 @@
+"""``ac_live_`` API keys: generation, keyed hashing, lookup, rotation and revocation.
+
+A key is ``ac_live_`` + 32 random base62 characters (about 190 bits) + a 6-character base62
+CRC32 of them. The checksum lets a mistyped or made-up key fail before any database work and
+lets secret scanners recognise real keys. Only an HMAC-SHA256 of the key is stored, under a
+subkey of the master secret, so a copy of the database cannot even confirm a guessed key.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+import secrets
+import uuid
+import zlib
+from typing import TYPE_CHECKING
+
+import attrs
+
+from core.scopes import SCOPES
+from core.errors import InvalidApiKey, NotFound, ValidationError
+from store.records import ApiKey
+
+if TYPE_CHECKING:
+    from core.services import Services
+
+KEY_PREFIX = "ac_live_"
+_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_RANDOM_CHARS = 32
+_CHECKSUM_CHARS = 6
+#: Shown characters of the random part: enough to tell keys apart in a list, too few to matter.
+_PREFIX_RANDOM_CHARS = 8
+#: ``lastUsedAt`` is written at most this often per key, so reads do not become writes.
+LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
+NAME_MAX = 200
+
+
+@attrs.frozen
+class CreateKeyRequest:
+    name: str
+    scopes: list[str] | None = None
+    expires_at: dt.datetime | None = None
+
+
+def _base62(number: int, width: int) -> str:
+    digits = []
+    for _ in range(width):
+        number, digit = divmod(number, 62)
+        digits.append(_ALPHABET[digit])
+    return "".join(reversed(digits))
+
+
+def _checksum(body: str) -> str:
+    return _base62(zlib.crc32(body.encode()), _CHECKSUM_CHARS)
+
+
+def new_secret() -> tuple[str, str]:
+    """A fresh key and its display prefix."""
+    body = "".join(secrets.choice(_ALPHABET) for _ in range(_RANDOM_CHARS))
+    secret = KEY_PREFIX + body + _checksum(body)
+    return secret, secret[: len(KEY_PREFIX) + _PREFIX_RANDOM_CHARS]
+
+
+def well_formed(secret: str) -> bool:
+    """Shape and checksum, checked before touching the database."""
+    body = secret[len(KEY_PREFIX) :]
+    if not secret.startswith(KEY_PREFIX) or len(body) != _RANDOM_CHARS + _CHECKSUM_CHARS:
+        return False
+    if any(ch not in _ALPHABET for ch in body):
+        return False
+    return hmac.compare_digest(_checksum(body[:_RANDOM_CHARS]), body[_RANDOM_CHARS:])
+
+
+def _hash(services: Services, secret: str) -> str:
+    return services.keyring.mac("api-key-hash", secret)
+
+
+def is_expired(key: ApiKey, now: dt.datetime) -> bool:
+    return key.expires_at is not None and key.expires_at <= now
+
+
+def present(key: ApiKey, now: dt.datetime) -> ApiKey:
+    """The key as shown: an active key past its expiry reads ``expired``."""
+    if key.status == "active" and is_expired(key, now):
+        return attrs.evolve(key, status="expired")
+    return key
+
+
+def authenticate(services: Services, secret: str) -> ApiKey:
+    """The active, unexpired key behind a secret, or ``InvalidApiKey``."""
+    if not well_formed(secret):
+        raise InvalidApiKey()
+    digest = _hash(services, secret)
+    match = None
+    for candidate in services.store.api_keys.with_prefix(secret[: len(KEY_PREFIX) + _PREFIX_RANDOM_CHARS]):
+        # Constant-time comparison: response timing says nothing about how much of a hash matched.
+        if hmac.compare_digest(candidate.secret_hash, digest):
+            match = candidate
+    now = services.clock.now()
+    if match is None or match.status != "active" or is_expired(match, now):
+        raise InvalidApiKey()
+    if match.last_used_at is None or now - match.last_used_at >= LAST_USED_RESOLUTION:
+        services.store.api_keys.touch(match.id, now)
+        match = attrs.evolve(match, last_used_at=now)
+    return match
+
+
+def _validate(services: Services, request: CreateKeyRequest) -> tuple[str, list[str]]:
+    field_errors: dict[str, list[str]] = {}
+    name = request.name.strip()
+    if not name:
+        field_errors["name"] = ["Must not be empty"]
+    elif len(name) > NAME_MAX:
+        field_errors["name"] = [f"Must be at most {NAME_MAX} characters"]
+    scopes = list(dict.fromkeys(request.scopes or []))
+    unknown = [s for s in scopes if s not in SCOPES]
+    if unknown:
+        allowed = ", ".join(SCOPES)
+        field_errors["scopes"] = [f"Unknown scope '{s}'; allowed scopes are: {allowed}" for s in unknown]
+    if request.expires_at is not None and request.expires_at <= services.clock.now():
+        field_errors["expiresAt"] = ["Must be in the future"]
+    if field_errors:
+        raise ValidationError(field_errors=field_errors)
+    return name, scopes
+
+
+def create(services: Services, *, workspace_id: uuid.UUID, request: CreateKeyRequest) -> tuple[ApiKey, str]:
+    """A new key; the secret is returned here and never again."""
+    name, scopes = _validate(services, request)
+    secret, prefix = new_secret()
+    key = ApiKey(
+        id=uuid.uuid4(),
+        workspace_id=workspace_id,
+        name=name,
+        prefix=prefix,
+        secret_hash=_hash(services, secret),
+        scopes=scopes,
+        status="active",
+        created_at=services.clock.now(),
+        expires_at=request.expires_at,
+    )
+    with services.store.transaction():
+        services.store.api_keys.insert(key)
+    return present(key, services.clock.now()), secret
+
+
+def _load(services: Services, workspace_id: uuid.UUID, key_id: uuid.UUID) -> ApiKey:
+    key = services.store.api_keys.get(workspace_id, key_id)
+    if key is None:
+        raise NotFound("API key not found.")
+    return key
+
+
+def list_keys(services: Services, *, workspace_id: uuid.UUID) -> list[ApiKey]:
+    now = services.clock.now()
+    return [present(k, now) for k in services.store.api_keys.list(workspace_id)]
+
+
+def rotate(services: Services, *, workspace_id: uuid.UUID, key_id: uuid.UUID) -> tuple[ApiKey, str]:
+    """A new secret for the same key; the old one stops at once. Status, scopes, expiry stay.
+
+    A revoked or expired key stays revoked or expired: rotation never brings a key back.
+    """
+    secret, prefix = new_secret()
+    with services.store.transaction():
+        _load(services, workspace_id, key_id)
+        services.store.api_keys.replace_secret(key_id, prefix=prefix, secret_hash=_hash(services, secret))
+        key = _load(services, workspace_id, key_id)
+    return present(key, services.clock.now()), secret
+
+
+def revoke(services: Services, *, workspace_id: uuid.UUID, key_id: uuid.UUID) -> None:
+    """Revoke a key; revoking it again changes nothing."""
+    with services.store.transaction():
+        _load(services, workspace_id, key_id)
+        services.store.api_keys.revoke(key_id, services.clock.now())

@@ -1,0 +1,91 @@
+"""Who is calling and what they may do: bearer -> Principal, the scope table, role checks."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+import attrs
+
+from core import accounts, api_keys
+from core.errors import Forbidden, InsufficientScope, InvalidToken, Unauthorized
+from core.scopes import SCOPES
+from store.records import ApiKey, User, Workspace
+
+if TYPE_CHECKING:
+    from core.services import Services
+
+
+
+@attrs.frozen
+class Principal:
+    """An authenticated caller acting in one workspace."""
+
+    workspace: Workspace
+    user: User | None = None
+    "Set for a human session."
+    role: str | None = None
+    "The session's membership role."
+    api_key: ApiKey | None = None
+    "Set for an API key."
+
+    @property
+    def workspace_id(self) -> uuid.UUID:
+        return self.workspace.id
+
+    @property
+    def is_session(self) -> bool:
+        return self.user is not None
+
+    @property
+    def label(self) -> str:
+        """A short, secret-free name for logs."""
+        if self.user is not None:
+            return f"user:{self.user.id}"
+        assert self.api_key is not None
+        return f"key:{self.api_key.id}"
+
+
+def check_scope_names(scopes: Collection[str]) -> None:
+    """Fail at import time when a handler names a scope the table does not have."""
+    unknown = set(scopes) - SCOPES.keys()
+    if unknown:
+        raise ValueError(f"unknown scopes {sorted(unknown)}")
+
+
+def authorize(principal: Principal | None, *, scopes: Collection[str] | None, roles: Collection[str]) -> Principal:
+    """Allow a session whose role is in ``roles``, or an API key holding every scope in ``scopes``.
+
+    ``scopes=None`` marks owner/admin management that no API key may do, ``*`` included.
+    """
+    if principal is None:
+        raise Unauthorized()
+    if principal.api_key is not None:
+        if scopes is None:
+            raise Forbidden("This action needs an owner or admin session; API keys cannot perform it.")
+        granted = set(principal.api_key.scopes)
+        if "*" not in granted and not set(scopes) <= granted:
+            missing = ", ".join(sorted(set(scopes) - granted))
+            raise InsufficientScope(f"The API key lacks the required scope(s): {missing}.")
+        return principal
+    if principal.role not in roles:
+        raise Forbidden(f"The role '{principal.role}' may not do this; it needs one of: {', '.join(roles)}.")
+    return principal
+
+
+async def authenticate(services: Services, bearer: str) -> Principal:
+    """Turn a bearer credential into a Principal, or raise the matching 401/403."""
+    if bearer.startswith(api_keys.KEY_PREFIX):
+        key = api_keys.authenticate(services, bearer)
+        workspace = services.store.accounts.get_workspace(key.workspace_id)
+        assert workspace is not None  # keys are deleted with their workspace
+        return Principal(workspace=workspace, api_key=key)
+    if services.oidc is None:
+        raise InvalidToken("Sessions are unavailable: no identity provider is configured.")
+    claims = await services.oidc.verify(bearer)
+    user, membership = accounts.session_member(services, claims)
+    workspace = services.store.accounts.get_workspace(membership.workspace_id)
+    assert workspace is not None
+    return Principal(workspace=workspace, user=user, role=membership.role)
+

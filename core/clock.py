@@ -1,0 +1,21 @@
+"""The one source of time, injectable so tests can move it (expiry, windows, backoff)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> dt.datetime:
+        """The current time, timezone-aware UTC, truncated to milliseconds."""
+
+
+def truncate_ms(value: dt.datetime) -> dt.datetime:
+    """Drop sub-millisecond precision so stored and shown timestamps compare equal."""
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+class SystemClock:
+    def now(self) -> dt.datetime:
+        return truncate_ms(dt.datetime.now(dt.timezone.utc))

@@ -1,0 +1,231 @@
+"""Typed configuration: one frozen attrs class per TOML table.
+
+The key names are a contract with deployments and outside tests (architecture.md), so an
+unknown key, a wrong type or a value out of range stops start-up with one line naming the key.
+Every default here is repeated in ``config.example.toml``; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import tomllib
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+import cattrs
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
+
+from core.wire import describe, iter_errors, register_strict_primitives
+
+
+class ConfigError(Exception):
+    """A configuration problem, worded for a one-line start-up message."""
+
+
+def _check(key: str, ok: Any, problem: str) -> Any:
+    """An attrs validator that names the full TOML key in its message."""
+
+    def validate(_: Any, __: attrs.Attribute, value: Any) -> None:
+        if not ok(value):
+            raise ConfigError(f"{key}: {problem} (got {value!r})")
+
+    return validate
+
+
+def _is_http_url(value: str) -> bool:
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def _is_network(value: str) -> bool:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+def _all(predicate: Any) -> Any:
+    return lambda values: all(predicate(v) for v in values)
+
+
+def parse_nameserver(value: str) -> tuple[str, int]:
+    """``"ip"`` or ``"ip:port"`` (``"[v6]:port"`` for IPv6) to (ip, port)."""
+    host, port = value, 53
+    if value.startswith("["):
+        host, _, rest = value[1:].partition("]")
+        if rest:
+            port = int(rest.removeprefix(":"))
+    elif value.count(":") == 1:
+        host, raw_port = value.split(":")
+        port = int(raw_port)
+    ipaddress.ip_address(host)
+    if not 0 < port < 65536:
+        raise ValueError("port out of range")
+    return host, port
+
+
+def _is_nameserver(value: str) -> bool:
+    try:
+        parse_nameserver(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _positive(value: float) -> bool:
+    return value > 0
+
+
+@attrs.frozen
+class ServerConfig:
+    host: str = "127.0.0.1"
+    "Address to listen on."
+    port: int = attrs.field(default=8080, validator=_check("server.port", lambda p: 0 <= p < 65536, "must be 0 to 65535"))
+    "TCP port; 0 picks a free one."
+    base_url: str = attrs.field(default="http://127.0.0.1:8080", validator=_check("server.base_url", _is_http_url, "must be an http(s) URL"))
+    "Public address of the API, ``{base_url}``."
+    portal_url: str = attrs.field(default="http://127.0.0.1:8080", validator=_check("server.portal_url", _is_http_url, "must be an http(s) URL"))
+    "Public address of the portal, ``{portal_url}``."
+    trusted_proxies: list[str] = attrs.field(factory=list, validator=_check("server.trusted_proxies", _all(_is_network), "must list IP addresses or CIDRs"))
+    "Peers whose X-Forwarded-For is believed when finding the client IP."
+
+
+@attrs.frozen
+class StorageConfig:
+    path: str = "data/service.sqlite3"
+    "SQLite database file; its folder is created when missing."
+    secret_key_file: str = "data/secret.key"
+    "Master secret, created with mode 0600 on first start."
+
+
+@attrs.frozen
+class OidcConfig:
+    issuer: str = attrs.field(default="", validator=_check("oidc.issuer", lambda v: v == "" or _is_http_url(v), "must be empty or an http(s) URL"))
+    "``{auth_url}``; empty means the built-in development provider."
+    client_id: str = ""
+    client_secret: str = ""
+    redirect_uri: str = ""
+    "Empty means ``{portal_url}/auth/callback``."
+
+
+@attrs.frozen
+class DnsConfig:
+    nameservers: list[str] = attrs.field(factory=list, validator=_check("dns.nameservers", _all(_is_nameserver), 'must list "ip" or "ip:port" entries'))
+    "Empty means the system resolvers."
+    timeout_seconds: float = attrs.field(default=3.0, validator=_check("dns.timeout_seconds", _positive, "must be positive"))
+
+
+@attrs.frozen
+class CloudflareConfig:
+    api_base: str = attrs.field(default="https://api.cloudflare.com/client/v4", validator=_check("provider.cloudflare.api_base", _is_http_url, "must be an http(s) URL"))
+    zone_id: str = ""
+    api_token: str = ""
+
+
+@attrs.frozen
+class ProviderConfig:
+    kind: str = attrs.field(default="sandbox", validator=_check("provider.kind", lambda v: v in ("sandbox", "cloudflare"), 'must be "sandbox" or "cloudflare"'))
+    cloudflare: CloudflareConfig = attrs.Factory(CloudflareConfig)
+
+
+@attrs.frozen
+class WebhooksConfig:
+    poll_interval_seconds: float = attrs.field(default=30, validator=_check("webhooks.poll_interval_seconds", _positive, "must be positive"))
+    max_attempts: int = attrs.field(default=6, validator=_check("webhooks.max_attempts", _positive, "must be positive"))
+    request_timeout_seconds: float = attrs.field(default=10, validator=_check("webhooks.request_timeout_seconds", _positive, "must be positive"))
+
+
+@attrs.frozen
+class NetworkConfig:
+    allow_private_ranges: list[str] = attrs.field(factory=list, validator=_check("network.allow_private_ranges", _all(_is_network), "must list CIDRs"))
+    "Non-public ranges that user-supplied destinations may reach anyway (development and tests)."
+    ca_bundle: str = ""
+    "Extra CA certificates (PEM file) trusted for outbound TLS."
+
+
+@attrs.frozen
+class SiteScanConfig:
+    port: int = attrs.field(default=443, validator=_check("site_scan.port", lambda p: 0 < p < 65536, "must be 1 to 65535"))
+    timeout_seconds: float = attrs.field(default=10, validator=_check("site_scan.timeout_seconds", _positive, "must be positive"))
+
+
+@attrs.frozen
+class RateLimitsConfig:
+    """Requests per client IP per fixed window, one number per bucket."""
+
+    window_seconds: int = attrs.field(default=900, validator=_check("rate_limits.window_seconds", _positive, "must be positive"))
+    api: int = attrs.field(default=600, validator=_check("rate_limits.api", _positive, "must be positive"))
+    auth: int = attrs.field(default=20, validator=_check("rate_limits.auth", _positive, "must be positive"))
+    signup: int = attrs.field(default=20, validator=_check("rate_limits.signup", _positive, "must be positive"))
+    public_verification_links: int = attrs.field(default=60, validator=_check("rate_limits.public_verification_links", _positive, "must be positive"))
+    verification_links: int = attrs.field(default=60, validator=_check("rate_limits.verification_links", _positive, "must be positive"))
+    site_scan: int = attrs.field(default=120, validator=_check("rate_limits.site_scan", _positive, "must be positive"))
+
+
+@attrs.frozen
+class Config:
+    server: ServerConfig = attrs.Factory(ServerConfig)
+    storage: StorageConfig = attrs.Factory(StorageConfig)
+    oidc: OidcConfig = attrs.Factory(OidcConfig)
+    dns: DnsConfig = attrs.Factory(DnsConfig)
+    provider: ProviderConfig = attrs.Factory(ProviderConfig)
+    webhooks: WebhooksConfig = attrs.Factory(WebhooksConfig)
+    network: NetworkConfig = attrs.Factory(NetworkConfig)
+    site_scan: SiteScanConfig = attrs.Factory(SiteScanConfig)
+    rate_limits: RateLimitsConfig = attrs.Factory(RateLimitsConfig)
+
+    def __attrs_post_init__(self) -> None:
+        if self.oidc.issuer and not self.oidc.client_id:
+            raise ConfigError("oidc.client_id: required when oidc.issuer is set")
+
+    @property
+    def redirect_uri(self) -> str:
+        """The OIDC redirect URI in force (the configured one or the portal's callback)."""
+        return self.oidc.redirect_uri or self.server.portal_url.rstrip("/") + "/auth/callback"
+
+
+_converter = cattrs.Converter(forbid_extra_keys=True)
+register_strict_primitives(_converter)
+
+
+def _first_problem(exc: BaseException) -> str:
+    for path, leaf in iter_errors(exc):
+        if isinstance(leaf, ConfigError):
+            return str(leaf)
+        key = ".".join(str(p) for p in path)
+        if isinstance(leaf, ForbiddenExtraKeysError):
+            extra = ", ".join(f"{key}.{k}" if key else k for k in sorted(leaf.extra_fields))
+            return f"unknown key {extra}"
+        if isinstance(leaf, AttributeError):
+            return f"{key}: expected a table"
+        return f"{key}: {describe(leaf)}"
+    return str(exc)
+
+
+def config_from_dict(data: dict[str, Any]) -> Config:
+    """Structure decoded TOML, raising ``ConfigError`` with the offending key."""
+    try:
+        return _converter.structure(data, Config)
+    except ConfigError:
+        raise
+    except ClassValidationError as exc:
+        raise ConfigError(_first_problem(exc)) from None
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Read a TOML file; ``None`` gives the embedded defaults."""
+    if path is None:
+        return Config()
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config path is a directory: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    return config_from_dict(data)

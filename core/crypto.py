@@ -1,0 +1,78 @@
+"""The master secret and the keys derived from it.
+
+One file (``storage.secret_key_file``) serves several jobs: peppering API-key hashes, signing
+cursors and cookies, encrypting stored secrets. Each job gets its own HKDF subkey, so a key
+leaked or misused in one job says nothing about the others.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import os
+import secrets
+from pathlib import Path
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+log = logging.getLogger(__name__)
+
+MASTER_KEY_BYTES = 32
+
+
+class SecretKeyError(Exception):
+    """The secret key file cannot be created or read."""
+
+
+def load_or_create_master_key(path: str | Path) -> bytes:
+    """Read the master key, creating it (mode 0600, never overwritten) on first start."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # O_EXCL: two processes starting at once cannot both write a key.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise SecretKeyError(f"storage.secret_key_file: cannot create {path}: {exc.strerror}") from None
+    else:
+        with os.fdopen(fd, "w") as f:
+            f.write(base64.urlsafe_b64encode(secrets.token_bytes(MASTER_KEY_BYTES)).decode() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        log.info("created secret key file %s", path)
+    try:
+        raw = base64.urlsafe_b64decode(path.read_text().strip())
+    except OSError as exc:
+        raise SecretKeyError(f"storage.secret_key_file: cannot read {path}: {exc.strerror}") from None
+    except ValueError:
+        raise SecretKeyError(f"storage.secret_key_file: {path} is not base64 text") from None
+    if len(raw) < MASTER_KEY_BYTES:
+        raise SecretKeyError(f"storage.secret_key_file: {path} holds fewer than {MASTER_KEY_BYTES} bytes")
+    if path.stat().st_mode & 0o077:
+        log.warning("secret key file %s is readable by other users; chmod 600 it", path)
+    return raw
+
+
+class Keyring:
+    """Subkeys of the master secret, one per purpose."""
+
+    def __init__(self, master: bytes) -> None:
+        self._master = master
+        self._cache: dict[str, bytes] = {}
+
+    def subkey(self, purpose: str) -> bytes:
+        if purpose not in self._cache:
+            self._cache[purpose] = HKDF(
+                algorithm=hashes.SHA256(), length=32, salt=None, info=purpose.encode()
+            ).derive(self._master)
+        return self._cache[purpose]
+
+    def mac(self, purpose: str, data: str | bytes) -> str:
+        """Hex HMAC-SHA256 of ``data`` under the purpose's subkey."""
+        if isinstance(data, str):
+            data = data.encode()
+        return hmac.new(self.subkey(purpose), data, hashlib.sha256).hexdigest()

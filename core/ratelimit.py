@@ -1,0 +1,134 @@
+"""Fixed-window rate limits per client IP, with the IETF RateLimit header fields.
+
+Counters live in memory: the service is one process, a restart forgets at most one window of
+counts, and an admission check never waits on the disk. The limiter cannot fail, so there is no
+fail-open or fail-closed choice to make.
+
+Buckets (the spec's Limits table): every ``/v1/`` request counts against ``api`` except sign-up,
+which has its own separate bucket; ``/v1/auth/*``, the two verification-link families and the
+site scan are counted in their own bucket as well, within the shared one.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+
+import attrs
+
+from core.clock import Clock
+from core.config import RateLimitsConfig
+
+_ROUTE_BUCKETS = (
+    ("/v1/public/signup", ("signup",)),
+    ("/v1/auth/", ("api", "auth")),
+    ("/v1/public/verification-links/", ("api", "public_verification_links")),
+    ("/v1/verification-links", ("api", "verification_links")),
+    ("/v1/site-scan/", ("api", "site_scan")),
+    ("/v1/", ("api",)),
+)
+
+
+def buckets_for(path: str) -> tuple[str, ...]:
+    """The buckets a request path counts against, shared one first."""
+    for prefix, buckets in _ROUTE_BUCKETS:
+        if path == prefix.rstrip("/") or path.startswith(prefix):
+            return buckets
+    return ()
+
+
+def client_ip(peer: str, forwarded_for: str | None, trusted: list[ipaddress._BaseNetwork]) -> str:
+    """The client address: the socket peer, unless it is a trusted proxy.
+
+    Behind trusted proxies, X-Forwarded-For is read right to left and the first hop that is not
+    a trusted proxy is the client; anything further left was written by the client and is not
+    believed.
+    """
+
+    def is_trusted(address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in net for net in trusted)
+
+    if not forwarded_for or not is_trusted(peer):
+        return peer
+    hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
+    for hop in reversed(hops):
+        if not is_trusted(hop):
+            try:
+                return str(ipaddress.ip_address(hop))
+            except ValueError:
+                return peer  # a malformed hop: fall back to what we know
+    return hops[0] if hops else peer
+
+
+def _partition(address: str) -> str:
+    """IPv6 clients are counted per /64, since one host commonly holds a whole /64."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if ip.version == 6:
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
+@attrs.frozen
+class Usage:
+    bucket: str
+    quota: int
+    remaining: int
+    reset: int
+    "Seconds until the window ends (at least 1)."
+
+
+@attrs.frozen
+class Decision:
+    window: int
+    usages: tuple[Usage, ...]
+    exceeded: Usage | None = None
+
+    def policy_header(self) -> str:
+        return ", ".join(f'"{u.bucket}";q={u.quota};w={self.window}' for u in self.usages)
+
+    def limit_header(self) -> str:
+        """The policy closest to exhaustion (the draft allows reporting only that one)."""
+        tightest = self.exceeded or min(self.usages, key=lambda u: u.remaining)
+        return f'"{tightest.bucket}";r={tightest.remaining};t={tightest.reset}'
+
+
+class RateLimiter:
+    def __init__(self, config: RateLimitsConfig, clock: Clock) -> None:
+        self.config = config
+        self.clock = clock
+        self._window_index = -1
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def hit(self, path: str, client: str) -> Decision | None:
+        """Count one request; ``None`` for paths outside every bucket."""
+        buckets = buckets_for(path)
+        if not buckets:
+            return None
+        window = self.config.window_seconds
+        now = self.clock.now().timestamp()
+        index = int(now // window)
+        if index != self._window_index:
+            # Fixed windows: a new window starts every counter afresh.
+            self._window_index, self._counts = index, {}
+        reset = max(1, math.ceil((index + 1) * window - now))
+        key = _partition(client)
+        usages = []
+        exceeded = None
+        for bucket in buckets:
+            quota = getattr(self.config, bucket)
+            count = self._counts.get((bucket, key), 0)
+            if exceeded is None:  # a request refused by one bucket is not counted by the next
+                count += 1
+                self._counts[(bucket, key)] = count
+            usage = Usage(bucket=bucket, quota=quota, remaining=max(0, quota - count), reset=reset)
+            if exceeded is None and count > quota:
+                exceeded = usage
+            usages.append(usage)
+        return Decision(window=window, usages=tuple(usages), exceeded=exceeded)

@@ -1,0 +1,15 @@
+"""HTTP edge: parse, authenticate, authorize, call one core function, render."""
+
+from __future__ import annotations
+
+from handlers import api_keys, auth, meta, pages
+from handlers.base import ApiNotFoundHandler
+
+routes = [
+    *meta.routes,
+    *auth.routes,
+    *api_keys.routes,
+    *pages.routes,
+    # Last: unknown /v1/ paths get the JSON 404 envelope; other paths an HTML page.
+    (r"/v1/.*", ApiNotFoundHandler),
+]

@@ -1,0 +1,225 @@
+"""The base handlers: everything every request shares lives here and only here.
+
+``ApiHandler`` parses JSON, counts the request against its rate-limit buckets before anything
+else, resolves the bearer once, enforces the per-method ``@require`` declarations and writes
+every error in the spec's envelope ``{status, code, message, details?}``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any, TypeVar
+
+from tornado import httputil
+from tornado.web import HTTPError, RequestHandler
+
+from core.auth import Principal, authenticate, authorize, check_scope_names
+from core.errors import (
+    ApiError,
+    MethodNotAllowed,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+    ValidationError,
+)
+from core.ratelimit import Decision, client_ip
+from core.scopes import READERS, ROLES
+from core.services import Services
+from core.wire import dump, structure_body
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+REQUEST_ID_HEADER = "X-Request-Id"
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+class BaseHandler(RequestHandler):
+    """Shared by the JSON API and the portal pages."""
+
+    services: Services
+
+    def initialize(self, services: Services) -> None:
+        self.services = services
+        self.request_id = uuid.uuid4().hex
+        self.principal: Principal | None = None
+        self.rate_decision: Decision | None = None
+
+    def set_default_headers(self) -> None:
+        # Also called by clear() before an error page, so headers that must survive errors
+        # (request id, rate limits) are set here.
+        request_id = getattr(self, "request_id", None)
+        if request_id:
+            self.set_header(REQUEST_ID_HEADER, request_id)
+        decision = getattr(self, "rate_decision", None)
+        if decision is not None:
+            self.set_header("RateLimit-Policy", decision.policy_header())
+            self.set_header("RateLimit", decision.limit_header())
+        self.set_header("X-Content-Type-Options", "nosniff")
+
+    @property
+    def client_ip(self) -> str:
+        return client_ip(
+            self.request.remote_ip or "",
+            self.request.headers.get("X-Forwarded-For"),
+            self.services.trusted_proxies,
+        )
+
+    def allowed_methods(self) -> list[str]:
+        base = RequestHandler
+        return [m for m in _METHODS if getattr(type(self), m.lower()) is not getattr(base, m.lower())]
+
+
+class ApiHandler(BaseHandler):
+    """Base of every ``/v1/`` handler."""
+
+    def initialize(self, services: Services) -> None:
+        super().initialize(services)
+        self._auth_error: ApiError | None = None
+
+    def set_default_headers(self) -> None:
+        super().set_default_headers()
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        # Responses may carry secrets shown once; no cache may keep them.
+        self.set_header("Cache-Control", "no-store")
+
+    async def prepare(self) -> None:
+        # Admission before authentication: a flood of bad credentials is throttled too.
+        self.rate_decision = self.services.limiter.hit(self.request.path, self.client_ip)
+        self.set_default_headers()
+        if self.rate_decision is not None and self.rate_decision.exceeded is not None:
+            raise RateLimited(self.rate_decision.exceeded.reset, self.rate_decision.exceeded.bucket)
+        header = self.request.headers.get("Authorization")
+        if header is None:
+            return
+        scheme, _, token = header.strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            self._auth_error = Unauthorized("The Authorization header must be 'Bearer <token>'.")
+            return
+        try:
+            self.principal = await authenticate(self.services, token)
+        except ApiError as exc:
+            # Kept, not raised: a public endpoint ignores credentials it does not need.
+            self._auth_error = exc
+
+    @property
+    def has_credentials(self) -> bool:
+        return "Authorization" in self.request.headers
+
+    def authenticated(self) -> Principal:
+        """The caller, or the error that its credentials (or their absence) deserve."""
+        if self._auth_error is not None:
+            raise self._auth_error
+        if self.principal is None:
+            raise Unauthorized()
+        return self.principal
+
+    def body(self, cls: type[T]) -> T:
+        """The JSON body structured into a request record; an empty body counts as ``{}``."""
+        raw = self.request.body
+        if not raw.strip():
+            data: Any = {}
+        else:
+            try:
+                data = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ValidationError(form_errors=[f"Malformed JSON body: {exc}"]) from None
+        return structure_body(data, cls)
+
+    def send_json(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.finish(json.dumps(dump(data), separators=(",", ":"), ensure_ascii=False))
+
+    def send_empty(self) -> None:
+        self.set_status(204)
+        self.clear_header("Content-Type")
+        self.finish()
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, ApiError):
+            return  # an expected refusal; the access log records it
+        if isinstance(value, HTTPError) and value.status_code < 500:
+            return
+        log.error(
+            "unhandled error, request id %s: %s %s",
+            self.request_id, self.request.method, self.request.path, exc_info=(typ, value, tb),
+        )
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, HTTPError) and exc.status_code == 405:
+            exc = MethodNotAllowed()
+        if isinstance(exc, ApiError):
+            status, code, message, details = exc.status, exc.code, exc.message, exc.details
+            for name, value in exc.headers.items():
+                self.set_header(name, value)
+            if isinstance(exc, MethodNotAllowed):
+                self.set_header("Allow", ", ".join(self.allowed_methods()))
+        elif isinstance(exc, HTTPError) and exc.status_code < 500:
+            # HTTPError.log_message is for logs; clients get the stock reason phrase only.
+            status = exc.status_code
+            reason = httputil.responses.get(status, "Error")
+            code, message, details = reason.lower().replace(" ", "_"), reason + ".", None
+        else:
+            status, code = 500, "internal_error"
+            message = f"Internal server error. Quote request id {self.request_id} when reporting it."
+            details = {"requestId": self.request_id}
+        self.set_status(status)
+        envelope: dict[str, Any] = {"status": status, "code": code, "message": message}
+        if details is not None:
+            envelope["details"] = details
+        self.clear_header("Content-Length")
+        self.finish(json.dumps(envelope, separators=(",", ":"), ensure_ascii=False))
+
+
+Method = Callable[..., Awaitable[None]]
+
+
+def require(
+    *, scopes: Collection[str] | None, roles: Collection[str] = READERS, optional: bool = False
+) -> Callable[[Method], Method]:
+    """Declare who may call a handler method.
+
+    A session passes when its role is in ``roles``; an API key when it holds every scope in
+    ``scopes`` (or ``*``). ``scopes=None`` marks owner/admin management that no key may do.
+    ``optional=True`` lets a request without credentials through with ``principal = None``;
+    credentials that are sent must still be valid. Unknown scope or role names fail at import.
+    """
+    if scopes is not None:
+        check_scope_names(scopes)
+    unknown_roles = set(roles) - set(ROLES)
+    if unknown_roles:
+        raise ValueError(f"unknown roles {sorted(unknown_roles)}")
+
+    def decorate(method: Method) -> Method:
+        @functools.wraps(method)
+        async def wrapper(self: ApiHandler, *args: Any, **kwargs: Any) -> None:
+            if not (optional and not self.has_credentials):
+                self.principal = authorize(self.authenticated(), scopes=scopes, roles=roles)
+            await method(self, *args, **kwargs)
+
+        wrapper.requirement = {"scopes": scopes, "roles": tuple(roles)}  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+def parse_id(value: str, what: str) -> uuid.UUID:
+    """A path id; one that is not a UUID names nothing, so it is a 404 like an unknown one."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise NotFound(f"{what} not found.") from None
+
+
+class ApiNotFoundHandler(ApiHandler):
+    """Any ``/v1/`` path without a route: counted by the rate limiter, then 404."""
+
+    async def prepare(self) -> None:
+        await super().prepare()
+        raise NotFound(f"No endpoint {self.request.method} {self.request.path}.")

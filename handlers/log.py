@@ -1,0 +1,37 @@
+"""The access log: one scrubbed line per request.
+
+Only the path is logged, never the query string, headers or body, so bearer tokens, codes and
+secrets cannot leak into logs.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tornado.web import RequestHandler
+
+access_log = logging.getLogger("access")
+
+
+def log_request(handler: RequestHandler) -> None:
+    status = handler.get_status()
+    if status < 400:
+        level = logging.INFO
+    elif status < 500:
+        level = logging.WARNING
+    else:
+        level = logging.ERROR
+    principal = getattr(handler, "principal", None)
+    who = principal.label if principal is not None else "-"
+    ip = getattr(handler, "client_ip", handler.request.remote_ip)
+    access_log.log(
+        level,
+        "%d %s %s (%s@%s) %.1fms rid=%s",
+        status,
+        handler.request.method,
+        handler.request.path,
+        who,
+        ip,
+        1000.0 * handler.request.request_time(),
+        getattr(handler, "request_id", "-"),
+    )

@@ -1,0 +1,62 @@
+"""SQLite storage: the only code in the service that knows SQL.
+
+One connection, used from the event loop's thread. WAL journal with ``synchronous=NORMAL``: a
+crash of the process never loses a committed transaction and never leaves a half-written one;
+only a power cut may roll back the last commits, and the database stays consistent.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import sqlite_utils
+
+from store.accounts import AccountRepo
+from store.api_keys import ApiKeyRepo
+from store.migrations import apply_migrations
+
+
+class Store:
+    def __init__(self, path: str | Path) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: transactions are begun and ended here, explicitly, not by
+        # sqlite3's implicit rules.
+        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA busy_timeout = 5000")
+        self.db = sqlite_utils.Database(conn)
+        self._depth = 0
+        apply_migrations(self)
+        self.accounts = AccountRepo(self.db)
+        self.api_keys = ApiKeyRepo(self.db)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All writes inside commit together or not at all; nested blocks join the outer one."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        self._depth = 1
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        else:
+            self.db.execute("COMMIT")
+        finally:
+            self._depth = 0
+
+    def close(self) -> None:
+        self.db.conn.close()

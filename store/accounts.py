@@ -1,0 +1,98 @@
+"""Workspaces, users and memberships."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import sqlite_utils
+
+from store._rows import from_ts, from_uid, ts, uid
+from store.records import Membership, User, Workspace
+
+
+def _workspace(row: dict[str, Any]) -> Workspace:
+    return Workspace(id=uuid.UUID(row["id"]), name=row["name"], created_at=from_ts(row["created_at"]))
+
+
+def _user(row: dict[str, Any]) -> User:
+    return User(
+        id=uuid.UUID(row["id"]),
+        email=row["email"],
+        created_at=from_ts(row["created_at"]),
+        issuer=row["issuer"],
+        subject=row["subject"],
+    )
+
+
+def _membership(row: dict[str, Any]) -> Membership:
+    return Membership(
+        workspace_id=from_uid(row["workspace_id"]),
+        user_id=from_uid(row["user_id"]),
+        role=row["role"],
+        created_at=from_ts(row["created_at"]),
+    )
+
+
+class AccountRepo:
+    def __init__(self, db: sqlite_utils.Database) -> None:
+        self.db = db
+
+    def insert_workspace(self, workspace: Workspace) -> None:
+        self.db.execute(
+            "INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)",
+            [uid(workspace.id), workspace.name, ts(workspace.created_at)],
+        )
+
+    def get_workspace(self, workspace_id: uuid.UUID) -> Workspace | None:
+        rows = list(self.db.query("SELECT * FROM workspaces WHERE id = ?", [uid(workspace_id)]))
+        return _workspace(rows[0]) if rows else None
+
+    def insert_user(self, user: User) -> None:
+        self.db.execute(
+            "INSERT INTO users (id, email, issuer, subject, created_at) VALUES (?, ?, ?, ?, ?)",
+            [uid(user.id), user.email, user.issuer, user.subject, ts(user.created_at)],
+        )
+
+    def user_by_email(self, email: str) -> User | None:
+        rows = list(self.db.query("SELECT * FROM users WHERE email = ?", [email]))
+        return _user(rows[0]) if rows else None
+
+    def user_by_subject(self, issuer: str, subject: str) -> User | None:
+        rows = list(
+            self.db.query("SELECT * FROM users WHERE issuer = ? AND subject = ?", [issuer, subject])
+        )
+        return _user(rows[0]) if rows else None
+
+    def link_user(self, user_id: uuid.UUID, *, issuer: str, subject: str) -> None:
+        """Bind a user to an identity; only a user not yet bound can be linked."""
+        self.db.execute(
+            "UPDATE users SET issuer = ?, subject = ? WHERE id = ? AND subject IS NULL",
+            [issuer, subject, uid(user_id)],
+        )
+
+    def insert_membership(self, membership: Membership) -> None:
+        self.db.execute(
+            "INSERT INTO memberships (workspace_id, user_id, role, created_at) VALUES (?, ?, ?, ?)",
+            [uid(membership.workspace_id), uid(membership.user_id), membership.role, ts(membership.created_at)],
+        )
+
+    def memberships_of_user(self, user_id: uuid.UUID) -> list[Membership]:
+        """Oldest first: a session acts in the user's first workspace."""
+        rows = self.db.query(
+            "SELECT * FROM memberships WHERE user_id = ? ORDER BY created_at, workspace_id",
+            [uid(user_id)],
+        )
+        return [_membership(r) for r in rows]
+
+    def owner_email(self, workspace_id: uuid.UUID) -> str | None:
+        """The e-mail of the workspace's first owner."""
+        rows = list(
+            self.db.query(
+                """SELECT users.email FROM memberships JOIN users ON users.id = memberships.user_id
+                   WHERE memberships.workspace_id = ? AND memberships.role = 'owner'
+                   ORDER BY memberships.created_at LIMIT 1""",
+                [uid(workspace_id)],
+            )
+        )
+        return rows[0]["email"] if rows else None

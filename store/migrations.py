@@ -1,0 +1,86 @@
+"""Numbered schema migrations, applied in order at start-up and recorded.
+
+A migration is never edited once released: a change to the schema is a new entry at the end,
+so an existing database upgrades in place.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from core.clock import SystemClock
+from core.wire import format_timestamp
+
+if TYPE_CHECKING:
+    from store import Store
+
+MIGRATIONS: list[tuple[int, str, list[str]]] = [
+    (
+        1,
+        "accounts and api keys",
+        [
+            """CREATE TABLE workspaces (
+                id TEXT PRIMARY KEY,
+                name TEXT NOT NULL,
+                created_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE users (
+                id TEXT PRIMARY KEY,
+                email TEXT NOT NULL UNIQUE,
+                issuer TEXT,
+                subject TEXT,
+                created_at TEXT NOT NULL,
+                UNIQUE (issuer, subject)
+            )""",
+            """CREATE TABLE memberships (
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                role TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'operator', 'read_only')),
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (workspace_id, user_id)
+            )""",
+            "CREATE INDEX memberships_user ON memberships(user_id)",
+            """CREATE TABLE api_keys (
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                name TEXT NOT NULL,
+                prefix TEXT NOT NULL,
+                secret_hash TEXT NOT NULL UNIQUE,
+                scopes TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('active', 'revoked')),
+                created_at TEXT NOT NULL,
+                expires_at TEXT,
+                last_used_at TEXT,
+                revoked_at TEXT
+            )""",
+            "CREATE INDEX api_keys_prefix ON api_keys(prefix)",
+            "CREATE INDEX api_keys_workspace ON api_keys(workspace_id, created_at)",
+        ],
+    ),
+]
+
+
+def apply_migrations(store: Store) -> list[int]:
+    """Apply the migrations this database lacks; each one commits with its record."""
+    db = store.db
+    db.execute(
+        """CREATE TABLE IF NOT EXISTS schema_migrations (
+            version INTEGER PRIMARY KEY,
+            name TEXT NOT NULL,
+            applied_at TEXT NOT NULL
+        )"""
+    )
+    done = {row["version"] for row in db.query("SELECT version FROM schema_migrations")}
+    applied = []
+    for version, name, statements in MIGRATIONS:
+        if version in done:
+            continue
+        with store.transaction():
+            for sql in statements:
+                db.execute(sql)
+            db.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                [version, name, format_timestamp(SystemClock().now())],
+            )
+        applied.append(version)
+    return applied

@@ -1,0 +1,69 @@
+"""Fixtures.
+
+- ``clock``: a FakeClock; tests move time explicitly.
+- ``oidc_issuer``: a real OIDC issuer on loopback (one per session), see tests/servers/oidc.py.
+- ``config``: defaults with storage in a temporary folder and the test issuer configured.
+- ``services``: the real Services built from ``config`` (only the clock is a fake).
+- ``app``: the real Tornado application, served by pytest-tornado's ``http_server``.
+- ``api``: the request helper of tests/helpers.py bound to that server.
+- ``world``: workspaces, users, sessions and keys made through the service's own core code.
+"""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from app import make_app
+from core.config import Config, OidcConfig, StorageConfig
+from core.services import build_services
+from tests.fakes import FakeClock
+from tests.helpers import Api, World
+from tests.servers.oidc import CLIENT_ID, OidcIssuer
+
+
+@pytest.fixture(scope="session")
+def oidc_issuer():
+    issuer = OidcIssuer().start()
+    yield issuer
+    issuer.stop()
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def config(tmp_path, oidc_issuer):
+    return Config(
+        storage=StorageConfig(path=str(tmp_path / "service.sqlite3"), secret_key_file=str(tmp_path / "secret.key")),
+        oidc=OidcConfig(issuer=oidc_issuer.issuer, client_id=CLIENT_ID),
+    )
+
+
+@pytest.fixture
+def services(config, clock):
+    services = build_services(config, clock=clock)
+    yield services
+    services.close()
+
+
+@pytest.fixture
+def app(services):
+    return make_app(services)
+
+
+@pytest.fixture
+def api(http_client, base_url):
+    return Api(http_client, base_url)
+
+
+@pytest.fixture
+def world(services, oidc_issuer, clock):
+    return World(services, oidc_issuer, clock)
+
+
+def with_config(config: Config, **tables) -> Config:
+    """A copy of ``config`` with some tables replaced."""
+    return attrs.evolve(config, **tables)

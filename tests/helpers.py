@@ -1,0 +1,174 @@
+"""Request helper and actors shared by the HTTP tests.
+
+Every response that passes through ``Api`` is checked for the invariants of the whole API: a
+request id, JSON content, the error envelope on every 4xx/5xx, and (where the OpenAPI document
+describes the path) a body that matches the documented schema for that status.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import attrs
+from jsonschema import Draft202012Validator
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+from core import accounts, api_keys
+from core.services import Services
+from store.records import User, Workspace
+from tests.fakes import FakeClock
+from tests.servers.oidc import OidcIssuer
+
+OPENAPI = Path(__file__).resolve().parent.parent / "static" / "openapi.json"
+
+
+@cache
+def openapi() -> dict[str, Any]:
+    return json.loads(OPENAPI.read_text())
+
+
+def template_regex(template: str) -> str:
+    """``/v1/api-keys/{apiKeyId}/rotate`` -> ``/v1/api-keys/([^/]+)/rotate``."""
+    return re.sub(r"\{[^}]+\}", "([^/]+)", template)
+
+
+def documented_operation(method: str, path: str) -> dict[str, Any] | None:
+    for template, item in openapi()["paths"].items():
+        if re.fullmatch(template_regex(template), path):
+            return item.get(method.lower())
+    return None
+
+
+def check_against_openapi(method: str, path: str, status: int, body: Any) -> None:
+    operation = documented_operation(method, path)
+    if operation is None:
+        return
+    responses = operation["responses"]
+    response = responses.get(str(status)) or responses.get("default")
+    assert response is not None, f"{method} {path} answered {status}, which the OpenAPI document does not list"
+    if "$ref" in response:
+        name = response["$ref"].rsplit("/", 1)[-1]
+        response = openapi()["components"]["responses"][name]
+    content = response.get("content")
+    if status == 204 or content is None:
+        assert body is None, f"{method} {path} {status} should have no body"
+        return
+    schema = content["application/json"]["schema"]
+    root = {"allOf": [schema], "components": openapi()["components"]}
+    errors = sorted(Draft202012Validator(root).iter_errors(body), key=str)
+    assert not errors, f"{method} {path} {status} does not match the OpenAPI schema: {errors[0].message}"
+
+
+@attrs.frozen
+class Response:
+    status: int
+    body: Any
+    headers: Any
+
+    @property
+    def code(self) -> str | None:
+        return self.body.get("code") if isinstance(self.body, dict) else None
+
+
+class Api:
+    """pytest-tornado's client with the API's invariants asserted on every response."""
+
+    def __init__(self, client: AsyncHTTPClient, base_url: str) -> None:
+        self.client = client
+        self.base_url = base_url
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        raw: bytes | None = None,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        all_headers = dict(headers or {})
+        if token is not None:
+            all_headers["Authorization"] = f"Bearer {token}"
+        body = raw if raw is not None else (json.dumps(json_body).encode() if json_body is not None else None)
+        if body is None and method in ("POST", "PUT", "PATCH"):
+            body = b""
+        if body:
+            all_headers.setdefault("Content-Type", "application/json")
+        request = HTTPRequest(
+            self.base_url + path,
+            method=method,
+            body=body,
+            headers=all_headers,
+            allow_nonstandard_methods=True,
+        )
+        response = await self.client.fetch(request, raise_error=False)
+        assert response.headers.get("X-Request-Id"), "every response carries a request id"
+        parsed = None
+        if response.code != 204:
+            assert response.headers.get("Content-Type", "").startswith("application/json")
+            parsed = json.loads(response.body)
+        else:
+            assert not response.body
+        if response.code >= 400:
+            assert isinstance(parsed, dict)
+            assert set(parsed) <= {"status", "code", "message", "details"}, parsed
+            assert parsed["status"] == response.code
+            assert isinstance(parsed["code"], str) and isinstance(parsed["message"], str)
+            assert "Traceback" not in response.body.decode()
+        check_against_openapi(method, path, response.code, parsed)
+        return Response(response.code, parsed, response.headers)
+
+    async def get(self, path: str, **kw: Any) -> Response:
+        return await self.request("GET", path, **kw)
+
+    async def post(self, path: str, json_body: Any = None, **kw: Any) -> Response:
+        return await self.request("POST", path, json_body=json_body, **kw)
+
+    async def patch(self, path: str, json_body: Any = None, **kw: Any) -> Response:
+        return await self.request("PATCH", path, json_body=json_body, **kw)
+
+    async def delete(self, path: str, **kw: Any) -> Response:
+        return await self.request("DELETE", path, **kw)
+
+
+@attrs.frozen
+class Actor:
+    """A user in a workspace with a fresh session token."""
+
+    workspace: Workspace
+    user: User
+    role: str
+    token: str
+
+
+class World:
+    """Makes workspaces, members and keys through the service's own core code."""
+
+    def __init__(self, services: Services, issuer: OidcIssuer, clock: FakeClock) -> None:
+        self.services = services
+        self.issuer = issuer
+        self.clock = clock
+
+    def session_token(self, email: str, **claims: Any) -> str:
+        return self.issuer.mint(now=self.clock.now(), email=email, **claims)
+
+    def owner(self, email: str | None = None, *, name: str = "Acme") -> Actor:
+        email = email or f"owner-{uuid.uuid4().hex[:8]}@example.com"
+        workspace, user = accounts.create_workspace(self.services, name=name, owner_email=email)
+        return Actor(workspace, user, "owner", self.session_token(email))
+
+    def member(self, workspace: Workspace, role: str, email: str | None = None) -> Actor:
+        email = email or f"{role}-{uuid.uuid4().hex[:8]}@example.com"
+        user = accounts.add_member(self.services, workspace_id=workspace.id, email=email, role=role)
+        return Actor(workspace, user, role, self.session_token(email))
+
+    def key(self, workspace: Workspace, scopes: list[str] | None, **fields: Any) -> str:
+        request = api_keys.CreateKeyRequest(name=fields.pop("name", "automation"), scopes=scopes, **fields)
+        _, secret = api_keys.create(self.services, workspace_id=workspace.id, request=request)
+        return secret

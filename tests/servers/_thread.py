@@ -1,0 +1,46 @@
+"""Run a Tornado application on loopback in a thread with its own event loop.
+
+Test servers live outside the event loop of the test itself, like a real remote service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import tornado.web
+from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
+
+
+class ThreadedServer:
+    def __init__(self, app: tornado.web.Application) -> None:
+        self.app = app
+        self.sockets = bind_sockets(0, "127.0.0.1")
+        self.port = self.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        async def serve() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            server = HTTPServer(self.app)
+            server.add_sockets(self.sockets)
+            self._started.set()
+            await self._stop.wait()
+            server.stop()
+
+        asyncio.run(serve())
+
+    def start(self) -> ThreadedServer:
+        self._thread.start()
+        self._started.wait(5)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(5)
