@@ -14,7 +14,9 @@ from core.wire import format_timestamp
 if TYPE_CHECKING:
     from store import Store
 
-MIGRATIONS: list[tuple[int, str, list[str]]] = [
+Migration = tuple[int, str, list[str]]
+
+MIGRATIONS: list[Migration] = [
     (
         1,
         "accounts and api keys",
@@ -60,7 +62,7 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
 ]
 
 
-def apply_migrations(store: Store) -> list[int]:
+def apply_migrations(store: Store, migrations: list[Migration] | None = None) -> list[int]:
     """Apply the migrations this database lacks; each one commits with its record."""
     db = store.db
     db.execute(
@@ -72,7 +74,7 @@ def apply_migrations(store: Store) -> list[int]:
     )
     done = {row["version"] for row in db.query("SELECT version FROM schema_migrations")}
     applied = []
-    for version, name, statements in MIGRATIONS:
+    for version, name, statements in MIGRATIONS if migrations is None else migrations:
         if version in done:
             continue
         with store.transaction():

@@ -91,9 +91,10 @@ class OidcIssuer:
         subject: str | None = None,
         key: RSAKey | None = None,
         header: dict[str, Any] | None = None,
+        without: tuple[str, ...] = (),
         **claims: Any,
     ) -> str:
-        """An ID token; ``claims`` override or (with value ``None``) remove defaults."""
+        """An ID token; ``claims`` override defaults and ``without`` names claims to leave out."""
         issued = int(now.timestamp())
         body = {
             "iss": self.issuer,
@@ -105,7 +106,7 @@ class OidcIssuer:
             "exp": issued + 3600,
         }
         body.update(claims)
-        body = {k: v for k, v in body.items() if v is not None}
+        body = {k: v for k, v in body.items() if k not in without}
         key = key or self.signing_key
         head = {"alg": "RS256", "kid": key.kid, "typ": "JWT", **(header or {})}
         return jwt.encode(head, body, key)

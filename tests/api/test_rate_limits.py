@@ -1,0 +1,109 @@
+"""Rate limits over HTTP: headers on every /v1/ response, 429 with Retry-After, buckets, proxies."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from core.config import RateLimitsConfig, ServerConfig
+
+
+@pytest.fixture
+def config(config):
+    return attrs.evolve(
+        config,
+        rate_limits=RateLimitsConfig(api=5, auth=3),
+        server=ServerConfig(trusted_proxies=["127.0.0.1"]),
+    )
+
+
+def from_ip(ip: str) -> dict[str, str]:
+    return {"X-Forwarded-For": ip}
+
+
+class TestHeaders:
+    """RateLimit and RateLimit-Policy."""
+
+    @pytest.mark.gen_test
+    async def test_every_api_response_carries_both_headers(self, api, clock):
+        r = await api.get("/v1/openapi.json", headers=from_ip("198.51.100.1"))
+        assert r.headers["RateLimit-Policy"] == '"api";q=5;w=900'
+        # The fake clock stands at 10:00:00, so the 15-minute window ends in 900 s.
+        assert r.headers["RateLimit"] == '"api";r=4;t=900'
+
+    @pytest.mark.gen_test
+    async def test_auth_routes_report_both_policies_and_the_tighter_one(self, api):
+        r = await api.get("/v1/auth/session", headers=from_ip("198.51.100.2"))
+        assert r.headers["RateLimit-Policy"] == '"api";q=5;w=900, "auth";q=3;w=900'
+        assert r.headers["RateLimit"] == '"auth";r=2;t=900'
+
+    @pytest.mark.gen_test
+    async def test_errors_carry_the_headers_too(self, api):
+        r = await api.get("/v1/nothing-here", headers=from_ip("198.51.100.3"))
+        assert r.status == 404
+        assert r.headers["RateLimit"] == '"api";r=4;t=900'
+
+
+class TestLimit:
+    """The 429."""
+
+    @pytest.mark.gen_test
+    async def test_the_request_past_the_quota_is_429_with_retry_after(self, api, clock):
+        clock.advance(300)
+        for _ in range(5):
+            assert (await api.get("/v1/openapi.json", headers=from_ip("198.51.100.4"))).status == 200
+        r = await api.get("/v1/openapi.json", headers=from_ip("198.51.100.4"))
+        assert (r.status, r.code) == (429, "rate_limited")
+        assert r.headers["Retry-After"] == "600"
+        assert r.headers["RateLimit"] == '"api";r=0;t=600'
+
+    @pytest.mark.gen_test
+    async def test_the_auth_bucket_is_smaller_than_the_shared_one(self, api):
+        for _ in range(3):
+            assert (await api.get("/v1/auth/session", headers=from_ip("198.51.100.5"))).status == 200
+        r = await api.get("/v1/auth/session", headers=from_ip("198.51.100.5"))
+        assert (r.status, r.code) == (429, "rate_limited")
+        assert "'auth'" in r.body["message"]
+        # The shared bucket still admits other routes.
+        assert (await api.get("/v1/openapi.json", headers=from_ip("198.51.100.5"))).status == 200
+
+    @pytest.mark.gen_test
+    async def test_the_limit_applies_before_authentication(self, api):
+        for _ in range(5):
+            await api.get("/v1/api-keys", token="ac_live_bogus", headers=from_ip("198.51.100.6"))
+        r = await api.get("/v1/api-keys", token="ac_live_bogus", headers=from_ip("198.51.100.6"))
+        assert r.code == "rate_limited"
+
+    @pytest.mark.gen_test
+    async def test_a_new_window_starts_afresh(self, api, clock):
+        for _ in range(6):
+            await api.get("/v1/openapi.json", headers=from_ip("198.51.100.7"))
+        clock.advance(900)
+        assert (await api.get("/v1/openapi.json", headers=from_ip("198.51.100.7"))).status == 200
+
+    @pytest.mark.gen_test
+    async def test_clients_are_counted_apart(self, api):
+        for _ in range(6):
+            await api.get("/v1/openapi.json", headers=from_ip("198.51.100.8"))
+        assert (await api.get("/v1/openapi.json", headers=from_ip("198.51.100.9"))).status == 200
+
+    @pytest.mark.gen_test
+    async def test_pages_are_not_counted(self, api, http_client, base_url):
+        for _ in range(6):
+            await http_client.fetch(base_url + "/", headers=from_ip("198.51.100.10"))
+        assert (await api.get("/v1/openapi.json", headers=from_ip("198.51.100.10"))).status == 200
+
+
+class TestUntrustedPeer:
+    """Without trusted proxies, X-Forwarded-For is ignored."""
+
+    @pytest.fixture
+    def config(self, config):
+        return attrs.evolve(config, server=ServerConfig(trusted_proxies=[]))
+
+    @pytest.mark.gen_test
+    async def test_a_client_cannot_dodge_the_limit_with_forwarded_for(self, api):
+        for n in range(5):
+            await api.get("/v1/openapi.json", headers=from_ip(f"203.0.113.{n}"))
+        r = await api.get("/v1/openapi.json", headers=from_ip("203.0.113.99"))
+        assert r.code == "rate_limited"

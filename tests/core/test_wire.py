@@ -1,0 +1,73 @@
+"""core.wire: the API's JSON shape."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import attrs
+import pytest
+
+from core.errors import ValidationError
+from core.wire import INTERNAL, dump, structure_body
+
+
+@attrs.frozen
+class Thing:
+    id: uuid.UUID
+    created_at: dt.datetime
+    secret_hash: str = attrs.field(metadata={INTERNAL: True})
+    last_used_at: dt.datetime | None = None
+    tags: list[str] = attrs.Factory(list)
+
+
+@attrs.frozen
+class Request:
+    name: str
+    count: int | None = None
+    tags: list[str] | None = None
+
+
+THING = Thing(
+    id=uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    created_at=dt.datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=dt.timezone.utc),
+    secret_hash="h",
+)
+
+
+class TestDump:
+    """Records to JSON."""
+
+    def test_camel_case_keys_and_millisecond_utc_timestamps(self):
+        assert dump(THING) == {
+            "id": "12345678-1234-5678-1234-567812345678",
+            "createdAt": "2026-11-22T10:00:00.123Z",
+            "tags": [],
+        }
+
+    def test_other_offsets_are_shown_in_utc(self):
+        local = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+        assert dump(attrs.evolve(THING, last_used_at=local))["lastUsedAt"] == "2026-11-22T10:00:00.000Z"
+
+
+class TestStructure:
+    """JSON to request records."""
+
+    def test_unknown_keys_are_ignored(self):
+        assert structure_body({"name": "a", "extra": 1}, Request) == Request(name="a")
+
+    @pytest.mark.parametrize(
+        ("body", "field", "message"),
+        [
+            ({}, "name", "Required"),
+            ({"name": 1}, "name", "Expected string, received number"),
+            ({"name": "a", "count": "1"}, "count", "Expected integer, received string"),
+            ({"name": "a", "count": True}, "count", "Expected integer, received boolean"),
+            ({"name": "a", "tags": "x"}, "tags", "Expected array, received string"),
+            ({"name": "a", "tags": ["x", 2]}, "tags", "[1]: Expected string, received number"),
+        ],
+    )
+    def test_field_errors(self, body, field, message):
+        with pytest.raises(ValidationError) as info:
+            structure_body(body, Request)
+        assert info.value.field_errors == {field: [message]}

@@ -1,0 +1,199 @@
+"""Configuration: defaults, the documented example, and one clear line for every mistake."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tomllib
+import urllib.request
+from pathlib import Path
+
+import attrs
+import pytest
+
+from core.config import Config, ConfigError, config_from_dict, load_config
+from core.crypto import load_or_create_master_key
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def all_fields(cls: type, prefix: str = "") -> dict[str, object]:
+    """Every leaf key of a config class with its default, dotted."""
+    out: dict[str, object] = {}
+    instance = cls()
+    for field in attrs.fields(cls):
+        value = getattr(instance, field.name)
+        if attrs.has(type(value)):
+            out.update(all_fields(type(value), f"{prefix}{field.name}."))
+        else:
+            out[prefix + field.name] = value
+    return out
+
+
+def flatten(data: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
+
+
+class TestExample:
+    """config.example.toml documents every key with its default."""
+
+    def test_the_example_sets_every_key_to_its_default(self):
+        example = flatten(tomllib.loads((ROOT / "config.example.toml").read_text()))
+        assert example == all_fields(Config)
+
+    def test_the_example_loads_to_the_defaults(self):
+        assert load_config(ROOT / "config.example.toml") == Config()
+
+    def test_no_file_means_defaults(self):
+        assert load_config(None) == Config()
+
+    def test_the_contract_keys_exist(self):
+        keys = set(all_fields(Config))
+        for key in [
+            "server.host", "server.port", "server.base_url", "server.portal_url", "server.trusted_proxies",
+            "storage.path", "storage.secret_key_file", "oidc.issuer", "oidc.client_id", "oidc.client_secret",
+            "oidc.redirect_uri", "dns.nameservers", "dns.timeout_seconds", "provider.kind",
+            "provider.cloudflare.api_base", "provider.cloudflare.zone_id", "provider.cloudflare.api_token",
+            "webhooks.poll_interval_seconds", "webhooks.max_attempts", "webhooks.request_timeout_seconds",
+            "network.allow_private_ranges", "network.ca_bundle", "site_scan.port", "site_scan.timeout_seconds",
+            "rate_limits.window_seconds", "rate_limits.api", "rate_limits.auth", "rate_limits.signup",
+            "rate_limits.public_verification_links", "rate_limits.verification_links", "rate_limits.site_scan",
+        ]:
+            assert key in keys
+
+
+class TestErrors:
+    """Each mistake names the key."""
+
+    @pytest.mark.parametrize(
+        ("data", "message"),
+        [
+            ({"server": {"prot": 1}}, "unknown key server.prot"),
+            ({"serverr": {}}, "unknown key serverr"),
+            ({"provider": {"cloudflare": {"zone": "x"}}}, "unknown key provider.cloudflare.zone"),
+            ({"server": {"port": "8080"}}, "server.port: Expected integer, received string"),
+            ({"server": {"port": 70000}}, "server.port: must be 0 to 65535"),
+            ({"server": "x"}, "server: expected a table"),
+            ({"dns": {"nameservers": ["1.1.1.1:99999"]}}, "dns.nameservers:"),
+            ({"dns": {"timeout_seconds": "3"}}, "dns.timeout_seconds: Expected number, received string"),
+            ({"provider": {"kind": "aws"}}, 'provider.kind: must be "sandbox" or "cloudflare"'),
+            ({"server": {"trusted_proxies": ["proxy.local"]}}, "server.trusted_proxies:"),
+            ({"network": {"allow_private_ranges": [10]}}, "network.allow_private_ranges.0:"),
+            ({"webhooks": {"max_attempts": 0}}, "webhooks.max_attempts: must be positive"),
+            ({"oidc": {"issuer": "https://idp.example"}}, "oidc.client_id: required"),
+            ({"rate_limits": {"api": True}}, "rate_limits.api: Expected integer, received boolean"),
+        ],
+    )
+    def test_message_names_the_key(self, data, message):
+        with pytest.raises(ConfigError) as info:
+            config_from_dict(data)
+        assert str(info.value).startswith(message)
+
+    def test_a_missing_file_is_named(self, tmp_path):
+        with pytest.raises(ConfigError, match="config file not found: .*nope.toml"):
+            load_config(tmp_path / "nope.toml")
+
+    def test_invalid_toml_is_named(self, tmp_path):
+        path = tmp_path / "bad.toml"
+        path.write_text("[server\n")
+        with pytest.raises(ConfigError, match="bad.toml is not valid TOML"):
+            load_config(path)
+
+
+class TestStartUp:
+    """python app.py --config FILE as an operator runs it."""
+
+    def run_app(self, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "app.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=30
+        )
+
+    def test_an_unknown_key_stops_start_up_with_one_line(self, tmp_path):
+        path = tmp_path / "c.toml"
+        path.write_text("[server]\nport = 8080\nflavour = 'x'\n")
+        result = self.run_app("--config", str(path), cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines() == ["config error: unknown key server.flavour"]
+
+    def test_a_missing_file_stops_start_up_with_one_line(self, tmp_path):
+        result = self.run_app("--config", "missing.toml", cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.strip() == "config error: config file not found: missing.toml"
+        assert "Traceback" not in result.stderr
+
+    def test_a_wrong_type_stops_start_up_with_one_line(self, tmp_path):
+        path = tmp_path / "c.toml"
+        path.write_text('[rate_limits]\napi = "lots"\n')
+        result = self.run_app("--config", str(path), cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.strip() == "config error: rate_limits.api: Expected integer, received string"
+
+
+class TestSecretKeyFile:
+    """storage.secret_key_file."""
+
+    def test_created_with_mode_0600_on_first_start(self, tmp_path):
+        path = tmp_path / "nested" / "secret.key"
+        key = load_or_create_master_key(path)
+        assert len(key) == 32
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+    def test_kept_across_starts(self, tmp_path):
+        path = tmp_path / "secret.key"
+        assert load_or_create_master_key(path) == load_or_create_master_key(path)
+
+
+class TestServe:
+    """The service starts, answers and stops cleanly."""
+
+    def start(self, args: list[str], cwd: Path) -> tuple[subprocess.Popen, int]:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "app.py"), *args], cwd=cwd, stderr=subprocess.PIPE, text=True
+        )
+        for line in proc.stderr:
+            match = re.search(r"listening on http://[\d.]+:(\d+)", line)
+            if match:
+                return proc, int(match.group(1))
+        raise AssertionError(f"the service did not start (exit {proc.wait()})")
+
+    def stop(self, proc: subprocess.Popen) -> int:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(10)
+        proc.stderr.close()
+        return code
+
+    def test_starts_from_a_config_file_and_stops_on_sigterm(self, tmp_path):
+        path = tmp_path / "c.toml"
+        path.write_text('[server]\nport = 0\n[storage]\npath = "db/x.sqlite3"\nsecret_key_file = "db/k"\n')
+        proc, port = self.start(["--config", str(path)], tmp_path)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/openapi.json") as response:
+                assert json.load(response)["openapi"].startswith("3.1")
+        finally:
+            assert self.stop(proc) == 0
+        assert (tmp_path / "db" / "x.sqlite3").exists() and (tmp_path / "db" / "k").exists()
+
+    def test_starts_on_embedded_defaults(self, tmp_path):
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", 8080)) == 0:
+                pytest.skip("port 8080 is taken on this machine")
+        proc, port = self.start([], tmp_path)
+        try:
+            assert port == 8080
+            with urllib.request.urlopen("http://127.0.0.1:8080/v1/auth/session") as response:
+                assert json.load(response) is None
+        finally:
+            assert self.stop(proc) == 0
+        assert (tmp_path / "data" / "service.sqlite3").exists()
