@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ def create_workspace(services: Services, *, name: str, owner_email: str) -> tupl
         if user is None:
             user = User(id=uuid.uuid4(), email=normalise_email(owner_email), created_at=now)
             store.accounts.insert_user(user)
-        workspace = Workspace(id=uuid.uuid4(), name=name, created_at=now)
+        workspace = Workspace(id=uuid.uuid4(), name=name, created_at=now, ownership_token=secrets.token_hex(16))
         store.accounts.insert_workspace(workspace)
         store.accounts.insert_membership(
             Membership(workspace_id=workspace.id, user_id=user.id, role="owner", created_at=now)

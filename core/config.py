@@ -180,6 +180,10 @@ class Config:
     def __attrs_post_init__(self) -> None:
         if self.oidc.issuer and not self.oidc.client_id:
             raise ConfigError("oidc.client_id: required when oidc.issuer is set")
+        if self.provider.kind == "cloudflare":
+            for key in ("zone_id", "api_token"):
+                if not getattr(self.provider.cloudflare, key):
+                    raise ConfigError(f"provider.cloudflare.{key}: required when provider.kind is \"cloudflare\"")
 
     @property
     def redirect_uri(self) -> str:

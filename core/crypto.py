@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import logging
 import os
 import secrets
@@ -76,3 +77,20 @@ class Keyring:
         if isinstance(data, str):
             data = data.encode()
         return hmac.new(self.subkey(purpose), data, hashlib.sha256).hexdigest()
+
+    def seal(self, purpose: str, payload: dict) -> str:
+        """An opaque, tamper-evident token carrying ``payload`` (readable, not secret)."""
+        body = base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
+        return f"{body}.{self.mac(purpose, body)[:32]}"
+
+    def unseal(self, purpose: str, token: str) -> dict | None:
+        """The payload of a token made by ``seal`` for this purpose, or ``None``."""
+        body, _, tag = token.partition(".")
+        # Constant-time: a forger learns nothing from how long the comparison took.
+        if not body or not hmac.compare_digest(tag.encode(), self.mac(purpose, body)[:32].encode()):
+            return None
+        try:
+            payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        except ValueError:
+            return None
+        return payload if isinstance(payload, dict) else None

@@ -10,6 +10,8 @@ import attrs
 from core.clock import Clock, SystemClock
 from core.config import Config
 from core.crypto import Keyring, load_or_create_master_key
+from core.dns import DnsChecker
+from core.edge import EdgeProvider, make_provider
 from core.oidc import OidcVerifier
 from core.ratelimit import RateLimiter
 from store import Store
@@ -26,6 +28,8 @@ class Services:
     limiter: RateLimiter
     oidc: OidcVerifier | None
     "Verifies session ID tokens; ``None`` while no identity provider is configured."
+    provider: EdgeProvider
+    dns: DnsChecker
     trusted_proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
 
     def close(self) -> None:
@@ -49,5 +53,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         keyring=keyring,
         limiter=RateLimiter(config.rate_limits, clock),
         oidc=oidc,
+        provider=make_provider(config, keyring),
+        dns=DnsChecker(config.dns),
         trusted_proxies=[ipaddress.ip_network(p, strict=False) for p in config.server.trusted_proxies],
     )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from handlers import api_keys, auth, meta, pages
+from handlers import api_keys, auth, clients, domains, meta, pages
 from handlers.base import ApiNotFoundHandler
 
 routes = [
     *meta.routes,
     *auth.routes,
     *api_keys.routes,
+    *domains.routes,
+    *clients.routes,
     *pages.routes,
     # Last: unknown /v1/ paths get the JSON 404 envelope; other paths an HTML page.
     (r"/v1/.*", ApiNotFoundHandler),

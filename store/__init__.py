@@ -16,6 +16,8 @@ import sqlite_utils
 
 from store.accounts import AccountRepo
 from store.api_keys import ApiKeyRepo
+from store.clients import ClientRepo
+from store.domains import DomainRepo
 from store.migrations import apply_migrations
 
 
@@ -35,6 +37,8 @@ class Store:
         apply_migrations(self)
         self.accounts = AccountRepo(self.db)
         self.api_keys = ApiKeyRepo(self.db)
+        self.clients = ClientRepo(self.db)
+        self.domains = DomainRepo(self.db)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -12,7 +12,12 @@ from store.records import Membership, User, Workspace
 
 
 def _workspace(row: dict[str, Any]) -> Workspace:
-    return Workspace(id=uuid.UUID(row["id"]), name=row["name"], created_at=from_ts(row["created_at"]))
+    return Workspace(
+        id=uuid.UUID(row["id"]),
+        name=row["name"],
+        created_at=from_ts(row["created_at"]),
+        ownership_token=row["ownership_token"],
+    )
 
 
 def _user(row: dict[str, Any]) -> User:
@@ -40,8 +45,8 @@ class AccountRepo:
 
     def insert_workspace(self, workspace: Workspace) -> None:
         self.db.execute(
-            "INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)",
-            [uid(workspace.id), workspace.name, ts(workspace.created_at)],
+            "INSERT INTO workspaces (id, name, created_at, ownership_token) VALUES (?, ?, ?, ?)",
+            [uid(workspace.id), workspace.name, ts(workspace.created_at), workspace.ownership_token],
         )
 
     def get_workspace(self, workspace_id: uuid.UUID) -> Workspace | None:

@@ -59,6 +59,63 @@ MIGRATIONS: list[Migration] = [
             "CREATE INDEX api_keys_workspace ON api_keys(workspace_id, created_at)",
         ],
     ),
+    (
+        2,
+        "clients, domains and ownership tokens",
+        [
+            # One ownership token per workspace (spec): existing workspaces get one here.
+            "ALTER TABLE workspaces ADD COLUMN ownership_token TEXT",
+            "UPDATE workspaces SET ownership_token = lower(hex(randomblob(16))) WHERE ownership_token IS NULL",
+            """CREATE TABLE clients (
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                name TEXT NOT NULL,
+                notes TEXT,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX clients_workspace ON clients(workspace_id, name)",
+            """CREATE TABLE domains (
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                apex TEXT NOT NULL,
+                client_id TEXT REFERENCES clients(id),
+                contact_email TEXT,
+                notes TEXT,
+                tags TEXT NOT NULL DEFAULT '[]',
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                delegation_target TEXT NOT NULL,
+                validation_status TEXT NOT NULL CHECK (validation_status IN ('pending', 'verified', 'error')),
+                validation_checked_at TEXT,
+                validation_error TEXT,
+                cert_status TEXT NOT NULL
+                    CHECK (cert_status IN ('none', 'pending', 'active', 'renewing', 'error', 'blocked')),
+                cert_issuer TEXT,
+                cert_not_after TEXT,
+                cert_next_renewal_at TEXT,
+                cert_last_issued_at TEXT,
+                cert_error TEXT,
+                cert_trace_id TEXT,
+                ops_status TEXT NOT NULL CHECK (ops_status IN ('active', 'action_needed', 'blocked', 'pending')),
+                UNIQUE (workspace_id, apex)
+            )""",
+            # One index per sort order, and per equality filter combined with the default sort.
+            "CREATE INDEX domains_created ON domains(workspace_id, created_at, id)",
+            "CREATE INDEX domains_updated ON domains(workspace_id, updated_at, id)",
+            "CREATE INDEX domains_ops ON domains(workspace_id, ops_status, created_at, id)",
+            "CREATE INDEX domains_validation ON domains(workspace_id, validation_status, created_at, id)",
+            "CREATE INDEX domains_cert ON domains(workspace_id, cert_status, created_at, id)",
+            "CREATE INDEX domains_client ON domains(client_id, created_at, id)",
+            """CREATE TABLE domain_tags (
+                domain_id TEXT NOT NULL REFERENCES domains(id) ON DELETE CASCADE,
+                workspace_id TEXT NOT NULL,
+                tag TEXT NOT NULL,
+                PRIMARY KEY (domain_id, tag)
+            )""",
+            "CREATE INDEX domain_tags_lookup ON domain_tags(workspace_id, tag, domain_id)",
+        ],
+    ),
 ]
 
 

@@ -19,6 +19,8 @@ class Workspace:
     id: uuid.UUID
     name: str
     created_at: dt.datetime
+    ownership_token: str = attrs.field(default="", metadata=_internal)
+    "Published by customers in the ownership TXT record of every domain of this workspace."
 
 
 @attrs.frozen
@@ -60,3 +62,45 @@ class ApiKey:
     last_used_at: dt.datetime | None = None
     expires_at: dt.datetime | None = None
     revoked_at: dt.datetime | None = attrs.field(default=None, metadata=_internal)
+
+
+@attrs.frozen
+class Client:
+    """A customer of the workspace's own business that domains can be filed under."""
+
+    id: uuid.UUID
+    name: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    workspace_id: uuid.UUID = attrs.field(metadata=_internal)
+    notes: str | None = None
+
+
+@attrs.frozen
+class DomainRow:
+    """A domain as stored: flat columns; core/domains.py shapes it for the API."""
+
+    id: uuid.UUID
+    workspace_id: uuid.UUID
+    apex: str
+    tags: list[str]
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    delegation_target: str
+    "CNAME target the edge provider assigned for ``_acme-challenge.<apex>``."
+    validation_status: str
+    cert_status: str
+    ops_status: str
+    ownership_token: str
+    "The workspace's token (joined in, not a column of the domain)."
+    client_id: uuid.UUID | None = None
+    contact_email: str | None = None
+    notes: str | None = None
+    validation_checked_at: dt.datetime | None = None
+    validation_error: str | None = None
+    cert_issuer: str | None = None
+    cert_not_after: dt.datetime | None = None
+    cert_next_renewal_at: dt.datetime | None = None
+    cert_last_issued_at: dt.datetime | None = None
+    cert_error: str | None = None
+    cert_trace_id: uuid.UUID | None = None

@@ -1,0 +1,81 @@
+"""Non-blocking DNS lookups (aiodns) with outcomes typed for diagnosis.
+
+Every lookup the service makes goes through ``[dns] nameservers`` (system resolvers when empty)
+with ``[dns] timeout_seconds``. A lookup never raises: it reports what the DNS said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+import aiodns
+import attrs
+from aiodns import error as dns_error
+
+from core.config import DnsConfig, parse_nameserver
+
+Outcome = Literal["found", "nxdomain", "nodata", "timeout", "error"]
+
+_TYPE_CODES = {"CNAME": 5, "TXT": 16}
+_ERRORS = {
+    dns_error.ARES_ENOTFOUND: "nxdomain",
+    dns_error.ARES_ENODATA: "nodata",
+    dns_error.ARES_ETIMEOUT: "timeout",
+}
+
+
+@attrs.frozen
+class Lookup:
+    name: str
+    rtype: str
+    outcome: Outcome
+    values: tuple[str, ...] = ()
+    "CNAME targets (without trailing dot) or TXT strings, as the server sent them."
+    detail: str = ""
+    "For ``error``: what the resolver said (SERVFAIL, REFUSED, ...)."
+
+
+class DnsChecker:
+    def __init__(self, config: DnsConfig) -> None:
+        self.timeout = config.timeout_seconds
+        self.nameservers = [self._format(ns) for ns in config.nameservers]
+        self._resolver: aiodns.DNSResolver | None = None
+
+    @staticmethod
+    def _format(entry: str) -> str:
+        host, port = parse_nameserver(entry)
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def _get_resolver(self) -> aiodns.DNSResolver:
+        # Created on first use, inside the running event loop it belongs to.
+        if self._resolver is None:
+            self._resolver = aiodns.DNSResolver(
+                nameservers=self.nameservers or None, timeout=self.timeout, tries=1
+            )
+        return self._resolver
+
+    async def lookup(self, name: str, rtype: str) -> Lookup:
+        """Query ``rtype`` records at ``name``."""
+        try:
+            # The resolver has its own timeout; this bound also covers a resolver that hangs.
+            result = await asyncio.wait_for(self._get_resolver().query_dns(name, rtype), self.timeout * 2 + 1)
+        except aiodns.error.DNSError as exc:
+            code = exc.args[0] if exc.args else None
+            outcome = _ERRORS.get(code, "error")
+            detail = exc.args[1] if len(exc.args) > 1 else str(exc)
+            return Lookup(name=name, rtype=rtype, outcome=outcome, detail=str(detail))  # type: ignore[arg-type]
+        except asyncio.TimeoutError:
+            return Lookup(name=name, rtype=rtype, outcome="timeout")
+        values = []
+        for record in result.answer:
+            if record.type != _TYPE_CODES[rtype]:
+                continue  # e.g. the CNAME a resolver followed on the way to TXT
+            if rtype == "CNAME":
+                values.append(record.data.cname.rstrip("."))
+            else:
+                data = record.data.data
+                values.append(data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data))
+        if not values:
+            return Lookup(name=name, rtype=rtype, outcome="nodata")
+        return Lookup(name=name, rtype=rtype, outcome="found", values=tuple(values))

@@ -1,0 +1,134 @@
+"""POST /v1/domains/query: filters, sort and keyset pagination with signed cursors.
+
+A cursor carries the (sort value, id) of the last row shown, so the next page starts strictly
+after it: rows inserted while a caller walks the pages can never make a row appear twice. It is
+signed and bound to the workspace, the resource, the filters and the sort, so a cursor that was
+tampered with or reused with other filters is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from core.domains import CERT_STATUSES, OPS_STATUSES, VALIDATION_STATUSES, Domain, clean_tags, present
+from core.errors import InvalidCursor, ValidationError
+from store.domains import SORT_COLUMNS, DomainFilter
+from store.records import Workspace
+
+if TYPE_CHECKING:
+    from core.services import Services
+
+LIMIT_DEFAULT = 100
+LIMIT_MAX = 250
+Q_MAX = 200
+_CURSOR_PURPOSE = "cursor"
+
+
+@attrs.frozen
+class Sort:
+    by: str = "createdAt"
+    dir: str = "desc"
+
+
+@attrs.frozen
+class Page:
+    limit: int = LIMIT_DEFAULT
+    cursor: str | None = None
+
+
+@attrs.frozen
+class QueryDomains:
+    q: str | None = None
+    status: str | None = None
+    validation_status: str | None = None
+    cert_status: str | None = None
+    client_id: uuid.UUID | None = None
+    tags: list[str] | None = None
+    sort: Sort | None = None
+    page: Page | None = None
+
+
+@attrs.frozen
+class DomainPage:
+    items: list[Domain]
+    total: int
+    next_cursor: str | None = None
+
+
+def _one_of(name: str, value: str | None, allowed: tuple[str, ...], errors: dict[str, list[str]]) -> None:
+    if value is not None and value not in allowed:
+        errors.setdefault(name, []).append(f"Must be one of: {', '.join(allowed)} (got '{value}')")
+
+
+def _validate(request: QueryDomains) -> tuple[DomainFilter, Sort, Page]:
+    errors: dict[str, list[str]] = {}
+    _one_of("status", request.status, OPS_STATUSES, errors)
+    _one_of("validationStatus", request.validation_status, VALIDATION_STATUSES, errors)
+    _one_of("certStatus", request.cert_status, CERT_STATUSES, errors)
+    q = (request.q or "").strip()
+    if len(q) > Q_MAX:
+        errors.setdefault("q", []).append(f"Must be at most {Q_MAX} characters")
+    tags = clean_tags(request.tags, errors) or []
+    sort = request.sort or Sort()
+    if sort.by not in SORT_COLUMNS:
+        errors.setdefault("sort", []).append(f"by: must be one of: {', '.join(SORT_COLUMNS)} (got '{sort.by}')")
+    if sort.dir not in ("asc", "desc"):
+        errors.setdefault("sort", []).append(f"dir: must be asc or desc (got '{sort.dir}')")
+    page = request.page or Page()
+    if not 1 <= page.limit <= LIMIT_MAX:
+        errors.setdefault("page", []).append(f"limit: must be 1 to {LIMIT_MAX} (got {page.limit})")
+    if errors:
+        raise ValidationError(field_errors=errors)
+    domain_filter = DomainFilter(
+        q=q.lower() or None,
+        ops_status=request.status,
+        validation_status=request.validation_status,
+        cert_status=request.cert_status,
+        client_id=request.client_id,
+        tags=tuple(sorted(tags)),
+    )
+    return domain_filter, sort, page
+
+
+def _binding(workspace: Workspace, domain_filter: DomainFilter, sort: Sort) -> str:
+    """What a cursor is bound to; any change of workspace, filters or sort changes it."""
+    scope = [str(workspace.id), "domains", attrs.asdict(domain_filter, value_serializer=_plain), attrs.asdict(sort)]
+    return hashlib.sha256(json.dumps(scope, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _plain(_: Any, __: Any, value: Any) -> Any:
+    return str(value) if isinstance(value, uuid.UUID) else list(value) if isinstance(value, tuple) else value
+
+
+def _decode_cursor(services: Services, cursor: str, binding: str) -> tuple[str, str]:
+    payload = services.keyring.unseal(_CURSOR_PURPOSE, cursor)
+    if payload is None or payload.get("b") != binding:
+        raise InvalidCursor("The cursor is invalid, or was issued for other filters or another sort.")
+    key = payload.get("k")
+    if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)):
+        raise InvalidCursor()
+    return key[0], key[1]
+
+
+def query(services: Services, *, workspace: Workspace, request: QueryDomains) -> DomainPage:
+    domain_filter, sort, page = _validate(request)
+    binding = _binding(workspace, domain_filter, sort)
+    after = _decode_cursor(services, page.cursor, binding) if page.cursor is not None else None
+    repo = services.store.domains
+    rows = repo.page(
+        workspace.id, domain_filter, sort_by=sort.by, descending=sort.dir == "desc", after=after, limit=page.limit + 1
+    )
+    next_cursor = None
+    if len(rows) > page.limit:
+        rows = rows[: page.limit]
+        last = rows[-1]
+        next_cursor = services.keyring.seal(
+            _CURSOR_PURPOSE, {"b": binding, "k": [repo.sort_value(last, sort.by), str(last.id)]}
+        )
+    total = repo.count(workspace.id, domain_filter)
+    return DomainPage(items=[present(r) for r in rows], total=total, next_cursor=next_cursor)

@@ -1,0 +1,92 @@
+"""Hostname rules, in one place for every entry point (create, bulk, sign-up).
+
+A hostname is stored in its canonical ASCII form: lower case, no trailing dot, internationalised
+labels as IDNA 2008 A-labels (UTS 46 mapping, non-transitional). It must be a name a public CA
+can issue for: at least two labels within DNS limits, not an IP address, and registrable under
+a public suffix without being one itself. The Public Suffix List comes bundled with the
+``publicsuffixlist`` package, so no list is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+import idna
+from publicsuffixlist import PublicSuffixList
+
+MAX_LENGTH = 253
+MAX_LABEL = 63
+_LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
+_psl = PublicSuffixList()
+
+
+class HostnameError(ValueError):
+    """Why a hostname is refused, worded for the caller."""
+
+
+def normalise(raw: str) -> str:
+    """The canonical form of ``raw``, or ``HostnameError`` saying exactly what is wrong."""
+    shown = raw.strip() if len(raw.strip()) <= 80 else raw.strip()[:77] + "..."
+    name = raw.strip().lower()
+    if name.endswith("."):
+        name = name[:-1]
+    if not name:
+        raise HostnameError("Hostname is empty.")
+    if name.startswith("*"):
+        raise HostnameError(
+            "Wildcard hostnames are not supported; add each exact hostname (one certificate per hostname)."
+        )
+    if _is_ip_address(name):
+        raise HostnameError(f"'{shown}' is an IP address; a hostname is required.")
+    if "/" in name or ":" in name:
+        raise HostnameError(f"'{shown}' is not a bare hostname; leave out the scheme, port and path.")
+    if "_" in name:
+        raise HostnameError(f"'{shown}' contains an underscore, which hostnames may not.")
+    if any(ch.isspace() for ch in name):
+        raise HostnameError(f"'{shown}' contains white space.")
+    try:
+        name = idna.encode(name, uts46=True, transitional=False).decode("ascii")
+    except idna.IDNAError as exc:
+        raise HostnameError(f"'{shown}' is not a valid hostname: {exc}.") from None
+    except UnicodeError:
+        raise HostnameError(f"'{shown}' is not a valid hostname: a label is empty or too long.") from None
+    _check_labels(name)
+    _check_registrable(name)
+    return name
+
+
+def _is_ip_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _check_labels(name: str) -> None:
+    if len(name) > MAX_LENGTH:
+        raise HostnameError(f"Hostname is {len(name)} characters long; the limit is {MAX_LENGTH}.")
+    labels = name.split(".")
+    if len(labels) < 2:
+        raise HostnameError(f"'{name}' has a single label; a hostname needs at least two (like shop.example.com).")
+    for label in labels:
+        if not label:
+            raise HostnameError(f"'{name}' has an empty label (two dots in a row).")
+        if len(label) > MAX_LABEL:
+            raise HostnameError(f"The label '{label[:20]}…' is {len(label)} characters long; the limit is {MAX_LABEL}.")
+        if not _LABEL.match(label):
+            raise HostnameError(
+                f"The label '{label}' may hold only letters, digits and inner hyphens."
+            )
+    if labels[-1].isdigit():
+        raise HostnameError(f"'{name}' ends in a numeric label, which no top-level domain is.")
+
+
+def _check_registrable(name: str) -> None:
+    suffix = _psl.publicsuffix(name, accept_unknown=False)
+    if suffix is None:
+        tld = name.rsplit(".", 1)[-1]
+        raise HostnameError(f"'.{tld}' is not a public top-level domain.")
+    if name == suffix:
+        raise HostnameError(f"'{name}' is a public suffix; add a name registered under it.")

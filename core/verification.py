@@ -1,0 +1,180 @@
+"""Proving control of a hostname with real DNS lookups: verify-delegation and recheck.
+
+Both records must be found: the delegation CNAME pointing at the provider's target and the
+ownership TXT carrying the workspace token. Each check says exactly what DNS answered and
+what was expected, and that sentence is also kept in ``validation.lastError``.
+
+Validation status after a check:
+
+| what DNS showed                                  | next status                          |
+|--------------------------------------------------|--------------------------------------|
+| both records right                               | verified                             |
+| a record present but wrong                       | error                                |
+| a lookup failed (timeout, SERVFAIL, ...)          | unchanged if verified, else error    |
+| a record missing                                 | pending, or error if it was verified |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+
+from core.dns import DnsChecker, Lookup
+from core.domains import delegation_record, load, ops_status, ownership_record
+from store.records import DomainRow, Workspace
+
+if TYPE_CHECKING:
+    from core.services import Services
+
+State = Literal["ok", "missing", "wrong", "unknown"]
+
+
+@attrs.frozen
+class RecordCheck:
+    state: State
+    message: str
+
+
+@attrs.frozen
+class VerifyResult:
+    status: str
+    "The domain's validation status after the check."
+    checked_at: dt.datetime
+    message: str
+    certificate: None = None
+    "The issuance summary, once certificates are issued through the edge provider."
+
+
+@attrs.frozen
+class RecheckResult:
+    status: str
+    "The domain's opsStatus after the check."
+    checked_at: dt.datetime
+    cert_status: str
+
+
+def _same_name(a: str, b: str) -> bool:
+    return a.rstrip(".").lower() == b.rstrip(".").lower()
+
+
+def _failed(lookup: Lookup, timeout: float) -> RecordCheck:
+    if lookup.outcome == "timeout":
+        return RecordCheck("unknown", f"The DNS lookup of {lookup.rtype} at {lookup.name} timed out after {timeout:g} s; try again shortly.")
+    return RecordCheck("unknown", f"The DNS lookup of {lookup.rtype} at {lookup.name} failed ({lookup.detail or 'server error'}); try again shortly.")
+
+
+async def check_delegation(dns: DnsChecker, host: str, target: str) -> RecordCheck:
+    lookup = await dns.lookup(host, "CNAME")
+    if lookup.outcome == "found":
+        if any(_same_name(v, target) for v in lookup.values):
+            return RecordCheck("ok", f"The CNAME at {host} points to {target}.")
+        return RecordCheck("wrong", f"The CNAME at {host} points to {lookup.values[0]}; it must point to {target}.")
+    if lookup.outcome == "nxdomain":
+        return RecordCheck("missing", f"No record exists at {host} (NXDOMAIN); publish a CNAME to {target}.")
+    if lookup.outcome == "nodata":
+        # A leftover TXT at the same name is the classic reason a CNAME cannot be published.
+        others = await dns.lookup(host, "TXT")
+        if others.outcome == "found":
+            return RecordCheck(
+                "wrong",
+                f"{host} has TXT records but no CNAME; remove them and publish a CNAME to {target} "
+                "(a CNAME cannot share its name with other records).",
+            )
+        return RecordCheck("missing", f"{host} exists but has no CNAME record; publish a CNAME to {target}.")
+    return _failed(lookup, dns.timeout)
+
+
+async def check_ownership(dns: DnsChecker, host: str, expected: str) -> RecordCheck:
+    lookup = await dns.lookup(host, "TXT")
+    if lookup.outcome == "found":
+        values = [v.strip().strip('"') for v in lookup.values]
+        if any(v.lower() == expected.lower() for v in values):
+            return RecordCheck("ok", f"The TXT record at {host} holds the ownership token.")
+        prefix = expected.split("=", 1)[0] + "="
+        other = [v for v in values if v.lower().startswith(prefix)]
+        if other:
+            return RecordCheck("wrong", f"The TXT record at {host} holds another token ({other[0]}); it must be {expected}.")
+        shown = ", ".join(values[:3])
+        return RecordCheck("wrong", f"The TXT records at {host} ({shown}) do not include {expected}.")
+    if lookup.outcome == "nxdomain":
+        return RecordCheck("missing", f"No record exists at {host} (NXDOMAIN); publish a TXT record {expected}.")
+    if lookup.outcome == "nodata":
+        return RecordCheck("missing", f"{host} exists but has no TXT record; publish a TXT record {expected}.")
+    return _failed(lookup, dns.timeout)
+
+
+def next_status(previous: str, checks: list[RecordCheck]) -> str:
+    states = {c.state for c in checks}
+    if states == {"ok"}:
+        return "verified"
+    if "wrong" in states:
+        return "error"
+    if "unknown" in states:
+        return previous if previous == "verified" else "error"
+    return "error" if previous == "verified" else "pending"
+
+
+async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.UUID) -> DomainRow:
+    """Look both records up (no transaction held), then store the outcome in one write."""
+    row = load(services, workspace, domain_id)
+    cname, txt = delegation_record(row), ownership_record(row)
+    checks = list(
+        await asyncio.gather(
+            check_delegation(services.dns, cname.host, cname.value),
+            check_ownership(services.dns, txt.host, txt.value),
+        )
+    )
+    status = next_status(row.validation_status, checks)
+    problems = [c.message for c in checks if c.state != "ok"]
+    now = services.clock.now()
+    with services.store.transaction():
+        current = load(services, workspace, domain_id)  # deleted meanwhile: 404
+        updated = attrs.evolve(
+            current,
+            validation_status=status,
+            validation_checked_at=now,
+            validation_error=" ".join(problems) or None,
+            ops_status=ops_status(status, current.cert_status),
+            updated_at=now,
+        )
+        services.store.domains.update(updated)
+    return updated
+
+
+async def _issuance(services: Services, row: DomainRow) -> None:
+    """Where verified DNS hands over to the edge provider to start or check issuance.
+
+    Certificate issuance arrives with the certificates part of the API; until then a verified
+    domain stays at cert ``none`` and verification results carry no ``certificate``.
+    """
+    return None
+
+
+def _summary(row: DomainRow) -> str:
+    if row.validation_status == "verified":
+        return "Both DNS records are in place; the domain is verified."
+    if row.validation_status == "pending":
+        return "DNS is still pending. " + (row.validation_error or "")
+    return "DNS verification failed. " + (row.validation_error or "")
+
+
+async def verify(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> VerifyResult:
+    row = await _check_dns(services, workspace, domain_id)
+    certificate = None
+    if row.validation_status == "verified" and row.cert_status != "active":
+        certificate = await _issuance(services, row)
+    return VerifyResult(
+        status=row.validation_status, checked_at=row.validation_checked_at, message=_summary(row).strip(), certificate=certificate
+    )
+
+
+async def recheck(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> RecheckResult:
+    row = await _check_dns(services, workspace, domain_id)
+    if row.validation_status == "verified" and row.cert_status != "active":
+        await _issuance(services, row)
+        row = load(services, workspace, domain_id)
+    return RecheckResult(status=row.ops_status, checked_at=row.validation_checked_at, cert_status=row.cert_status)

@@ -1,0 +1,43 @@
+"""``/v1/clients``: the client records domains refer to (designed here; the spec shows scopes only)."""
+
+from __future__ import annotations
+
+from core import clients
+from core.scopes import READERS, WRITERS
+from handlers.base import ApiHandler, parse_id, require
+
+
+class ClientListHandler(ApiHandler):
+    @require(scopes=("domains:read",), roles=READERS)
+    async def get(self) -> None:
+        self.send_json(self.services.store.clients.list(self.principal.workspace_id))
+
+    @require(scopes=("domains:write",), roles=WRITERS)
+    async def post(self) -> None:
+        request = self.body(clients.CreateClient)
+        self.send_json(clients.create(self.services, workspace=self.principal.workspace, request=request), status=201)
+
+
+class ClientHandler(ApiHandler):
+    @require(scopes=("domains:read",), roles=READERS)
+    async def get(self, client_id: str) -> None:
+        self.send_json(clients.load(self.services, self.principal.workspace, parse_id(client_id, "Client")))
+
+    @require(scopes=("domains:write",), roles=WRITERS)
+    async def patch(self, client_id: str) -> None:
+        request = self.body(clients.PatchClient)
+        client = clients.patch(
+            self.services, workspace=self.principal.workspace, client_id=parse_id(client_id, "Client"), request=request
+        )
+        self.send_json(client)
+
+    @require(scopes=("domains:write",), roles=WRITERS)
+    async def delete(self, client_id: str) -> None:
+        clients.delete(self.services, workspace=self.principal.workspace, client_id=parse_id(client_id, "Client"))
+        self.send_empty()
+
+
+routes = [
+    (r"/v1/clients", ClientListHandler),
+    (r"/v1/clients/([^/]+)", ClientHandler),
+]

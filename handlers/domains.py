@@ -1,0 +1,87 @@
+"""``/v1/domains``: create, bulk, query, item, delegation record, verify-delegation, recheck."""
+
+from __future__ import annotations
+
+from core import domain_query, domains, verification
+from core.scopes import READERS, WRITERS
+from handlers.base import ApiHandler, parse_id, require
+
+VERIFY_SCOPES = ("domains:write", "certificates:write")
+
+
+class DomainCreateHandler(ApiHandler):
+    @require(scopes=("domains:write",), roles=WRITERS)
+    async def post(self) -> None:
+        request = self.body(domains.CreateDomain)
+        domain = await domains.create(self.services, workspace=self.principal.workspace, request=request)
+        self.send_json(domain, status=201)
+
+
+class DomainBulkHandler(ApiHandler):
+    @require(scopes=("domains:write",), roles=WRITERS)
+    async def post(self) -> None:
+        request = self.body(domains.BulkCreate)
+        self.send_json(await domains.bulk_create(self.services, workspace=self.principal.workspace, request=request))
+
+
+class DomainQueryHandler(ApiHandler):
+    @require(scopes=("domains:read",), roles=READERS)
+    async def post(self) -> None:
+        request = self.body(domain_query.QueryDomains)
+        self.send_json(domain_query.query(self.services, workspace=self.principal.workspace, request=request))
+
+
+class DomainHandler(ApiHandler):
+    @require(scopes=("domains:read",), roles=READERS)
+    async def get(self, domain_id: str) -> None:
+        row = domains.load(self.services, self.principal.workspace, parse_id(domain_id, "Domain"))
+        self.send_json(domains.present(row))
+
+    @require(scopes=("domains:write",), roles=WRITERS)
+    async def patch(self, domain_id: str) -> None:
+        request = self.body(domains.PatchDomain)
+        domain = domains.patch(
+            self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain"), request=request
+        )
+        self.send_json(domain)
+
+    @require(scopes=("domains:write",), roles=WRITERS)
+    async def delete(self, domain_id: str) -> None:
+        domains.delete(self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain"))
+        self.send_empty()
+
+
+class DelegationRecordHandler(ApiHandler):
+    @require(scopes=("domains:read",), roles=READERS)
+    async def get(self, domain_id: str) -> None:
+        record = domains.delegation(self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain"))
+        self.send_json(record)
+
+
+class VerifyDelegationHandler(ApiHandler):
+    @require(scopes=VERIFY_SCOPES, roles=WRITERS)
+    async def post(self, domain_id: str) -> None:
+        result = await verification.verify(
+            self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain")
+        )
+        self.send_json(result)
+
+
+class RecheckHandler(ApiHandler):
+    @require(scopes=VERIFY_SCOPES, roles=WRITERS)
+    async def post(self, domain_id: str) -> None:
+        result = await verification.recheck(
+            self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain")
+        )
+        self.send_json(result)
+
+
+routes = [
+    (r"/v1/domains", DomainCreateHandler),
+    (r"/v1/domains/bulk", DomainBulkHandler),
+    (r"/v1/domains/query", DomainQueryHandler),
+    (r"/v1/domains/([^/]+)", DomainHandler),
+    (r"/v1/domains/([^/]+)/delegation-record", DelegationRecordHandler),
+    (r"/v1/domains/([^/]+)/verify-delegation", VerifyDelegationHandler),
+    (r"/v1/domains/([^/]+)/recheck", RecheckHandler),
+]

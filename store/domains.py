@@ -1,0 +1,198 @@
+"""Domains and their tags, including the filtered, keyset-paginated query."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import attrs
+import sqlite_utils
+
+from store._rows import from_ts, from_uid, ts, uid
+from store.records import DomainRow
+
+#: API sort field -> column. Only these names ever reach SQL text; values are parameters.
+SORT_COLUMNS = {
+    "createdAt": "created_at",
+    "updatedAt": "updated_at",
+    "apex": "apex",
+    "opsStatus": "ops_status",
+    "validationStatus": "validation_status",
+    "certStatus": "cert_status",
+}
+
+_SELECT = "SELECT d.*, w.ownership_token FROM domains d JOIN workspaces w ON w.id = d.workspace_id"
+
+
+@attrs.frozen
+class DomainFilter:
+    q: str | None = None
+    ops_status: str | None = None
+    validation_status: str | None = None
+    cert_status: str | None = None
+    client_id: uuid.UUID | None = None
+    tags: tuple[str, ...] = ()
+
+
+def _row(r: dict[str, Any]) -> DomainRow:
+    return DomainRow(
+        id=uuid.UUID(r["id"]),
+        workspace_id=uuid.UUID(r["workspace_id"]),
+        apex=r["apex"],
+        client_id=from_uid(r["client_id"]),
+        contact_email=r["contact_email"],
+        notes=r["notes"],
+        tags=json.loads(r["tags"]),
+        created_at=from_ts(r["created_at"]),
+        updated_at=from_ts(r["updated_at"]),
+        delegation_target=r["delegation_target"],
+        validation_status=r["validation_status"],
+        validation_checked_at=from_ts(r["validation_checked_at"]),
+        validation_error=r["validation_error"],
+        cert_status=r["cert_status"],
+        cert_issuer=r["cert_issuer"],
+        cert_not_after=from_ts(r["cert_not_after"]),
+        cert_next_renewal_at=from_ts(r["cert_next_renewal_at"]),
+        cert_last_issued_at=from_ts(r["cert_last_issued_at"]),
+        cert_error=r["cert_error"],
+        cert_trace_id=from_uid(r["cert_trace_id"]),
+        ops_status=r["ops_status"],
+        ownership_token=r["ownership_token"],
+    )
+
+
+def _columns(d: DomainRow) -> dict[str, Any]:
+    return {
+        "id": uid(d.id),
+        "workspace_id": uid(d.workspace_id),
+        "apex": d.apex,
+        "client_id": uid(d.client_id),
+        "contact_email": d.contact_email,
+        "notes": d.notes,
+        "tags": json.dumps(d.tags),
+        "created_at": ts(d.created_at),
+        "updated_at": ts(d.updated_at),
+        "delegation_target": d.delegation_target,
+        "validation_status": d.validation_status,
+        "validation_checked_at": ts(d.validation_checked_at),
+        "validation_error": d.validation_error,
+        "cert_status": d.cert_status,
+        "cert_issuer": d.cert_issuer,
+        "cert_not_after": ts(d.cert_not_after),
+        "cert_next_renewal_at": ts(d.cert_next_renewal_at),
+        "cert_last_issued_at": ts(d.cert_last_issued_at),
+        "cert_error": d.cert_error,
+        "cert_trace_id": uid(d.cert_trace_id),
+        "ops_status": d.ops_status,
+    }
+
+
+def _like(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _where(workspace_id: uuid.UUID, f: DomainFilter) -> tuple[str, list[Any]]:
+    clauses = ["d.workspace_id = ?"]
+    params: list[Any] = [uid(workspace_id)]
+    for column, value in (
+        ("ops_status", f.ops_status),
+        ("validation_status", f.validation_status),
+        ("cert_status", f.cert_status),
+    ):
+        if value is not None:
+            clauses.append(f"d.{column} = ?")
+            params.append(value)
+    if f.client_id is not None:
+        clauses.append("d.client_id = ?")
+        params.append(uid(f.client_id))
+    for tag in f.tags:
+        clauses.append("d.id IN (SELECT domain_id FROM domain_tags WHERE workspace_id = ? AND tag = ?)")
+        params += [uid(workspace_id), tag]
+    if f.q:
+        # LIKE is case-insensitive for ASCII, and stored hostnames are ASCII (A-labels).
+        clauses.append(
+            "(d.apex LIKE ? ESCAPE '\\' OR d.notes LIKE ? ESCAPE '\\' OR d.tags LIKE ? ESCAPE '\\')"
+        )
+        params += [_like(f.q)] * 3
+    return " AND ".join(clauses), params
+
+
+class DomainRepo:
+    def __init__(self, db: sqlite_utils.Database) -> None:
+        self.db = db
+
+    def insert(self, domain: DomainRow) -> None:
+        cols = _columns(domain)
+        self.db.execute(
+            f"INSERT INTO domains ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})", list(cols.values())
+        )
+        self._write_tags(domain)
+
+    def update(self, domain: DomainRow) -> None:
+        """Write every mutable column of a domain of its workspace, tags included."""
+        cols = _columns(domain)
+        for fixed in ("id", "workspace_id", "apex", "created_at"):
+            cols.pop(fixed)
+        self.db.execute(
+            f"UPDATE domains SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ? AND workspace_id = ?",
+            [*cols.values(), uid(domain.id), uid(domain.workspace_id)],
+        )
+        self.db.execute("DELETE FROM domain_tags WHERE domain_id = ?", [uid(domain.id)])
+        self._write_tags(domain)
+
+    def _write_tags(self, domain: DomainRow) -> None:
+        self.db.conn.executemany(
+            "INSERT INTO domain_tags (domain_id, workspace_id, tag) VALUES (?, ?, ?)",
+            [(uid(domain.id), uid(domain.workspace_id), tag) for tag in domain.tags],
+        )
+
+    def get(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> DomainRow | None:
+        rows = list(self.db.query(f"{_SELECT} WHERE d.id = ? AND d.workspace_id = ?", [uid(domain_id), uid(workspace_id)]))
+        return _row(rows[0]) if rows else None
+
+    def by_apex(self, workspace_id: uuid.UUID, apexes: list[str]) -> dict[str, DomainRow]:
+        """The workspace's domains among these hostnames, keyed by hostname."""
+        found: dict[str, DomainRow] = {}
+        for start in range(0, len(apexes), 500):  # stay far below SQLite's parameter limit
+            chunk = apexes[start : start + 500]
+            rows = self.db.query(
+                f"{_SELECT} WHERE d.workspace_id = ? AND d.apex IN ({', '.join('?' for _ in chunk)})",
+                [uid(workspace_id), *chunk],
+            )
+            found.update({r["apex"]: _row(r) for r in rows})
+        return found
+
+    def delete(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> bool:
+        cursor = self.db.execute("DELETE FROM domains WHERE id = ? AND workspace_id = ?", [uid(domain_id), uid(workspace_id)])
+        return cursor.rowcount > 0
+
+    def count(self, workspace_id: uuid.UUID, f: DomainFilter) -> int:
+        where, params = _where(workspace_id, f)
+        return self.db.execute(f"SELECT count(*) FROM domains d WHERE {where}", params).fetchone()[0]
+
+    def page(
+        self,
+        workspace_id: uuid.UUID,
+        f: DomainFilter,
+        *,
+        sort_by: str,
+        descending: bool,
+        after: tuple[str, str] | None,
+        limit: int,
+    ) -> list[DomainRow]:
+        """Up to ``limit`` domains in sort order, starting after the (sort value, id) key."""
+        column = SORT_COLUMNS[sort_by]
+        where, params = _where(workspace_id, f)
+        op, direction = ("<", "DESC") if descending else (">", "ASC")
+        if after is not None:
+            where += f" AND (d.{column} {op} ? OR (d.{column} = ? AND d.id {op} ?))"
+            params += [after[0], after[0], after[1]]
+        sql = f"{_SELECT} WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
+        return [_row(r) for r in self.db.query(sql, [*params, limit])]
+
+    @staticmethod
+    def sort_value(domain: DomainRow, sort_by: str) -> str:
+        """The stored text of the sort column, as the keyset condition compares it."""
+        return _columns(domain)[SORT_COLUMNS[sort_by]]

@@ -1,0 +1,93 @@
+"""A real authoritative DNS server on 127.0.0.1 (UDP and TCP), built on dnslib.
+
+Tests publish and remove records while it runs. Names listed in ``silent`` are never answered
+(the resolver times out); names in ``servfail`` get SERVFAIL.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from dnslib import CNAME, QTYPE, RCODE, RR, TXT, DNSLabel
+from dnslib.server import BaseResolver, DNSLogger, DNSServer
+
+#: How long a "silent" name keeps the resolver waiting; longer than any test's DNS timeout.
+SILENT_SECONDS = 2.0
+
+
+class _QuietLogger(DNSLogger):
+    def __init__(self) -> None:
+        super().__init__(log="-request,-reply,-truncated,-error,-recv,-send,-data")
+
+
+class _Zone(BaseResolver):
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], list[RR]] = {}
+        self.silent: set[str] = set()
+        self.servfail: set[str] = set()
+        self.queries: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def resolve(self, request, handler):  # dnslib's interface
+        name = str(request.q.qname).rstrip(".").lower()
+        qtype = QTYPE[request.q.qtype]
+        reply = request.reply()
+        with self.lock:
+            self.queries.append((name, qtype))
+            silent = name in self.silent
+            if name in self.servfail:
+                reply.header.rcode = RCODE.SERVFAIL
+                return reply
+            at_name = {t: rrs for (n, t), rrs in self.records.items() if n == name}
+        if silent:
+            time.sleep(SILENT_SECONDS)  # answered too late: the resolver has given up
+        if not at_name:
+            reply.header.rcode = RCODE.NXDOMAIN
+            return reply
+        # A CNAME answers every query type at its name, as a real server does.
+        for rr in at_name.get(qtype, []) or at_name.get("CNAME", []):
+            reply.add_answer(rr)
+        return reply
+
+
+class DnsServer:
+    def __init__(self) -> None:
+        self.zone = _Zone()
+        self._udp = DNSServer(self.zone, port=0, address="127.0.0.1", logger=_QuietLogger())
+        self.port = self._udp.server.server_address[1]
+        self._tcp = DNSServer(self.zone, port=self.port, address="127.0.0.1", tcp=True, logger=_QuietLogger())
+        self.address = f"127.0.0.1:{self.port}"
+
+    def start(self) -> DnsServer:
+        self._udp.start_thread()
+        self._tcp.start_thread()
+        return self
+
+    def stop(self) -> None:
+        self._udp.stop()
+        self._tcp.stop()
+
+    def publish(self, name: str, rtype: str, *values: str, ttl: int = 300) -> None:
+        """Add one record per value."""
+        make = {"CNAME": lambda v: CNAME(v), "TXT": lambda v: TXT(v)}[rtype]
+        rrs = [RR(DNSLabel(name), getattr(QTYPE, rtype), rdata=make(v), ttl=ttl) for v in values]
+        with self.zone.lock:
+            self.zone.records.setdefault((name.lower(), rtype), []).extend(rrs)
+
+    def publish_txt_strings(self, name: str, *strings: str) -> None:
+        """One TXT record made of several character-strings."""
+        rr = RR(DNSLabel(name), QTYPE.TXT, rdata=TXT(list(strings)), ttl=300)
+        with self.zone.lock:
+            self.zone.records.setdefault((name.lower(), "TXT"), []).append(rr)
+
+    def remove(self, name: str) -> None:
+        with self.zone.lock:
+            for key in [k for k in self.zone.records if k[0] == name.lower()]:
+                del self.zone.records[key]
+
+    def clear(self) -> None:
+        with self.zone.lock:
+            self.zone.records.clear()
+            self.zone.silent.clear()
+            self.zone.servfail.clear()
