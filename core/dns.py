@@ -2,6 +2,9 @@
 
 Every lookup the service makes goes through ``[dns] nameservers`` (system resolvers when empty)
 with ``[dns] timeout_seconds``. A lookup never raises: it reports what the DNS said.
+
+Each lookup gets a fresh resolver channel: c-ares (1.23+) caches answers per channel for up to
+their TTL, and a customer who just fixed a record must be checked against DNS as it is now.
 """
 
 from __future__ import annotations
@@ -40,26 +43,24 @@ class DnsChecker:
     def __init__(self, config: DnsConfig) -> None:
         self.timeout = config.timeout_seconds
         self.nameservers = [self._format(ns) for ns in config.nameservers]
-        self._resolver: aiodns.DNSResolver | None = None
 
     @staticmethod
     def _format(entry: str) -> str:
         host, port = parse_nameserver(entry)
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
-    def _get_resolver(self) -> aiodns.DNSResolver:
-        # Created on first use, inside the running event loop it belongs to.
-        if self._resolver is None:
-            self._resolver = aiodns.DNSResolver(
-                nameservers=self.nameservers or None, timeout=self.timeout, tries=1
-            )
-        return self._resolver
-
     async def lookup(self, name: str, rtype: str) -> Lookup:
         """Query ``rtype`` records at ``name``."""
+        resolver = aiodns.DNSResolver(nameservers=self.nameservers or None, timeout=self.timeout, tries=1)
+        try:
+            return await self._query(resolver, name, rtype)
+        finally:
+            await resolver.close()
+
+    async def _query(self, resolver: aiodns.DNSResolver, name: str, rtype: str) -> Lookup:
         try:
             # The resolver has its own timeout; this bound also covers a resolver that hangs.
-            result = await asyncio.wait_for(self._get_resolver().query_dns(name, rtype), self.timeout * 2 + 1)
+            result = await asyncio.wait_for(resolver.query_dns(name, rtype), self.timeout * 2 + 1)
         except aiodns.error.DNSError as exc:
             code = exc.args[0] if exc.args else None
             outcome = _ERRORS.get(code, "error")

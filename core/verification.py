@@ -156,6 +156,8 @@ async def _issuance(services: Services, row: DomainRow) -> None:
 
 def _summary(row: DomainRow) -> str:
     if row.validation_status == "verified":
+        if row.validation_error:
+            return "The domain stays verified, but this check was inconclusive. " + row.validation_error
         return "Both DNS records are in place; the domain is verified."
     if row.validation_status == "pending":
         return "DNS is still pending. " + (row.validation_error or "")

@@ -2,7 +2,9 @@
 
 - ``clock``: a FakeClock; tests move time explicitly.
 - ``oidc_issuer``: a real OIDC issuer on loopback (one per session), see tests/servers/oidc.py.
-- ``config``: defaults with storage in a temporary folder and the test issuer configured.
+- ``dns``: a real DNS server on 127.0.0.1 (one per session, emptied after each test).
+- ``config``: defaults with storage in a temporary folder, the test issuer and the test DNS
+  server configured, so no test ever reaches outside the machine.
 - ``services``: the real Services built from ``config`` (only the clock is a fake).
 - ``app``: the real Tornado application, served by pytest-tornado's ``http_server``.
 - ``api``: the request helper of tests/helpers.py bound to that server.
@@ -11,14 +13,14 @@
 
 from __future__ import annotations
 
-import attrs
 import pytest
 
 from app import make_app
-from core.config import Config, OidcConfig, StorageConfig
+from core.config import Config, DnsConfig, OidcConfig, StorageConfig
 from core.services import build_services
 from tests.fakes import FakeClock
 from tests.helpers import Api, World
+from tests.servers.dns import DnsServer
 from tests.servers.oidc import CLIENT_ID, OidcIssuer
 
 
@@ -29,16 +31,30 @@ def oidc_issuer():
     issuer.stop()
 
 
+@pytest.fixture(scope="session")
+def dns_server():
+    server = DnsServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def dns(dns_server):
+    yield dns_server
+    dns_server.clear()
+
+
 @pytest.fixture
 def clock():
     return FakeClock()
 
 
 @pytest.fixture
-def config(tmp_path, oidc_issuer):
+def config(tmp_path, oidc_issuer, dns):
     return Config(
         storage=StorageConfig(path=str(tmp_path / "service.sqlite3"), secret_key_file=str(tmp_path / "secret.key")),
         oidc=OidcConfig(issuer=oidc_issuer.issuer, client_id=CLIENT_ID),
+        dns=DnsConfig(nameservers=[dns.address], timeout_seconds=0.5),
     )
 
 
@@ -62,8 +78,3 @@ def api(http_client, base_url):
 @pytest.fixture
 def world(services, oidc_issuer, clock):
     return World(services, oidc_issuer, clock)
-
-
-def with_config(config: Config, **tables) -> Config:
-    """A copy of ``config`` with some tables replaced."""
-    return attrs.evolve(config, **tables)

@@ -65,8 +65,9 @@ class DnsServer:
         return self
 
     def stop(self) -> None:
-        self._udp.stop()
-        self._tcp.stop()
+        for server in (self._udp, self._tcp):
+            server.stop()
+            server.server.server_close()
 
     def publish(self, name: str, rtype: str, *values: str, ttl: int = 300) -> None:
         """Add one record per value."""

@@ -1,0 +1,198 @@
+"""verify-delegation and recheck against a real DNS server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import pytest
+
+BOTH = ["domains:write", "certificates:write"]
+
+
+async def make_domain(api, world):
+    owner = world.owner()
+    created = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
+    return owner, created
+
+
+def publish_both(dns, d, *, cname=None, txt=None):
+    dns.publish("_acme-challenge.shop.example.com", "CNAME", cname or d["validation"]["delegation"]["value"])
+    dns.publish("_service-verify.shop.example.com", "TXT", txt or d["validation"]["ownership"]["value"])
+
+
+async def verify(api, owner, d):
+    return await api.post(f"/v1/domains/{d['id']}/verify-delegation", token=owner.token)
+
+
+async def reload(api, owner, d):
+    return (await api.get(f"/v1/domains/{d['id']}", token=owner.token)).body
+
+
+class TestVerified:
+    """Both records right."""
+
+    @pytest.mark.gen_test
+    async def test_both_records_verify_the_domain(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d)
+        r = await verify(api, owner, d)
+        assert r.status == 200
+        assert r.body == {
+            "status": "verified",
+            "checkedAt": "2026-11-22T10:00:00.000Z",
+            "message": "Both DNS records are in place; the domain is verified.",
+        }
+        after = await reload(api, owner, d)
+        assert after["validation"]["status"] == "verified" and after["opsStatus"] == "pending"
+        assert after["validation"]["lastCheckedAt"] == "2026-11-22T10:00:00.000Z"
+        assert "lastError" not in after["validation"]
+
+    @pytest.mark.gen_test
+    async def test_cname_case_and_trailing_dot_do_not_matter(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d, cname=d["validation"]["delegation"]["value"].upper() + ".")
+        assert (await verify(api, owner, d)).body["status"] == "verified"
+
+    @pytest.mark.gen_test
+    async def test_the_token_may_be_one_of_several_txt_strings(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        dns.publish("_acme-challenge.shop.example.com", "CNAME", d["validation"]["delegation"]["value"])
+        dns.publish("_service-verify.shop.example.com", "TXT", "v=spf1 -all", d["validation"]["ownership"]["value"])
+        assert (await verify(api, owner, d)).body["status"] == "verified"
+
+    @pytest.mark.gen_test
+    async def test_a_key_needs_both_write_scopes(self, api, dns, world):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d)
+        path = f"/v1/domains/{d['id']}/verify-delegation"
+        r = await api.post(path, token=world.key(owner.workspace, ["domains:write"]))
+        assert (r.status, r.code) == (403, "insufficient_scope")
+        assert "certificates:write" in r.body["message"]
+        assert (await api.post(path, token=world.key(owner.workspace, BOTH))).status == 200
+
+    @pytest.mark.gen_test
+    async def test_read_only_may_not_verify(self, api, world):
+        owner, d = await make_domain(api, world)
+        reader = world.member(owner.workspace, "read_only")
+        r = await api.post(f"/v1/domains/{d['id']}/verify-delegation", token=reader.token)
+        assert r.code == "forbidden"
+
+
+class TestDiagnosis:
+    """Missing or wrong records: 200, a status, and a message saying what was found."""
+
+    @pytest.mark.gen_test
+    async def test_nothing_published_stays_pending_with_nxdomain(self, api, world):
+        owner, d = await make_domain(api, world)
+        r = await verify(api, owner, d)
+        assert r.status == 200 and r.body["status"] == "pending"
+        assert "No record exists at _acme-challenge.shop.example.com (NXDOMAIN)" in r.body["message"]
+        assert "No record exists at _service-verify.shop.example.com (NXDOMAIN)" in r.body["message"]
+        after = await reload(api, owner, d)
+        assert after["validation"]["status"] == "pending"
+        assert "NXDOMAIN" in after["validation"]["lastError"]
+        assert after["opsStatus"] == "action_needed"
+
+    @pytest.mark.gen_test
+    async def test_a_cname_pointing_elsewhere_is_named(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d, cname="elsewhere.example.net")
+        r = await verify(api, owner, d)
+        assert r.body["status"] == "error"
+        expected = d["validation"]["delegation"]["value"]
+        assert f"points to elsewhere.example.net; it must point to {expected}" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_txt_with_another_token_is_named(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d, txt="service-domain-verification=0000")
+        r = await verify(api, owner, d)
+        assert r.body["status"] == "error"
+        assert "holds another token (service-domain-verification=0000)" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_txt_records_without_the_token_are_shown(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d, txt="something else")
+        r = await verify(api, owner, d)
+        assert "(something else) do not include" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_only_one_record_published_names_the_missing_one(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        dns.publish("_service-verify.shop.example.com", "TXT", d["validation"]["ownership"]["value"])
+        r = await verify(api, owner, d)
+        assert r.body["status"] == "pending"
+        assert "_acme-challenge.shop.example.com" in r.body["message"]
+        assert "_service-verify" not in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_leftover_txt_hiding_the_cname_is_explained(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        dns.publish("_acme-challenge.shop.example.com", "TXT", "old-acme-token")
+        dns.publish("_service-verify.shop.example.com", "TXT", d["validation"]["ownership"]["value"])
+        r = await verify(api, owner, d)
+        assert r.body["status"] == "error"
+        assert "has TXT records but no CNAME; remove them" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_timeout_is_reported(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        dns.zone.silent.add("_acme-challenge.shop.example.com")
+        dns.publish("_service-verify.shop.example.com", "TXT", d["validation"]["ownership"]["value"])
+        r = await verify(api, owner, d)
+        assert r.body["status"] == "error"
+        assert "CNAME at _acme-challenge.shop.example.com timed out after 0.5 s" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_server_failure_is_reported(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        dns.zone.servfail.add("_service-verify.shop.example.com")
+        r = await verify(api, owner, d)
+        assert "TXT at _service-verify.shop.example.com failed" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_fixing_the_records_verifies_on_the_next_check(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d, cname="wrong.example.net")
+        assert (await verify(api, owner, d)).body["status"] == "error"
+        dns.clear()
+        publish_both(dns, d)
+        assert (await verify(api, owner, d)).body["status"] == "verified"
+
+    @pytest.mark.gen_test
+    async def test_records_removed_after_verification_turn_it_to_error(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d)
+        await verify(api, owner, d)
+        dns.clear()
+        r = await verify(api, owner, d)
+        assert r.body["status"] == "error"
+
+    @pytest.mark.gen_test
+    async def test_a_timeout_does_not_undo_a_verification(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d)
+        await verify(api, owner, d)
+        dns.zone.silent.add("_service-verify.shop.example.com")
+        r = await verify(api, owner, d)
+        assert r.body["status"] == "verified"
+        assert r.body["message"].startswith("The domain stays verified, but this check was inconclusive.")
+        assert (await reload(api, owner, d))["validation"]["status"] == "verified"
+
+
+class TestRecheck:
+    """POST /v1/domains/:id/recheck."""
+
+    @pytest.mark.gen_test
+    async def test_recheck_reports_ops_status_and_cert_status(self, api, world, dns, clock):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d)
+        clock.advance(30)
+        r = await api.post(f"/v1/domains/{d['id']}/recheck", token=owner.token)
+        assert r.status == 200
+        assert r.body == {"status": "pending", "checkedAt": "2026-11-22T10:00:30.000Z", "certStatus": "none"}
+
+    @pytest.mark.gen_test
+    async def test_recheck_without_records_needs_action(self, api, world):
+        owner, d = await make_domain(api, world)
+        r = await api.post(f"/v1/domains/{d['id']}/recheck", token=owner.token)
+        assert (r.body["status"], r.body["certStatus"]) == ("action_needed", "none")
