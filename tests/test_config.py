@@ -94,6 +94,7 @@ class TestErrors:
             ({"webhooks": {"max_attempts": 0}}, "webhooks.max_attempts: must be positive"),
             ({"oidc": {"issuer": "https://idp.example"}}, "oidc.client_id: required"),
             ({"rate_limits": {"api": True}}, "rate_limits.api: Expected integer, received boolean"),
+            ({"provider": {"kind": "cloudflare"}}, "provider.cloudflare.zone_id: required"),
         ],
     )
     def test_message_names_the_key(self, data, message):

@@ -1,0 +1,57 @@
+"""core.hostnames: one canonical form, and a precise reason for every refusal."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.hostnames import HostnameError, normalise
+
+
+class TestNormalise:
+    """Accepted names."""
+
+    @pytest.mark.parametrize(
+        ("raw", "canonical"),
+        [
+            ("shop.example.com", "shop.example.com"),
+            ("  Shop.EXAMPLE.com.  ", "shop.example.com"),
+            ("München.de", "xn--mnchen-3ya.de"),
+            ("xn--mnchen-3ya.de", "xn--mnchen-3ya.de"),
+            ("faß.de", "xn--fa-hia.de"),  # IDNA 2008, not the transitional mapping to "fass"
+            ("shop.example.co.uk", "shop.example.co.uk"),
+            ("my-site.github.io", "my-site.github.io"),
+        ],
+    )
+    def test_canonical_form(self, raw, canonical):
+        assert normalise(raw) == canonical
+
+
+class TestRefusals:
+    """Refused names, each with its reason."""
+
+    @pytest.mark.parametrize(
+        ("raw", "reason"),
+        [
+            ("*.example.com", "Wildcard hostnames are not supported"),
+            ("10.0.0.1", "is an IP address"),
+            ("[2001:db8::1]", "is an IP address"),
+            ("example", "single label"),
+            ("com", "single label"),
+            ("co.uk", "is a public suffix"),
+            ("github.io", "is a public suffix"),
+            ("shop.local", "not a public top-level domain"),
+            ("a.b.1234", "numeric label"),
+            ("a..example.com", "not a valid hostname"),
+            ("-shop.example.com", "not a valid hostname"),
+            ("shop.example.com:8443", "leave out the scheme, port and path"),
+            ("shop example.com", "white space"),
+            ("sh_op.example.com", "underscore"),
+            ("x" * 64 + ".example.com", "not a valid hostname"),
+            (".".join(["a" * 60] * 5) + ".com", "not a valid hostname"),
+            ("   ", "empty"),
+        ],
+    )
+    def test_reason(self, raw, reason):
+        with pytest.raises(HostnameError) as info:
+            normalise(raw)
+        assert reason in str(info.value)
