@@ -27,6 +27,9 @@ LIMIT_DEFAULT = 100
 LIMIT_MAX = 250
 Q_MAX = 200
 _CURSOR_PURPOSE = "cursor"
+#: A filter matching fewer than 1 in this many of a workspace's domains is "sparse": its page is
+#: found from the tag index rather than by walking the sort order.
+SPARSE_RATIO = 50
 
 
 @attrs.frozen
@@ -120,8 +123,16 @@ def query(services: Services, *, workspace: Workspace, request: QueryDomains) ->
     binding = _binding(workspace, domain_filter, sort)
     after = _decode_cursor(services, page.cursor, binding) if page.cursor is not None else None
     repo = services.store.domains
+    total = repo.count(workspace.id, domain_filter)
+    sparse = total * SPARSE_RATIO < repo.workspace_size(workspace.id)
     rows = repo.page(
-        workspace.id, domain_filter, sort_by=sort.by, descending=sort.dir == "desc", after=after, limit=page.limit + 1
+        workspace.id,
+        domain_filter,
+        sort_by=sort.by,
+        descending=sort.dir == "desc",
+        after=after,
+        limit=page.limit + 1,
+        sparse=sparse,
     )
     next_cursor = None
     if len(rows) > page.limit:
@@ -130,5 +141,4 @@ def query(services: Services, *, workspace: Workspace, request: QueryDomains) ->
         next_cursor = services.keyring.seal(
             _CURSOR_PURPOSE, {"b": binding, "k": [repo.sort_value(last, sort.by), str(last.id)]}
         )
-    total = repo.count(workspace.id, domain_filter)
     return DomainPage(items=[present(r) for r in rows], total=total, next_cursor=next_cursor)

@@ -341,7 +341,7 @@ def patch(services: Services, *, workspace: Workspace, domain_id: uuid.UUID, req
             notes=(notes or None) if notes is not None else row.notes,
             updated_at=services.clock.now(),
         )
-        services.store.domains.update(row)
+        services.store.domains.update(row, tags_changed=tags is not None)
     return present(row)
 
 

@@ -32,6 +32,9 @@ class Store:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA busy_timeout = 5000")
+        # A larger page cache than the 2 MiB default keeps the hot indexes of a 100k-domain
+        # workspace in memory.
+        conn.execute("PRAGMA cache_size = -65536")
         self.db = sqlite_utils.Database(conn)
         self._depth = 0
         apply_migrations(self)

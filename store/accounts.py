@@ -7,7 +7,7 @@ from typing import Any
 
 import sqlite_utils
 
-from store._rows import from_ts, from_uid, ts, uid
+from store._rows import from_ts, from_uid, select, ts, uid
 from store.records import Membership, User, Workspace
 
 
@@ -50,7 +50,7 @@ class AccountRepo:
         )
 
     def get_workspace(self, workspace_id: uuid.UUID) -> Workspace | None:
-        rows = list(self.db.query("SELECT * FROM workspaces WHERE id = ?", [uid(workspace_id)]))
+        rows = select(self.db, "SELECT * FROM workspaces WHERE id = ?", [uid(workspace_id)])
         return _workspace(rows[0]) if rows else None
 
     def insert_user(self, user: User) -> None:
@@ -60,13 +60,11 @@ class AccountRepo:
         )
 
     def user_by_email(self, email: str) -> User | None:
-        rows = list(self.db.query("SELECT * FROM users WHERE email = ?", [email]))
+        rows = select(self.db, "SELECT * FROM users WHERE email = ?", [email])
         return _user(rows[0]) if rows else None
 
     def user_by_subject(self, issuer: str, subject: str) -> User | None:
-        rows = list(
-            self.db.query("SELECT * FROM users WHERE issuer = ? AND subject = ?", [issuer, subject])
-        )
+        rows = select(self.db, "SELECT * FROM users WHERE issuer = ? AND subject = ?", [issuer, subject])
         return _user(rows[0]) if rows else None
 
     def link_user(self, user_id: uuid.UUID, *, issuer: str, subject: str) -> None:
@@ -84,7 +82,8 @@ class AccountRepo:
 
     def memberships_of_user(self, user_id: uuid.UUID) -> list[Membership]:
         """Oldest first: a session acts in the user's first workspace."""
-        rows = self.db.query(
+        rows = select(
+            self.db,
             "SELECT * FROM memberships WHERE user_id = ? ORDER BY created_at, workspace_id",
             [uid(user_id)],
         )
@@ -92,12 +91,11 @@ class AccountRepo:
 
     def owner_email(self, workspace_id: uuid.UUID) -> str | None:
         """The e-mail of the workspace's first owner."""
-        rows = list(
-            self.db.query(
-                """SELECT users.email FROM memberships JOIN users ON users.id = memberships.user_id
-                   WHERE memberships.workspace_id = ? AND memberships.role = 'owner'
-                   ORDER BY memberships.created_at LIMIT 1""",
-                [uid(workspace_id)],
-            )
+        rows = select(
+            self.db,
+            """SELECT users.email FROM memberships JOIN users ON users.id = memberships.user_id
+               WHERE memberships.workspace_id = ? AND memberships.role = 'owner'
+               ORDER BY memberships.created_at LIMIT 1""",
+            [uid(workspace_id)],
         )
         return rows[0]["email"] if rows else None

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlite_utils
 
-from store._rows import from_ts, ts, uid
+from store._rows import from_ts, select, ts, uid
 from store.records import ApiKey
 
 
@@ -46,7 +46,8 @@ class ApiKeyRepo:
         )
 
     def list(self, workspace_id: uuid.UUID) -> list[ApiKey]:
-        rows = self.db.query(
+        rows = select(
+            self.db,
             "SELECT * FROM api_keys WHERE workspace_id = ? ORDER BY created_at DESC, id",
             [uid(workspace_id)],
         )
@@ -54,16 +55,15 @@ class ApiKeyRepo:
 
     def get(self, workspace_id: uuid.UUID, key_id: uuid.UUID) -> ApiKey | None:
         """A key of this workspace; another workspace's key is as good as missing."""
-        rows = list(
-            self.db.query(
-                "SELECT * FROM api_keys WHERE id = ? AND workspace_id = ?",
-                [uid(key_id), uid(workspace_id)],
-            )
+        rows = select(
+            self.db,
+            "SELECT * FROM api_keys WHERE id = ? AND workspace_id = ?",
+            [uid(key_id), uid(workspace_id)],
         )
         return _key(rows[0]) if rows else None
 
     def with_prefix(self, prefix: str) -> list[ApiKey]:
-        return [_key(r) for r in self.db.query("SELECT * FROM api_keys WHERE prefix = ?", [prefix])]
+        return [_key(r) for r in select(self.db, "SELECT * FROM api_keys WHERE prefix = ?", [prefix])]
 
     def replace_secret(self, key_id: uuid.UUID, *, prefix: str, secret_hash: str) -> None:
         self.db.execute(

@@ -7,7 +7,7 @@ from typing import Any
 
 import sqlite_utils
 
-from store._rows import from_ts, ts, uid
+from store._rows import from_ts, select, ts, uid
 from store.records import Client
 
 
@@ -33,15 +33,15 @@ class ClientRepo:
         )
 
     def get(self, workspace_id: uuid.UUID, client_id: uuid.UUID) -> Client | None:
-        rows = list(
-            self.db.query(
-                "SELECT * FROM clients WHERE id = ? AND workspace_id = ?", [uid(client_id), uid(workspace_id)]
-            )
+        rows = select(
+            self.db,
+            "SELECT * FROM clients WHERE id = ? AND workspace_id = ?", [uid(client_id), uid(workspace_id)]
         )
         return _client(rows[0]) if rows else None
 
     def list(self, workspace_id: uuid.UUID) -> list[Client]:
-        rows = self.db.query(
+        rows = select(
+            self.db,
             "SELECT * FROM clients WHERE workspace_id = ? ORDER BY name COLLATE NOCASE, id", [uid(workspace_id)]
         )
         return [_client(r) for r in rows]

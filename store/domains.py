@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import sqlite_utils
 
-from store._rows import from_ts, from_uid, ts, uid
+from store._rows import from_ts, from_uid, select, ts, uid
 from store.records import DomainRow
 
 #: API sort field -> column. Only these names ever reach SQL text; values are parameters.
@@ -93,7 +93,9 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
-def _where(workspace_id: uuid.UUID, f: DomainFilter) -> tuple[str, list[Any]]:
+def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = True) -> tuple[str, list[Any]]:
+    """SQL conditions for a filter. ``tags_by_index`` drives tag matching from the tag index
+    (best when the tags are rare); otherwise each candidate row is probed (best when common)."""
     clauses = ["d.workspace_id = ?"]
     params: list[Any] = [uid(workspace_id)]
     for column, value in (
@@ -108,8 +110,12 @@ def _where(workspace_id: uuid.UUID, f: DomainFilter) -> tuple[str, list[Any]]:
         clauses.append("d.client_id = ?")
         params.append(uid(f.client_id))
     for tag in f.tags:
-        clauses.append("d.id IN (SELECT domain_id FROM domain_tags WHERE workspace_id = ? AND tag = ?)")
-        params += [uid(workspace_id), tag]
+        if tags_by_index:
+            clauses.append("d.id IN (SELECT domain_id FROM domain_tags WHERE workspace_id = ? AND tag = ?)")
+            params += [uid(workspace_id), tag]
+        else:
+            clauses.append("EXISTS (SELECT 1 FROM domain_tags t WHERE t.domain_id = d.id AND t.tag = ?)")
+            params.append(tag)
     if f.q:
         # LIKE is case-insensitive for ASCII, and stored hostnames are ASCII (A-labels).
         clauses.append(
@@ -130,8 +136,8 @@ class DomainRepo:
         )
         self._write_tags(domain)
 
-    def update(self, domain: DomainRow) -> None:
-        """Write every mutable column of a domain of its workspace, tags included."""
+    def update(self, domain: DomainRow, *, tags_changed: bool = False) -> None:
+        """Write every mutable column of a domain of its workspace (tags when they changed)."""
         cols = _columns(domain)
         for fixed in ("id", "workspace_id", "apex", "created_at"):
             cols.pop(fixed)
@@ -139,17 +145,22 @@ class DomainRepo:
             f"UPDATE domains SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ? AND workspace_id = ?",
             [*cols.values(), uid(domain.id), uid(domain.workspace_id)],
         )
-        self.db.execute("DELETE FROM domain_tags WHERE domain_id = ?", [uid(domain.id)])
-        self._write_tags(domain)
+        if tags_changed:
+            self.db.execute("DELETE FROM domain_tags WHERE domain_id = ?", [uid(domain.id)])
+            self._write_tags(domain)
 
     def _write_tags(self, domain: DomainRow) -> None:
         self.db.conn.executemany(
-            "INSERT INTO domain_tags (domain_id, workspace_id, tag) VALUES (?, ?, ?)",
-            [(uid(domain.id), uid(domain.workspace_id), tag) for tag in domain.tags],
+            """INSERT INTO domain_tags (domain_id, workspace_id, tag, ops_status, validation_status, cert_status)
+               VALUES (?, ?, ?, ?, ?, ?)""",
+            [
+                (uid(domain.id), uid(domain.workspace_id), tag, domain.ops_status, domain.validation_status, domain.cert_status)
+                for tag in domain.tags
+            ],
         )
 
     def get(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> DomainRow | None:
-        rows = list(self.db.query(f"{_SELECT} WHERE d.id = ? AND d.workspace_id = ?", [uid(domain_id), uid(workspace_id)]))
+        rows = select(self.db, f"{_SELECT} WHERE d.id = ? AND d.workspace_id = ?", [uid(domain_id), uid(workspace_id)])
         return _row(rows[0]) if rows else None
 
     def by_apex(self, workspace_id: uuid.UUID, apexes: list[str]) -> dict[str, DomainRow]:
@@ -157,7 +168,8 @@ class DomainRepo:
         found: dict[str, DomainRow] = {}
         for start in range(0, len(apexes), 500):  # stay far below SQLite's parameter limit
             chunk = apexes[start : start + 500]
-            rows = self.db.query(
+            rows = select(
+                self.db,
                 f"{_SELECT} WHERE d.workspace_id = ? AND d.apex IN ({', '.join('?' for _ in chunk)})",
                 [uid(workspace_id), *chunk],
             )
@@ -169,6 +181,25 @@ class DomainRepo:
         return cursor.rowcount > 0
 
     def count(self, workspace_id: uuid.UUID, f: DomainFilter) -> int:
+        """Matches of a filter. Status-only filters read the trigger-kept counters; a tag with
+        statuses counts one range of a tag index; text and client filters count rows."""
+        statuses = [
+            (column, value)
+            for column, value in (
+                ("ops_status", f.ops_status), ("validation_status", f.validation_status), ("cert_status", f.cert_status)
+            )
+            if value is not None
+        ]
+        if f.q is None and f.client_id is None and not f.tags:
+            sql = "SELECT coalesce(sum(n), 0) FROM domain_counts WHERE workspace_id = ?"
+            sql += "".join(f" AND {column} = ?" for column, _ in statuses)
+            return self.db.execute(sql, [uid(workspace_id), *(v for _, v in statuses)]).fetchone()[0]
+        if f.q is None and f.client_id is None:
+            first, *others = f.tags
+            sql = "SELECT count(*) FROM domain_tags t WHERE t.workspace_id = ? AND t.tag = ?"
+            sql += "".join(f" AND t.{column} = ?" for column, _ in statuses)
+            sql += " AND EXISTS (SELECT 1 FROM domain_tags o WHERE o.domain_id = t.domain_id AND o.tag = ?)" * len(others)
+            return self.db.execute(sql, [uid(workspace_id), first, *(v for _, v in statuses), *others]).fetchone()[0]
         where, params = _where(workspace_id, f)
         return self.db.execute(f"SELECT count(*) FROM domains d WHERE {where}", params).fetchone()[0]
 
@@ -181,16 +212,24 @@ class DomainRepo:
         descending: bool,
         after: tuple[str, str] | None,
         limit: int,
+        sparse: bool = False,
     ) -> list[DomainRow]:
-        """Up to ``limit`` domains in sort order, starting after the (sort value, id) key."""
+        """Up to ``limit`` domains in sort order, starting after the (sort value, id) key.
+
+        ``sparse`` says the filter matches few of the workspace's domains, so walking the sort
+        order would visit many rows per match; tags are then matched from their index.
+        """
         column = SORT_COLUMNS[sort_by]
-        where, params = _where(workspace_id, f)
+        where, params = _where(workspace_id, f, tags_by_index=sparse)
         op, direction = ("<", "DESC") if descending else (">", "ASC")
         if after is not None:
             where += f" AND (d.{column} {op} ? OR (d.{column} = ? AND d.id {op} ?))"
             params += [after[0], after[0], after[1]]
         sql = f"{_SELECT} WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
-        return [_row(r) for r in self.db.query(sql, [*params, limit])]
+        return [_row(r) for r in select(self.db, sql, [*params, limit])]
+
+    def workspace_size(self, workspace_id: uuid.UUID) -> int:
+        return self.count(workspace_id, DomainFilter())
 
     @staticmethod
     def sort_value(domain: DomainRow, sort_by: str) -> str:

@@ -107,13 +107,56 @@ MIGRATIONS: list[Migration] = [
             "CREATE INDEX domains_validation ON domains(workspace_id, validation_status, created_at, id)",
             "CREATE INDEX domains_cert ON domains(workspace_id, cert_status, created_at, id)",
             "CREATE INDEX domains_client ON domains(client_id, created_at, id)",
+            # Tags, with the domain's statuses copied in (kept in step by a trigger) so that a
+            # tag + status filter is counted from one index range instead of a table scan.
             """CREATE TABLE domain_tags (
                 domain_id TEXT NOT NULL REFERENCES domains(id) ON DELETE CASCADE,
                 workspace_id TEXT NOT NULL,
                 tag TEXT NOT NULL,
+                ops_status TEXT NOT NULL,
+                validation_status TEXT NOT NULL,
+                cert_status TEXT NOT NULL,
                 PRIMARY KEY (domain_id, tag)
             )""",
-            "CREATE INDEX domain_tags_lookup ON domain_tags(workspace_id, tag, domain_id)",
+            "CREATE INDEX domain_tags_ops ON domain_tags(workspace_id, tag, ops_status)",
+            "CREATE INDEX domain_tags_validation ON domain_tags(workspace_id, tag, validation_status)",
+            "CREATE INDEX domain_tags_cert ON domain_tags(workspace_id, tag, cert_status)",
+            """CREATE TRIGGER domain_tags_statuses AFTER UPDATE OF ops_status, validation_status, cert_status ON domains
+               WHEN old.ops_status IS NOT new.ops_status OR old.validation_status IS NOT new.validation_status
+                    OR old.cert_status IS NOT new.cert_status
+               BEGIN
+                 UPDATE domain_tags SET ops_status = new.ops_status, validation_status = new.validation_status,
+                        cert_status = new.cert_status WHERE domain_id = new.id;
+               END""",
+            # Domains per workspace and status combination, kept exact by triggers in the same
+            # transaction as every write, so a status-only query never counts rows.
+            """CREATE TABLE domain_counts (
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                ops_status TEXT NOT NULL,
+                validation_status TEXT NOT NULL,
+                cert_status TEXT NOT NULL,
+                n INTEGER NOT NULL,
+                PRIMARY KEY (workspace_id, ops_status, validation_status, cert_status)
+            ) WITHOUT ROWID""",
+            """CREATE TRIGGER domain_counts_insert AFTER INSERT ON domains BEGIN
+                 INSERT INTO domain_counts VALUES (new.workspace_id, new.ops_status, new.validation_status, new.cert_status, 1)
+                 ON CONFLICT DO UPDATE SET n = n + 1;
+               END""",
+            """CREATE TRIGGER domain_counts_delete AFTER DELETE ON domains BEGIN
+                 UPDATE domain_counts SET n = n - 1 WHERE workspace_id = old.workspace_id
+                   AND ops_status = old.ops_status AND validation_status = old.validation_status
+                   AND cert_status = old.cert_status;
+               END""",
+            """CREATE TRIGGER domain_counts_update AFTER UPDATE OF ops_status, validation_status, cert_status ON domains
+               WHEN old.ops_status IS NOT new.ops_status OR old.validation_status IS NOT new.validation_status
+                    OR old.cert_status IS NOT new.cert_status
+               BEGIN
+                 UPDATE domain_counts SET n = n - 1 WHERE workspace_id = old.workspace_id
+                   AND ops_status = old.ops_status AND validation_status = old.validation_status
+                   AND cert_status = old.cert_status;
+                 INSERT INTO domain_counts VALUES (new.workspace_id, new.ops_status, new.validation_status, new.cert_status, 1)
+                 ON CONFLICT DO UPDATE SET n = n + 1;
+               END""",
         ],
     ),
 ]
