@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hmac
+import re
 import secrets
+import time
 import uuid
 import zlib
 from typing import TYPE_CHECKING
@@ -19,7 +21,7 @@ import attrs
 
 from core.scopes import SCOPES
 from core.errors import InvalidApiKey, NotFound, ValidationError
-from store.records import ApiKey
+from store.records import ApiKey, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -33,6 +35,7 @@ _PREFIX_RANDOM_CHARS = 8
 #: ``lastUsedAt`` is written at most this often per key, so reads do not become writes.
 LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 NAME_MAX = 200
+_SHAPE = re.compile(KEY_PREFIX + f"[0-9A-Za-z]{{{_RANDOM_CHARS + _CHECKSUM_CHARS}}}")
 
 
 @attrs.frozen
@@ -63,11 +66,9 @@ def new_secret() -> tuple[str, str]:
 
 def well_formed(secret: str) -> bool:
     """Shape and checksum, checked before touching the database."""
+    if not _SHAPE.fullmatch(secret):
+        return False
     body = secret[len(KEY_PREFIX) :]
-    if not secret.startswith(KEY_PREFIX) or len(body) != _RANDOM_CHARS + _CHECKSUM_CHARS:
-        return False
-    if any(ch not in _ALPHABET for ch in body):
-        return False
     return hmac.compare_digest(_checksum(body[:_RANDOM_CHARS]), body[_RANDOM_CHARS:])
 
 
@@ -86,23 +87,66 @@ def present(key: ApiKey, now: dt.datetime) -> ApiKey:
     return key
 
 
-def authenticate(services: Services, secret: str) -> ApiKey:
-    """The active, unexpired key behind a secret, or ``InvalidApiKey``."""
+class KeyCache:
+    """Keys that authenticated recently, so a busy client costs no database read per request.
+
+    Rotation and revocation drop a key's entry at once (``forget``); entries also expire after
+    ``TTL_SECONDS`` so that a change made outside this process is seen soon. Expiry is checked
+    against the clock on every request, cached or not.
+    """
+
+    TTL_SECONDS = 30.0
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[float, ApiKey, Workspace]] = {}
+
+    def get(self, digest: str) -> tuple[ApiKey, Workspace] | None:
+        # A dict lookup by digest is not constant-time, but the digest is an HMAC under a
+        # server-side key: its timing tells an attacker nothing about any real key.
+        entry = self._entries.get(digest)
+        if entry is None or time.monotonic() - entry[0] > self.TTL_SECONDS:
+            return None
+        return entry[1], entry[2]
+
+    def put(self, key: ApiKey, workspace: Workspace) -> None:
+        if len(self._entries) > 10_000:
+            self._entries.clear()  # a crude bound; refilling costs one read per key
+        self._entries[key.secret_hash] = (time.monotonic(), key, workspace)
+
+    def forget(self, key_id: uuid.UUID) -> None:
+        for digest in [d for d, (_, key, _) in self._entries.items() if key.id == key_id]:
+            del self._entries[digest]
+
+
+def _lookup(services: Services, secret: str, digest: str) -> tuple[ApiKey, Workspace] | None:
+    cached = services.key_cache.get(digest)
+    if cached is not None:
+        return cached
+    match = None
+    for candidate, workspace in services.store.api_keys.with_prefix(secret[: len(KEY_PREFIX) + _PREFIX_RANDOM_CHARS]):
+        # Constant-time comparison: response timing says nothing about how much of a hash matched.
+        if hmac.compare_digest(candidate.secret_hash, digest):
+            match = (candidate, workspace)
+    if match is not None:
+        services.key_cache.put(*match)
+    return match
+
+
+def authenticate(services: Services, secret: str) -> tuple[ApiKey, Workspace]:
+    """The active, unexpired key behind a secret and its workspace, or ``InvalidApiKey``."""
     if not well_formed(secret):
         raise InvalidApiKey()
     digest = _hash(services, secret)
-    match = None
-    for candidate in services.store.api_keys.with_prefix(secret[: len(KEY_PREFIX) + _PREFIX_RANDOM_CHARS]):
-        # Constant-time comparison: response timing says nothing about how much of a hash matched.
-        if hmac.compare_digest(candidate.secret_hash, digest):
-            match = candidate
+    match = _lookup(services, secret, digest)
     now = services.clock.now()
-    if match is None or match.status != "active" or is_expired(match, now):
+    if match is None or match[0].status != "active" or is_expired(match[0], now):
         raise InvalidApiKey()
-    if match.last_used_at is None or now - match.last_used_at >= LAST_USED_RESOLUTION:
-        services.store.api_keys.touch(match.id, now)
-        match = attrs.evolve(match, last_used_at=now)
-    return match
+    key, workspace = match
+    if key.last_used_at is None or now - key.last_used_at >= LAST_USED_RESOLUTION:
+        services.store.api_keys.touch(key.id, now)
+        key = attrs.evolve(key, last_used_at=now)
+        services.key_cache.put(key, workspace)
+    return key, workspace
 
 
 def _validate(services: Services, request: CreateKeyRequest) -> tuple[str, list[str]]:
@@ -166,6 +210,7 @@ def rotate(services: Services, *, workspace_id: uuid.UUID, key_id: uuid.UUID) ->
         _load(services, workspace_id, key_id)
         services.store.api_keys.replace_secret(key_id, prefix=prefix, secret_hash=_hash(services, secret))
         key = _load(services, workspace_id, key_id)
+    services.key_cache.forget(key_id)
     return present(key, services.clock.now()), secret
 
 
@@ -174,3 +219,4 @@ def revoke(services: Services, *, workspace_id: uuid.UUID, key_id: uuid.UUID) ->
     with services.store.transaction():
         _load(services, workspace_id, key_id)
         services.store.api_keys.revoke(key_id, services.clock.now())
+    services.key_cache.forget(key_id)

@@ -77,9 +77,7 @@ def authorize(principal: Principal | None, *, scopes: Collection[str] | None, ro
 async def authenticate(services: Services, bearer: str) -> Principal:
     """Turn a bearer credential into a Principal, or raise the matching 401/403."""
     if bearer.startswith(api_keys.KEY_PREFIX):
-        key = api_keys.authenticate(services, bearer)
-        workspace = services.store.accounts.get_workspace(key.workspace_id)
-        assert workspace is not None  # keys are deleted with their workspace
+        key, workspace = api_keys.authenticate(services, bearer)
         return Principal(workspace=workspace, api_key=key)
     if services.oidc is None:
         raise InvalidToken("Sessions are unavailable: no identity provider is configured.")

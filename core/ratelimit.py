@@ -11,6 +11,7 @@ site scan are counted in their own bucket as well, within the shared one.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 
@@ -64,6 +65,7 @@ def client_ip(peer: str, forwarded_for: str | None, trusted: list[ipaddress._Bas
     return hops[0] if hops else peer
 
 
+@functools.lru_cache(maxsize=4096)
 def _partition(address: str) -> str:
     """IPv6 clients are counted per /64, since one host commonly holds a whole /64."""
     try:

@@ -7,6 +7,7 @@ import logging
 
 import attrs
 
+from core.api_keys import KeyCache
 from core.clock import Clock, SystemClock
 from core.config import Config
 from core.crypto import Keyring, load_or_create_master_key
@@ -31,6 +32,7 @@ class Services:
     provider: EdgeProvider
     dns: DnsChecker
     trusted_proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
+    key_cache: KeyCache = attrs.Factory(KeyCache)
 
     def close(self) -> None:
         self.store.close()

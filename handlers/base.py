@@ -51,7 +51,11 @@ class BaseHandler(RequestHandler):
 
     def set_default_headers(self) -> None:
         # Also called by clear() before an error page, so headers that must survive errors
-        # (request id, rate limits) are set here.
+        # (request id, rate limits) are set here as well as in prepare().
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_request_headers()
+
+    def set_request_headers(self) -> None:
         request_id = getattr(self, "request_id", None)
         if request_id:
             self.set_header(REQUEST_ID_HEADER, request_id)
@@ -59,9 +63,8 @@ class BaseHandler(RequestHandler):
         if decision is not None:
             self.set_header("RateLimit-Policy", decision.policy_header())
             self.set_header("RateLimit", decision.limit_header())
-        self.set_header("X-Content-Type-Options", "nosniff")
 
-    @property
+    @functools.cached_property
     def client_ip(self) -> str:
         return client_ip(
             self.request.remote_ip or "",
@@ -90,7 +93,7 @@ class ApiHandler(BaseHandler):
     async def prepare(self) -> None:
         # Admission before authentication: a flood of bad credentials is throttled too.
         self.rate_decision = self.services.limiter.hit(self.request.path, self.client_ip)
-        self.set_default_headers()
+        self.set_request_headers()
         if self.rate_decision is not None and self.rate_decision.exceeded is not None:
             raise RateLimited(self.rate_decision.exceeded.reset, self.rate_decision.exceeded.bucket)
         header = self.request.headers.get("Authorization")

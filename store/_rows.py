@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlite_utils
 
-from core.wire import format_timestamp, parse_timestamp
+from core.wire import format_timestamp
 
 
 def ts(value: dt.datetime | None) -> str | None:
@@ -16,7 +16,9 @@ def ts(value: dt.datetime | None) -> str | None:
 
 
 def from_ts(value: str | None) -> dt.datetime | None:
-    return None if value is None else parse_timestamp(value)
+    # Stored timestamps are always written by ts(): UTC with a "Z", which fromisoformat reads
+    # as an aware UTC datetime directly (the hot paths read several per row).
+    return None if value is None else dt.datetime.fromisoformat(value)
 
 
 def uid(value: uuid.UUID | None) -> str | None:

@@ -10,7 +10,7 @@ from typing import Any
 import sqlite_utils
 
 from store._rows import from_ts, select, ts, uid
-from store.records import ApiKey
+from store.records import ApiKey, Workspace
 
 
 def _key(row: dict[str, Any]) -> ApiKey:
@@ -62,8 +62,26 @@ class ApiKeyRepo:
         )
         return _key(rows[0]) if rows else None
 
-    def with_prefix(self, prefix: str) -> list[ApiKey]:
-        return [_key(r) for r in select(self.db, "SELECT * FROM api_keys WHERE prefix = ?", [prefix])]
+    def with_prefix(self, prefix: str) -> list[tuple[ApiKey, Workspace]]:
+        """Keys with this display prefix, each with its workspace (one read on the hot path)."""
+        rows = select(
+            self.db,
+            """SELECT k.*, w.name AS w_name, w.created_at AS w_created_at, w.ownership_token AS w_token
+               FROM api_keys k JOIN workspaces w ON w.id = k.workspace_id WHERE k.prefix = ?""",
+            [prefix],
+        )
+        return [
+            (
+                _key(r),
+                Workspace(
+                    id=uuid.UUID(r["workspace_id"]),
+                    name=r["w_name"],
+                    created_at=from_ts(r["w_created_at"]),
+                    ownership_token=r["w_token"],
+                ),
+            )
+            for r in rows
+        ]
 
     def replace_secret(self, key_id: uuid.UUID, *, prefix: str, secret_hash: str) -> None:
         self.db.execute(

@@ -196,6 +196,14 @@ class TestRotate:
         assert (await api.get("/v1/auth/session", token=r.body["secret"])).status == 200
 
     @pytest.mark.gen_test
+    async def test_a_secret_in_use_stops_at_once_when_rotated(self, api, world):
+        owner = world.owner()
+        created = (await create(api, owner.token, scopes=["*"])).body
+        assert (await api.get("/v1/auth/session", token=created["secret"])).status == 200
+        await api.post(f"/v1/api-keys/{created['id']}/rotate", token=owner.token)
+        assert (await api.get("/v1/auth/session", token=created["secret"])).status == 401
+
+    @pytest.mark.gen_test
     async def test_a_revoked_key_stays_revoked(self, api, world):
         owner = world.owner()
         created = (await create(api, owner.token, scopes=["*"])).body
@@ -255,6 +263,14 @@ class TestRevoke:
         assert (denied.status, denied.code) == (401, "invalid_api_key")
         listed = await api.get("/v1/api-keys", token=owner.token)
         assert listed.body[0]["status"] == "revoked"
+
+    @pytest.mark.gen_test
+    async def test_a_key_in_use_stops_at_once_when_revoked(self, api, world):
+        owner = world.owner()
+        created = (await create(api, owner.token, scopes=["*"])).body
+        assert (await api.get("/v1/auth/session", token=created["secret"])).status == 200
+        await api.post(f"/v1/api-keys/{created['id']}/revoke", token=owner.token)
+        assert (await api.get("/v1/auth/session", token=created["secret"])).status == 401
 
     @pytest.mark.gen_test
     async def test_revoking_twice_is_still_204(self, api, world):
