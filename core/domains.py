@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 import uuid
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import attrs
 
 from core import hostnames
 from core.errors import NotFound, ValidationError
+from core.wire import dumps
 from store.records import DomainRow, Workspace
 
 if TYPE_CHECKING:
@@ -146,6 +148,26 @@ def present(row: DomainRow) -> Domain:
         ),
         ops_status=row.ops_status,
     )
+
+
+_RENDERED: OrderedDict[uuid.UUID, tuple[DomainRow, bytes]] = OrderedDict()
+_RENDERED_MAX = 10_000
+
+
+def render(row: DomainRow) -> bytes:
+    """The Domain's JSON, reused while the store hands out the very same row object.
+
+    Rows are immutable and the store hands out a new object after every change, so an identity
+    check is an exact freshness test; GET-polling clients then cost no re-serialisation.
+    """
+    hit = _RENDERED.get(row.id)
+    if hit is not None and hit[0] is row:
+        return hit[1]
+    body = dumps(present(row)).encode()
+    _RENDERED[row.id] = (row, body)
+    if len(_RENDERED) > _RENDERED_MAX:
+        _RENDERED.popitem(last=False)
+    return body
 
 
 # --- requests -----------------------------------------------------------------------------------

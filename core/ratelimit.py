@@ -14,8 +14,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import math
-
-import attrs
+from typing import NamedTuple
 
 from core.clock import Clock
 from core.config import RateLimitsConfig
@@ -77,8 +76,7 @@ def _partition(address: str) -> str:
     return str(ip)
 
 
-@attrs.frozen
-class Usage:
+class Usage(NamedTuple):
     bucket: str
     quota: int
     remaining: int
@@ -86,8 +84,9 @@ class Usage:
     "Seconds until the window ends (at least 1)."
 
 
-@attrs.frozen
-class Decision:
+class Decision(NamedTuple):
+    """One request's standing in its buckets (tuples: built on every request, cheaply)."""
+
     window: int
     usages: tuple[Usage, ...]
     exceeded: Usage | None = None

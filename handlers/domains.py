@@ -35,7 +35,7 @@ class DomainHandler(ApiHandler):
     @require(scopes=("domains:read",), roles=READERS)
     async def get(self, domain_id: str) -> None:
         row = domains.load(self.services, self.principal.workspace, parse_id(domain_id, "Domain"))
-        self.send_json(domains.present(row))
+        self.finish(domains.render(row))
 
     @require(scopes=("domains:write",), roles=WRITERS)
     async def patch(self, domain_id: str) -> None:

@@ -59,6 +59,7 @@ class Store:
             yield
         except BaseException:
             self.db.execute("ROLLBACK")
+            self.domains.forget_all()  # it may hold rows of the transaction just undone
             raise
         else:
             self.db.execute("COMMIT")

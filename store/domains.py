@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import OrderedDict
 from typing import Any
 
 import attrs
@@ -126,8 +127,23 @@ def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = Tr
 
 
 class DomainRepo:
+    """Domains. Rows read by id are kept in a bounded cache that every write here updates; the
+    store is the only writer, and a rolled-back transaction empties the cache (``forget_all``)."""
+
+    CACHE_SIZE = 10_000
+
     def __init__(self, db: sqlite_utils.Database) -> None:
         self.db = db
+        self._cache: OrderedDict[uuid.UUID, DomainRow] = OrderedDict()
+
+    def _remember(self, domain: DomainRow) -> None:
+        self._cache[domain.id] = domain
+        self._cache.move_to_end(domain.id)
+        if len(self._cache) > self.CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+    def forget_all(self) -> None:
+        self._cache.clear()
 
     def insert(self, domain: DomainRow) -> None:
         cols = _columns(domain)
@@ -145,6 +161,7 @@ class DomainRepo:
             f"UPDATE domains SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ? AND workspace_id = ?",
             [*cols.values(), uid(domain.id), uid(domain.workspace_id)],
         )
+        self._cache.pop(domain.id, None)
         if tags_changed:
             self.db.execute("DELETE FROM domain_tags WHERE domain_id = ?", [uid(domain.id)])
             self._write_tags(domain)
@@ -160,8 +177,15 @@ class DomainRepo:
         )
 
     def get(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> DomainRow | None:
-        rows = select(self.db, f"{_SELECT} WHERE d.id = ? AND d.workspace_id = ?", [uid(domain_id), uid(workspace_id)])
-        return _row(rows[0]) if rows else None
+        """A domain of this workspace; another workspace's domain is as good as missing."""
+        cached = self._cache.get(domain_id)
+        if cached is None:
+            rows = select(self.db, f"{_SELECT} WHERE d.id = ?", [uid(domain_id)])
+            if not rows:
+                return None
+            cached = _row(rows[0])
+            self._remember(cached)
+        return cached if cached.workspace_id == workspace_id else None
 
     def by_apex(self, workspace_id: uuid.UUID, apexes: list[str]) -> dict[str, DomainRow]:
         """The workspace's domains among these hostnames, keyed by hostname."""
@@ -178,6 +202,8 @@ class DomainRepo:
 
     def delete(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> bool:
         cursor = self.db.execute("DELETE FROM domains WHERE id = ? AND workspace_id = ?", [uid(domain_id), uid(workspace_id)])
+        if cursor.rowcount:
+            self._cache.pop(domain_id, None)
         return cursor.rowcount > 0
 
     def count(self, workspace_id: uuid.UUID, f: DomainFilter) -> int:
