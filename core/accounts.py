@@ -18,15 +18,21 @@ def normalise_email(email: str) -> str:
     return email.strip().lower()
 
 
+def _user_for(services: Services, email: str) -> User:
+    """The user with this e-mail, created (not yet bound to any identity) when unknown."""
+    user = services.store.accounts.user_by_email(normalise_email(email))
+    if user is None:
+        user = User(id=uuid.uuid4(), email=normalise_email(email), created_at=services.clock.now())
+        services.store.accounts.insert_user(user)
+    return user
+
+
 def create_workspace(services: Services, *, name: str, owner_email: str) -> tuple[Workspace, User]:
     """A new workspace whose owner is the user with this e-mail (created when unknown)."""
     now = services.clock.now()
     store = services.store
     with store.transaction():
-        user = store.accounts.user_by_email(normalise_email(owner_email))
-        if user is None:
-            user = User(id=uuid.uuid4(), email=normalise_email(owner_email), created_at=now)
-            store.accounts.insert_user(user)
+        user = _user_for(services, owner_email)
         workspace = Workspace(id=uuid.uuid4(), name=name, created_at=now, ownership_token=secrets.token_hex(16))
         store.accounts.insert_workspace(workspace)
         store.accounts.insert_membership(
@@ -37,15 +43,10 @@ def create_workspace(services: Services, *, name: str, owner_email: str) -> tupl
 
 def add_member(services: Services, *, workspace_id: uuid.UUID, email: str, role: str) -> User:
     """Give the user with this e-mail (created when unknown) a role in a workspace."""
-    now = services.clock.now()
-    store = services.store
-    with store.transaction():
-        user = store.accounts.user_by_email(normalise_email(email))
-        if user is None:
-            user = User(id=uuid.uuid4(), email=normalise_email(email), created_at=now)
-            store.accounts.insert_user(user)
-        store.accounts.insert_membership(
-            Membership(workspace_id=workspace_id, user_id=user.id, role=role, created_at=now)
+    with services.store.transaction():
+        user = _user_for(services, email)
+        services.store.accounts.insert_membership(
+            Membership(workspace_id=workspace_id, user_id=user.id, role=role, created_at=services.clock.now())
         )
     return user
 
