@@ -22,6 +22,7 @@ import handlers
 from core.config import Config, ConfigError, load_config
 from core.crypto import SecretKeyError
 from core.services import Services, build_services
+from handlers import idp
 from handlers.log import log_request
 from handlers.pages import PageNotFoundHandler
 
@@ -34,9 +35,11 @@ MAX_BODY_BYTES = 1024 * 1024
 def make_app(services: Services) -> tornado.web.Application:
     """The Tornado application with every route bound to the shared services."""
     deps = {"services": services}
-    routes = [(pattern, handler, deps) for pattern, handler in handlers.routes]
+    active = handlers.routes + (idp.routes if services.dev_idp is not None else [])
+    routes = [(pattern, handler, deps) for pattern, handler in active]
     return tornado.web.Application(
         routes,
+        cookie_secret=services.keyring.subkey("cookie").hex(),
         default_handler_class=PageNotFoundHandler,
         default_handler_args=deps,
         static_path=str(ROOT / "static"),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core import accounts, api_keys
-from core.errors import Forbidden, InsufficientScope, InvalidToken, Unauthorized
+from core.errors import Forbidden, InsufficientScope, Unauthorized
 from core.scopes import SCOPES
 from store.records import ApiKey, User, Workspace
 
@@ -79,8 +79,6 @@ async def authenticate(services: Services, bearer: str) -> Principal:
     if bearer.startswith(api_keys.KEY_PREFIX):
         key, workspace = api_keys.authenticate(services, bearer)
         return Principal(workspace=workspace, api_key=key)
-    if services.oidc is None:
-        raise InvalidToken("Sessions are unavailable: no identity provider is configured.")
     claims = await services.oidc.verify(bearer)
     user, membership = accounts.session_member(services, claims)
     workspace = services.store.accounts.get_workspace(membership.workspace_id)

@@ -75,6 +75,16 @@ def _is_nameserver(value: str) -> bool:
     return True
 
 
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or the name localhost."""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def _positive(value: float) -> bool:
     return value > 0
 
@@ -180,6 +190,13 @@ class Config:
     def __attrs_post_init__(self) -> None:
         if self.oidc.issuer and not self.oidc.client_id:
             raise ConfigError("oidc.client_id: required when oidc.issuer is set")
+        if not self.oidc.issuer and not (
+            is_loopback(self.server.host) and is_loopback(urlsplit(self.server.base_url).hostname or "")
+        ):
+            raise ConfigError(
+                "oidc.issuer: required unless server.host and server.base_url are loopback addresses "
+                "(the built-in development identity provider serves loopback only)"
+            )
         if self.provider.kind == "cloudflare":
             for key in ("zone_id", "api_token"):
                 if not getattr(self.provider.cloudflare, key):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core import hostnames
+from core.accounts import valid_email
 from core.errors import NotFound, ValidationError
 from core.wire import dumps
 from store.records import DomainRow, Workspace
@@ -28,7 +29,6 @@ NOTES_MAX = 2000
 TAG_MAX = 64
 TAGS_MAX = 50
 BULK_MAX = 500
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 VALIDATION_STATUSES = ("pending", "verified", "error")
@@ -234,7 +234,7 @@ def _clean_email(email: str | None, errors: dict[str, list[str]]) -> str | None:
     if email is None:
         return None
     email = email.strip()
-    if len(email) > 254 or not _EMAIL.match(email):
+    if not valid_email(email):
         errors.setdefault("contactEmail", []).append("Must be an e-mail address")
     return email
 
@@ -263,41 +263,66 @@ def _new_row(services: Services, workspace: Workspace, apex: str, target: str, *
 # --- operations ---------------------------------------------------------------------------------
 
 
-async def create(services: Services, *, workspace: Workspace, request: CreateDomain) -> Domain:
-    """A new domain, or the existing one for a known hostname with the supplied fields updated."""
+@attrs.frozen
+class NewDomain:
+    """A create request that passed every rule, with the provider's delegation target."""
+
+    apex: str
+    target: str
+    tags: list[str] | None
+    notes: str | None
+    contact_email: str | None
+    client_id: uuid.UUID | None
+
+
+async def prepare_create(
+    services: Services, *, workspace: Workspace | None, request: CreateDomain, apex_field: str = "apex"
+) -> NewDomain:
+    """Check a create request and ask the provider for the target; nothing is written yet."""
     errors: dict[str, list[str]] = {}
     try:
         apex = hostnames.normalise(request.apex)
     except hostnames.HostnameError as exc:
-        errors["apex"] = [str(exc)]
+        errors[apex_field] = [str(exc)]
     tags = clean_tags(request.tags, errors)
     notes = _clean_notes(request.notes, errors)
     email = _clean_email(request.contact_email, errors)
     if errors:
         raise ValidationError(field_errors=errors)
-    if not _check_client(services, workspace, request.client_id):
+    if request.client_id is not None and (workspace is None or not _check_client(services, workspace, request.client_id)):
         raise NotFound("Client not found.")
-    target = await services.provider.delegation_target(apex)  # network: outside the transaction
+    target = await services.provider.delegation_target(apex)  # network: before any transaction
+    return NewDomain(apex=apex, target=target, tags=tags, notes=notes, contact_email=email, client_id=request.client_id)
+
+
+def save_create(services: Services, *, workspace: Workspace, new: NewDomain) -> DomainRow:
+    """Store a prepared create: a new row, or the known hostname's row with supplied fields."""
     store = services.store
     with store.transaction():
-        existing = store.domains.by_apex(workspace.id, [apex]).get(apex)
+        existing = store.domains.by_apex(workspace.id, [new.apex]).get(new.apex)
         if existing is None:
             row = _new_row(
-                services, workspace, apex, target,
-                client_id=request.client_id, contact_email=email, notes=notes or None, tags=tags or [],
+                services, workspace, new.apex, new.target,
+                client_id=new.client_id, contact_email=new.contact_email, notes=new.notes or None, tags=new.tags or [],
             )
             store.domains.insert(row)
         else:
             # Re-submitting keeps the record and its ownership token (spec rule 2).
             row = attrs.evolve(
                 existing,
-                contact_email=email if email is not None else existing.contact_email,
-                notes=(notes or None) if notes is not None else existing.notes,
-                delegation_target=target,
+                contact_email=new.contact_email if new.contact_email is not None else existing.contact_email,
+                notes=(new.notes or None) if new.notes is not None else existing.notes,
+                delegation_target=new.target,
                 updated_at=services.clock.now(),
             )
             store.domains.update(row)
-    return present(row)
+    return row
+
+
+async def create(services: Services, *, workspace: Workspace, request: CreateDomain) -> Domain:
+    """A new domain, or the existing one for a known hostname with the supplied fields updated."""
+    new = await prepare_create(services, workspace=workspace, request=request)
+    return present(save_create(services, workspace=workspace, new=new))
 
 
 async def bulk_create(services: Services, *, workspace: Workspace, request: BulkCreate) -> BulkResult:

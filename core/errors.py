@@ -69,6 +69,13 @@ class InvalidCursor(ApiError):
     default_message = "The pagination cursor is not valid for this query."
 
 
+class InvalidGrant(ApiError):
+    """The identity provider rejected an authorization code or its PKCE verifier."""
+
+    code = "invalid_grant"
+    default_message = "The authorization code or PKCE verifier was rejected."
+
+
 class Unauthorized(ApiError):
     """No credential where one is required (the spec leaves this code to us)."""
 

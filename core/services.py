@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from pathlib import Path
 
 import attrs
 
@@ -11,10 +12,12 @@ from core.api_keys import KeyCache
 from core.clock import Clock, SystemClock
 from core.config import Config
 from core.crypto import Keyring, load_or_create_master_key
+from core.dev_idp import DEFAULT_CLIENT_ID, DevIdentityProvider, load_key
 from core.dns import DnsChecker
 from core.edge import EdgeProvider, make_provider
 from core.oidc import OidcVerifier
 from core.ratelimit import RateLimiter
+from core.signin import OidcClient
 from store import Store
 
 log = logging.getLogger(__name__)
@@ -27,8 +30,11 @@ class Services:
     clock: Clock
     keyring: Keyring
     limiter: RateLimiter
-    oidc: OidcVerifier | None
-    "Verifies session ID tokens; ``None`` while no identity provider is configured."
+    oidc: OidcVerifier
+    "Verifies session ID tokens of the configured (or the built-in development) provider."
+    oidc_client: OidcClient
+    dev_idp: DevIdentityProvider | None
+    "The built-in development identity provider, while ``[oidc] issuer`` is empty."
     provider: EdgeProvider
     dns: DnsChecker
     trusted_proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
@@ -43,11 +49,26 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     clock = clock or SystemClock()
     keyring = Keyring(load_or_create_master_key(config.storage.secret_key_file))
     store = Store(config.storage.path)
-    oidc = None
+    dev_idp = None
     if config.oidc.issuer:
-        oidc = OidcVerifier(issuer=config.oidc.issuer, client_id=config.oidc.client_id, clock=clock)
+        client = OidcClient(config.oidc.client_id, config.oidc.client_secret, config.redirect_uri)
+        issuer = config.oidc.issuer
     else:
-        log.warning("no [oidc] issuer configured: session sign-in is unavailable, API keys still work")
+        client = OidcClient(
+            config.oidc.client_id or DEFAULT_CLIENT_ID,
+            config.oidc.client_secret or keyring.mac("dev-idp-client-secret", "secret")[:32],
+            config.redirect_uri,
+        )
+        issuer = config.server.base_url.rstrip("/") + "/idp"
+        dev_idp = DevIdentityProvider(
+            issuer=issuer,
+            client_id=client.client_id,
+            client_secret=client.client_secret,
+            redirect_uri=client.redirect_uri,
+            key=load_key(Path(config.storage.path).parent / "dev-idp-key.json"),
+            clock=clock,
+        )
+    oidc = OidcVerifier(issuer=issuer, client_id=client.client_id, clock=clock)
     return Services(
         config=config,
         store=store,
@@ -55,6 +76,8 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         keyring=keyring,
         limiter=RateLimiter(config.rate_limits, clock),
         oidc=oidc,
+        oidc_client=client,
+        dev_idp=dev_idp,
         provider=make_provider(config, keyring),
         dns=DnsChecker(config.dns),
         trusted_proxies=[ipaddress.ip_network(p, strict=False) for p in config.server.trusted_proxies],

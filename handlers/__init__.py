@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from handlers import api_keys, auth, clients, domains, meta, pages
+from handlers import api_keys, auth, clients, domains, meta, pages, team
 from handlers.base import ApiNotFoundHandler
 
 routes = [
@@ -11,6 +11,7 @@ routes = [
     *api_keys.routes,
     *domains.routes,
     *clients.routes,
+    *team.routes,
     *pages.routes,
     # Last: unknown /v1/ paths get the JSON 404 envelope; other paths an HTML page.
     (r"/v1/.*", ApiNotFoundHandler),

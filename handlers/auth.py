@@ -1,9 +1,10 @@
-"""``/v1/auth/*``: the current session and the logout acknowledgement."""
+"""Sign-up and sessions: ``/v1/public/signup`` and ``/v1/auth/*``."""
 
 from __future__ import annotations
 
 import attrs
 
+from core import signin, signup
 from core.scopes import ROLES
 from handlers.base import ApiHandler, require
 from store.records import Workspace
@@ -30,6 +31,17 @@ class SessionHandler(ApiHandler):
         self.send_json(Session(user_email=email, org=self.principal.workspace))
 
 
+class SignupHandler(ApiHandler):
+    async def post(self) -> None:
+        result = await signup.signup(self.services, self.body(signup.SignupRequest))
+        self.send_json(result, status=201 if isinstance(result, signup.SignedUp) else 202)
+
+
+class ExchangeHandler(ApiHandler):
+    async def post(self) -> None:
+        self.send_json(await signin.exchange(self.services, self.body(signin.ExchangeRequest)))
+
+
 class LogoutHandler(ApiHandler):
     async def post(self) -> None:
         """A compatibility acknowledgement: ID tokens and API keys stay valid (spec)."""
@@ -37,6 +49,8 @@ class LogoutHandler(ApiHandler):
 
 
 routes = [
+    (r"/v1/public/signup", SignupHandler),
+    (r"/v1/auth/oidc/exchange", ExchangeHandler),
     (r"/v1/auth/session", SessionHandler),
     (r"/v1/auth/logout", LogoutHandler),
 ]

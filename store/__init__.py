@@ -19,6 +19,7 @@ from store.api_keys import ApiKeyRepo
 from store.clients import ClientRepo
 from store.domains import DomainRepo
 from store.migrations import apply_migrations
+from store.team import TeamRepo
 
 
 class Store:
@@ -42,6 +43,7 @@ class Store:
         self.api_keys = ApiKeyRepo(self.db)
         self.clients = ClientRepo(self.db)
         self.domains = DomainRepo(self.db)
+        self.team = TeamRepo(self.db)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

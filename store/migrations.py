@@ -159,6 +159,22 @@ MIGRATIONS: list[Migration] = [
                END""",
         ],
     ),
+    (
+        3,
+        "team invitations",
+        [
+            """CREATE TABLE invitations (
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                email TEXT NOT NULL,
+                role TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'operator', 'read_only')),
+                created_at TEXT NOT NULL,
+                invited_by TEXT REFERENCES users(id) ON DELETE SET NULL,
+                UNIQUE (workspace_id, email)
+            )""",
+            "CREATE INDEX invitations_email ON invitations(email)",
+        ],
+    ),
 ]
 
 

@@ -104,3 +104,25 @@ class DomainRow:
     cert_last_issued_at: dt.datetime | None = None
     cert_error: str | None = None
     cert_trace_id: uuid.UUID | None = None
+
+
+@attrs.frozen
+class Invitation:
+    """A pending membership: it becomes one at the first sign-in with this e-mail."""
+
+    id: uuid.UUID
+    email: str
+    role: str
+    created_at: dt.datetime
+    workspace_id: uuid.UUID = attrs.field(metadata=_internal)
+    invited_by: uuid.UUID | None = attrs.field(default=None, metadata=_internal)
+
+
+@attrs.frozen
+class Member:
+    """A membership joined with its user, as the team endpoints show it."""
+
+    user_id: uuid.UUID
+    email: str
+    role: str
+    joined_at: dt.datetime

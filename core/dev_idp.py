@@ -1,0 +1,202 @@
+"""The built-in development identity provider: a minimal OpenID Connect provider.
+
+It exists so that ``python app.py`` works end to end on a fresh machine without an external
+provider. It is active only while ``[oidc] issuer`` is empty, serves only loopback addresses
+(enforced at start-up by the configuration), accepts any e-mail address without a password and
+says so on its pages. The service consumes its tokens exactly like an external provider's:
+discovery document and JWKS over HTTP, the same verification code.
+
+Flow: authorization code with PKCE (S256 only), confidential client (``client_secret_basic``
+or ``client_secret_post``), codes valid for one minute and redeemable once.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlencode
+
+import attrs
+from authlib.oauth2.rfc7636 import create_s256_code_challenge
+from joserfc import jwt
+from joserfc.jwk import RSAKey
+
+from core.clock import Clock
+
+log = logging.getLogger(__name__)
+
+CODE_SECONDS = 60
+TOKEN_SECONDS = 3600
+DEFAULT_CLIENT_ID = "dev-portal"
+
+
+class AuthorizeError(Exception):
+    """An authorization request that must not be redirected back (unknown client or URI)."""
+
+
+@attrs.frozen
+class TokenError(Exception):
+    """An OAuth error answer of the token endpoint (RFC 6749 section 5.2)."""
+
+    status: int
+    error: str
+    description: str
+
+
+@attrs.frozen
+class _Code:
+    email: str
+    redirect_uri: str
+    challenge: str
+    nonce: str | None
+    expires: float
+
+
+def load_key(path: Path) -> RSAKey:
+    """The signing key kept under the storage folder (created with mode 0600 when missing)."""
+    if not path.exists():
+        key = RSAKey.generate_key(2048, parameters={"kid": secrets.token_hex(8), "use": "sig", "alg": "RS256"})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass  # another process won the race; read its key below
+        else:
+            with os.fdopen(fd, "w") as f:
+                json.dump(key.as_dict(private=True), f)
+    return RSAKey.import_key(json.loads(path.read_text()))
+
+
+class DevIdentityProvider:
+    def __init__(
+        self, *, issuer: str, client_id: str, client_secret: str, redirect_uri: str, key: RSAKey, clock: Clock
+    ) -> None:
+        self.issuer = issuer
+        self.client_id = client_id
+        self.client_secret = client_secret
+        self.redirect_uri = redirect_uri
+        self.key = key
+        self.clock = clock
+        self._codes: dict[str, _Code] = {}
+        log.warning(
+            "identity provider: built-in DEVELOPMENT provider at %s; any e-mail signs in without a "
+            "password. Set [oidc] issuer for real use.",
+            issuer,
+        )
+
+    def discovery(self) -> dict[str, Any]:
+        return {
+            "issuer": self.issuer,
+            "authorization_endpoint": f"{self.issuer}/authorize",
+            "token_endpoint": f"{self.issuer}/token",
+            "jwks_uri": f"{self.issuer}/jwks",
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code"],
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["RS256"],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+            "scopes_supported": ["openid", "email"],
+            "claims_supported": ["iss", "sub", "aud", "exp", "iat", "email", "email_verified", "nonce"],
+        }
+
+    def jwks(self) -> dict[str, Any]:
+        return {"keys": [self.key.as_dict(private=False)]}
+
+    def check_authorize(self, params: dict[str, str]) -> dict[str, str]:
+        """Validate an authorization request; the parameters to carry through the form."""
+        if params.get("client_id") != self.client_id:
+            raise AuthorizeError("Unknown client_id.")
+        # Exact redirect URI match (OAuth security BCP): never redirect anywhere else.
+        if params.get("redirect_uri", self.redirect_uri) != self.redirect_uri:
+            raise AuthorizeError(f"redirect_uri must be {self.redirect_uri}.")
+        if params.get("response_type") != "code":
+            raise AuthorizeError("response_type must be code.")
+        if not params.get("code_challenge") or params.get("code_challenge_method") != "S256":
+            raise AuthorizeError("PKCE is required: send code_challenge with code_challenge_method=S256.")
+        keep = ("client_id", "redirect_uri", "response_type", "scope", "state", "nonce", "code_challenge", "code_challenge_method")
+        return {k: params[k] for k in keep if k in params}
+
+    def issue_code(self, params: dict[str, str], email: str) -> str:
+        """A one-minute, single-use code for this e-mail; returns the redirect location."""
+        request = self.check_authorize(params)
+        code = secrets.token_urlsafe(32)
+        self._codes[code] = _Code(
+            email=email,
+            redirect_uri=self.redirect_uri,
+            challenge=request["code_challenge"],
+            nonce=request.get("nonce"),
+            expires=time.monotonic() + CODE_SECONDS,
+        )
+        query = {"code": code, **({"state": request["state"]} if "state" in request else {})}
+        return f"{self.redirect_uri}?{urlencode(query)}"
+
+    def _client_ok(self, form: dict[str, str], authorization: str | None) -> bool:
+        client_id, secret = form.get("client_id"), form.get("client_secret")
+        if authorization and authorization.lower().startswith("basic "):
+            try:
+                decoded = base64.b64decode(authorization[6:]).decode()
+            except (ValueError, UnicodeError):
+                return False
+            raw_id, _, raw_secret = decoded.partition(":")
+            client_id, secret = unquote(raw_id), unquote(raw_secret)
+        # Constant-time comparisons for the shared secret.
+        return (
+            client_id is not None
+            and secret is not None
+            and hmac.compare_digest(client_id.encode(), self.client_id.encode())
+            and hmac.compare_digest(secret.encode(), self.client_secret.encode())
+        )
+
+    def token(self, form: dict[str, str], authorization: str | None) -> dict[str, Any]:
+        """Redeem a code; raise ``TokenError`` with the RFC 6749 error otherwise."""
+        if not self._client_ok(form, authorization):
+            raise TokenError(401, "invalid_client", "Client authentication failed.")
+        if form.get("grant_type") != "authorization_code":
+            raise TokenError(400, "unsupported_grant_type", "Only authorization_code is supported.")
+        code = self._codes.pop(form.get("code", ""), None)  # single use, even when it then fails
+        if code is None or code.expires < time.monotonic():
+            raise TokenError(400, "invalid_grant", "The code is unknown, expired or already used.")
+        if form.get("redirect_uri") != code.redirect_uri:
+            raise TokenError(400, "invalid_grant", "redirect_uri does not match the authorization request.")
+        verifier = form.get("code_verifier") or ""
+        if not hmac.compare_digest(create_s256_code_challenge(verifier).encode(), code.challenge.encode()):
+            raise TokenError(400, "invalid_grant", "The PKCE code_verifier does not match the code_challenge.")
+        return self._tokens(code)
+
+    def subject(self, email: str) -> str:
+        """A stable subject per e-mail address."""
+        return "dev-" + hashlib.sha256(email.encode()).hexdigest()[:24]
+
+    def _tokens(self, code: _Code) -> dict[str, Any]:
+        now = int(self.clock.now().timestamp())
+        claims = {
+            "iss": self.issuer,
+            "sub": self.subject(code.email),
+            "aud": self.client_id,
+            "email": code.email,
+            "email_verified": True,
+            "iat": now,
+            "exp": now + TOKEN_SECONDS,
+            **({"nonce": code.nonce} if code.nonce else {}),
+        }
+        header = {"alg": "RS256", "kid": self.key.kid, "typ": "JWT"}
+        id_token = jwt.encode(header, claims, self.key)
+        access = {"iss": self.issuer, "sub": claims["sub"], "aud": f"{self.issuer}/userinfo", "client_id": self.client_id,
+                  "scope": "openid email", "iat": now, "exp": now + TOKEN_SECONDS, "jti": secrets.token_hex(8)}
+        access_token = jwt.encode({**header, "typ": "at+jwt"}, access, self.key)
+        return {
+            "access_token": access_token,
+            "token_type": "Bearer",
+            "expires_in": TOKEN_SECONDS,
+            "id_token": id_token,
+            "scope": "openid email",
+        }

@@ -1,0 +1,122 @@
+"""Team management (owner/admin sessions): members, roles and invitations.
+
+Rules: only an owner grants, changes or removes the owner role; a workspace always keeps at
+least one owner; an invitation becomes a membership at the first sign-in with its e-mail.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+import attrs
+
+from core.accounts import normalise_email, valid_email
+from core.errors import Conflict, Forbidden, NotFound, ValidationError
+from core.scopes import ROLES
+from store.records import Invitation, Member
+
+if TYPE_CHECKING:
+    from core.auth import Principal
+    from core.services import Services
+
+
+@attrs.frozen
+class Invite:
+    email: str
+    role: str
+
+
+@attrs.frozen
+class RoleChange:
+    role: str
+
+
+@attrs.frozen
+class Team:
+    members: list[Member]
+    invitations: list[Invitation]
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise ValidationError.field("role", f"Must be one of: {', '.join(ROLES)} (got '{role}')")
+
+
+def _owner_only(principal: Principal, touches_owner: bool) -> None:
+    if touches_owner and principal.role != "owner":
+        raise Forbidden("Only an owner can grant, change or remove the owner role.")
+
+
+def team(services: Services, *, principal: Principal) -> Team:
+    store = services.store.team
+    return Team(members=store.members(principal.workspace_id), invitations=store.invitations(principal.workspace_id))
+
+
+def invite(services: Services, *, principal: Principal, request: Invite) -> Invitation:
+    _check_role(request.role)
+    email = normalise_email(request.email)
+    if not valid_email(email):
+        raise ValidationError.field("email", "Must be an e-mail address")
+    _owner_only(principal, request.role == "owner")
+    store = services.store
+    with store.transaction():
+        if store.team.member_by_email(principal.workspace_id, email) is not None:
+            raise Conflict("already_member", f"{email} is already a member of this workspace.")
+        if store.team.invitation_by_email(principal.workspace_id, email) is not None:
+            raise Conflict("already_invited", f"{email} has a pending invitation; revoke it to invite again.")
+        invitation = Invitation(
+            id=uuid.uuid4(),
+            workspace_id=principal.workspace_id,
+            email=email,
+            role=request.role,
+            created_at=services.clock.now(),
+            invited_by=principal.user.id if principal.user else None,
+        )
+        store.team.insert_invitation(invitation)
+    return invitation
+
+
+def revoke_invitation(services: Services, *, principal: Principal, invitation_id: uuid.UUID) -> None:
+    store = services.store
+    with store.transaction():
+        invitation = store.team.invitation(principal.workspace_id, invitation_id)
+        if invitation is None:
+            raise NotFound("Invitation not found.")
+        _owner_only(principal, invitation.role == "owner")
+        store.team.delete_invitation(invitation.id)
+
+
+def _load_member(services: Services, principal: Principal, user_id: uuid.UUID) -> Member:
+    member = services.store.team.member(principal.workspace_id, user_id)
+    if member is None:
+        raise NotFound("Member not found.")
+    return member
+
+
+def _keep_an_owner(services: Services, principal: Principal, member: Member) -> None:
+    if member.role == "owner" and services.store.team.owner_count(principal.workspace_id) <= 1:
+        raise Conflict("last_owner", "The workspace's last owner cannot be removed or demoted; make another owner first.")
+
+
+def change_role(services: Services, *, principal: Principal, user_id: uuid.UUID, request: RoleChange) -> Member:
+    _check_role(request.role)
+    store = services.store
+    with store.transaction():
+        member = _load_member(services, principal, user_id)
+        _owner_only(principal, "owner" in (member.role, request.role))
+        if member.role == request.role:
+            return member
+        if request.role != "owner":
+            _keep_an_owner(services, principal, member)
+        store.team.set_role(principal.workspace_id, user_id, request.role)
+    return attrs.evolve(member, role=request.role)
+
+
+def remove_member(services: Services, *, principal: Principal, user_id: uuid.UUID) -> None:
+    store = services.store
+    with store.transaction():
+        member = _load_member(services, principal, user_id)
+        _owner_only(principal, member.role == "owner")
+        _keep_an_owner(services, principal, member)
+        store.team.remove_member(principal.workspace_id, user_id)

@@ -1,0 +1,71 @@
+"""``/idp/*``: the built-in development identity provider (routed only while it is active)."""
+
+from __future__ import annotations
+
+from core.dev_idp import AuthorizeError, TokenError
+from handlers.pages import PageHandler
+
+
+class _IdpHandler(PageHandler):
+    @property
+    def idp(self):
+        assert self.services.dev_idp is not None
+        return self.services.dev_idp
+
+    def params(self) -> dict[str, str]:
+        return {k: self.get_argument(k) for k in self.request.arguments}
+
+
+class DiscoveryHandler(_IdpHandler):
+    async def get(self) -> None:
+        self.finish(self.idp.discovery())
+
+
+class JwksHandler(_IdpHandler):
+    async def get(self) -> None:
+        self.finish(self.idp.jwks())
+
+
+class AuthorizeHandler(_IdpHandler):
+    async def get(self) -> None:
+        try:
+            params = self.idp.check_authorize(self.params())
+        except AuthorizeError as exc:
+            self.set_status(400)
+            self.render_page("idp_authorize.html", params={}, error=str(exc))
+            return
+        self.render_page("idp_authorize.html", params=params, error=None, login_hint=self.get_argument("login_hint", ""))
+
+    async def post(self) -> None:
+        params = self.params()
+        email = params.pop("email", "").strip().lower()
+        try:
+            self.idp.check_authorize(params)
+        except AuthorizeError as exc:
+            self.set_status(400)
+            self.render_page("idp_authorize.html", params={}, error=str(exc))
+            return
+        if "@" not in email or " " in email:
+            self.set_status(400)
+            self.render_page("idp_authorize.html", params=params, error="Enter an e-mail address.", login_hint=email)
+            return
+        self.redirect(self.idp.issue_code(params, email))
+
+
+class TokenHandler(_IdpHandler):
+    async def post(self) -> None:
+        form = {k: self.get_body_argument(k) for k in self.request.body_arguments}
+        self.set_header("Cache-Control", "no-store")
+        try:
+            self.finish(self.idp.token(form, self.request.headers.get("Authorization")))
+        except TokenError as exc:
+            self.set_status(exc.status)
+            self.finish({"error": exc.error, "error_description": exc.description})
+
+
+routes = [
+    (r"/idp/\.well-known/openid-configuration", DiscoveryHandler),
+    (r"/idp/jwks", JwksHandler),
+    (r"/idp/authorize", AuthorizeHandler),
+    (r"/idp/token", TokenHandler),
+]
