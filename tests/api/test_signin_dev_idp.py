@@ -1,0 +1,179 @@
+"""Sign-in through the built-in development identity provider, browserless, end to end."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs, urlsplit
+
+import attrs
+import pytest
+from tornado.httpclient import HTTPRequest
+
+from core.config import Config, ConfigError, OidcConfig, ServerConfig, config_from_dict
+from core.dev_idp import DEFAULT_CLIENT_ID
+from tests.servers.pkce import authorize_params, code_from, new_flow, query
+
+
+@pytest.fixture
+def config(config, http_port):
+    here = f"http://127.0.0.1:{http_port}"
+    return attrs.evolve(config, oidc=OidcConfig(), server=ServerConfig(base_url=here, portal_url=here))
+
+
+async def sign_in(http_client, services, email):
+    """The browser's part: the provider's e-mail form, then the redirect back with a code."""
+    flow = new_flow()
+    params = authorize_params(flow, client_id=DEFAULT_CLIENT_ID, redirect_uri=services.oidc_client.redirect_uri)
+    base = services.config.server.base_url
+    form = await http_client.fetch(f"{base}/idp/authorize?{query(params)}")
+    assert b"Development only" in form.body
+    response = await http_client.fetch(
+        HTTPRequest(f"{base}/idp/authorize", method="POST", body=query({**params, "email": email}), follow_redirects=False),
+        raise_error=False,
+    )
+    assert response.code == 302, response.body
+    return code_from(response.headers["Location"]), flow
+
+
+async def exchange(api, code, flow, **overrides):
+    body = {"code": code, "codeVerifier": flow["verifier"], "nonce": flow["nonce"], **overrides}
+    return await api.post("/v1/auth/oidc/exchange", body)
+
+
+class TestExchange:
+    """POST /v1/auth/oidc/exchange against the built-in provider."""
+
+    @pytest.mark.gen_test
+    async def test_a_signed_up_owner_gets_a_session(self, api, http_client, services):
+        signed_up = await api.post("/v1/public/signup", {"email": "Owner@Example.com", "domain": "shop.example.com"})
+        code, flow = await sign_in(http_client, services, "owner@example.com")
+        r = await exchange(api, code, flow)
+        assert r.status == 200
+        assert (r.body["tokenType"], r.body["email"], r.body["expiresInSeconds"]) == ("Bearer", "owner@example.com", 3600)
+        session = await api.get("/v1/auth/session", token=r.body["token"])
+        assert session.body["org"]["id"] == signed_up.body["domain"]["orgId"]
+        key = await api.post("/v1/api-keys", {"name": "bot", "scopes": ["*"]}, token=r.body["token"])
+        assert key.status == 201
+
+    @pytest.mark.gen_test
+    async def test_the_access_token_is_not_a_bearer(self, api, http_client, services):
+        await api.post("/v1/public/signup", {"email": "a@example.com", "domain": "a.example.com"})
+        code, flow = await sign_in(http_client, services, "a@example.com")
+        access = (await exchange(api, code, flow)).body["accessToken"]
+        r = await api.get("/v1/auth/session", token=access)
+        assert (r.status, r.code) == (401, "invalid_token")
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("verifier", ["short", "x" * 129, "has spaces in it" * 4, "ünïcode" * 8])
+    async def test_a_malformed_verifier_is_a_validation_error(self, api, verifier):
+        r = await api.post("/v1/auth/oidc/exchange", {"code": "c", "codeVerifier": verifier})
+        assert (r.status, r.code) == (400, "validation_error")
+        assert "codeVerifier" in r.body["details"]["fieldErrors"]
+
+    @pytest.mark.gen_test
+    async def test_a_wrong_verifier_is_an_invalid_grant(self, api, http_client, services):
+        code, _ = await sign_in(http_client, services, "a@example.com")
+        r = await exchange(api, code, new_flow())
+        assert (r.status, r.code) == (400, "invalid_grant")
+        assert "PKCE" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_code_works_once(self, api, http_client, services):
+        await api.post("/v1/public/signup", {"email": "a@example.com", "domain": "a.example.com"})
+        code, flow = await sign_in(http_client, services, "a@example.com")
+        assert (await exchange(api, code, flow)).status == 200
+        again = await exchange(api, code, flow)
+        assert (again.status, again.code) == (400, "invalid_grant")
+
+    @pytest.mark.gen_test
+    async def test_a_wrong_nonce_is_refused(self, api, http_client, services):
+        await api.post("/v1/public/signup", {"email": "a@example.com", "domain": "a.example.com"})
+        code, flow = await sign_in(http_client, services, "a@example.com")
+        r = await exchange(api, code, flow, nonce="another-nonce")
+        assert (r.status, r.code) == (401, "invalid_token")
+        assert "nonce" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_an_email_without_workspace_or_invitation_is_forbidden(self, api, http_client, services):
+        code, flow = await sign_in(http_client, services, "stranger@example.com")
+        r = await exchange(api, code, flow)
+        assert (r.status, r.code) == (403, "forbidden")
+        assert "sign up" in r.body["message"] and "invite" in r.body["message"]
+
+
+class TestProviderPages:
+    """The provider's own endpoints."""
+
+    @pytest.mark.gen_test
+    async def test_discovery_names_its_endpoints(self, http_client, services):
+        base = services.config.server.base_url
+        doc = json.loads((await http_client.fetch(f"{base}/idp/.well-known/openid-configuration")).body)
+        assert doc["issuer"] == f"{base}/idp"
+        assert doc["code_challenge_methods_supported"] == ["S256"]
+        keys = json.loads((await http_client.fetch(doc["jwks_uri"])).body)["keys"]
+        assert keys and "d" not in keys[0]  # never the private part
+
+    @pytest.mark.gen_test
+    async def test_authorize_refuses_requests_without_pkce(self, http_client, services):
+        params = authorize_params(new_flow(), client_id=DEFAULT_CLIENT_ID, redirect_uri=services.oidc_client.redirect_uri)
+        del params["code_challenge"]
+        r = await http_client.fetch(f"{services.config.server.base_url}/idp/authorize?{query(params)}", raise_error=False)
+        assert r.code == 400 and b"PKCE is required" in r.body
+
+    @pytest.mark.gen_test
+    async def test_authorize_never_redirects_elsewhere(self, http_client, services):
+        params = authorize_params(new_flow(), client_id=DEFAULT_CLIENT_ID, redirect_uri="https://evil.example/cb")
+        r = await http_client.fetch(f"{services.config.server.base_url}/idp/authorize?{query(params)}", raise_error=False)
+        assert r.code == 400 and b"redirect_uri must be" in r.body
+
+    @pytest.mark.gen_test
+    async def test_the_token_endpoint_authenticates_the_client(self, http_client, services):
+        r = await http_client.fetch(
+            HTTPRequest(f"{services.config.server.base_url}/idp/token", method="POST",
+                        body="grant_type=authorization_code&code=x&client_id=dev-portal&client_secret=wrong"),
+            raise_error=False,
+        )
+        assert r.code == 401 and b"invalid_client" in r.body
+
+
+class TestPortalSignIn:
+    """GET /login and /auth/callback: the browser flow the portal offers."""
+
+    @pytest.mark.gen_test
+    async def test_login_round_trip_shows_the_session_token(self, api, http_client, services):
+        await api.post("/v1/public/signup", {"email": "a@example.com", "domain": "a.example.com"})
+        base = services.config.server.base_url
+        start = await http_client.fetch(HTTPRequest(f"{base}/login", follow_redirects=False), raise_error=False)
+        assert start.code == 302
+        cookie = start.headers["Set-Cookie"].split(";")[0]
+        location = start.headers["Location"]
+        assert location.startswith(f"{base}/idp/authorize?") and "code_challenge_method=S256" in location
+        params = {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
+        back = await http_client.fetch(
+            HTTPRequest(f"{base}/idp/authorize", method="POST", body=query({**params, "email": "a@example.com"}),
+                        follow_redirects=False),
+            raise_error=False,
+        )
+        done = await http_client.fetch(back.headers["Location"], headers={"Cookie": cookie}, raise_error=False)
+        assert done.code == 200 and b"Signed in as a@example.com" in done.body
+
+    @pytest.mark.gen_test
+    async def test_a_callback_without_the_login_cookie_is_refused(self, http_client, services):
+        r = await http_client.fetch(f"{services.config.server.base_url}/auth/callback?code=x&state=y", raise_error=False)
+        assert r.code == 400 and b"Start again" in r.body
+
+
+class TestLoopbackOnly:
+    """The built-in provider never serves beyond loopback."""
+
+    @pytest.mark.parametrize(
+        "server",
+        [{"host": "0.0.0.0"}, {"host": "127.0.0.1", "base_url": "https://certs.example.com"}],
+    )
+    def test_start_up_refuses_a_non_loopback_address_without_an_issuer(self, server):
+        with pytest.raises(ConfigError, match="oidc.issuer: required unless"):
+            config_from_dict({"server": server})
+
+    def test_an_external_issuer_may_serve_anywhere(self):
+        config = config_from_dict({"server": {"host": "0.0.0.0"}, "oidc": {"issuer": "https://idp.example", "client_id": "x"}})
+        assert isinstance(config, Config)
