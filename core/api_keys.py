@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core.scopes import SCOPES
 from core.errors import InvalidApiKey, NotFound, ValidationError
+from core.scopes import SCOPES
 from store.records import ApiKey, Workspace
 
 if TYPE_CHECKING:

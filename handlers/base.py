@@ -29,7 +29,7 @@ from core.errors import (
 from core.ratelimit import Decision, client_ip
 from core.scopes import READERS, ROLES
 from core.services import Services
-from core.wire import dump, structure_body
+from core.wire import dumps, structure_body
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -136,7 +136,7 @@ class ApiHandler(BaseHandler):
 
     def send_json(self, data: Any, status: int = 200) -> None:
         self.set_status(status)
-        self.finish(json.dumps(dump(data), separators=(",", ":"), ensure_ascii=False))
+        self.finish(dumps(data))
 
     def send_empty(self) -> None:
         self.set_status(204)

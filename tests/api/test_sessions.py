@@ -5,9 +5,8 @@ from __future__ import annotations
 import base64
 import json
 
-import pytest
-
 import attrs
+import pytest
 
 from core.config import OidcConfig
 from tests.servers.oidc import new_key
