@@ -7,10 +7,13 @@ import secrets
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from core.errors import Forbidden
 from store.records import Invitation, Membership, User, Workspace
 
 if TYPE_CHECKING:
+    from core.auth import Principal
     from core.services import Services
 
 
@@ -25,6 +28,23 @@ def normalise_email(email: str) -> str:
 def valid_email(email: str) -> bool:
     """A deliberately loose check: one @, a dot in the domain, no spaces, at most 254 characters."""
     return len(email) <= 254 and bool(_EMAIL.match(email))
+
+
+@attrs.frozen
+class Session:
+    """What ``GET /v1/auth/session`` shows."""
+
+    user_email: str
+    org: Workspace
+
+
+def session_of(services: Services, principal: Principal) -> Session:
+    """A person's session; an API key acts for its workspace and reports the first owner."""
+    if principal.user is not None:
+        email = principal.user.email
+    else:
+        email = services.store.accounts.owner_email(principal.workspace_id) or ""
+    return Session(user_email=email, org=principal.workspace)
 
 
 def _user_for(services: Services, email: str) -> User:

@@ -49,6 +49,10 @@ def load(services: Services, workspace: Workspace, client_id: uuid.UUID) -> Clie
     return client
 
 
+def list_clients(services: Services, *, workspace: Workspace) -> list[Client]:
+    return services.store.clients.list(workspace.id)
+
+
 def create(services: Services, *, workspace: Workspace, request: CreateClient) -> Client:
     name, notes = _clean(request.name, request.notes)
     now = services.clock.now()

@@ -29,6 +29,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
+from core.accounts import normalise_email, valid_email
 from core.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,10 @@ DEFAULT_CLIENT_ID = "dev-portal"
 
 class AuthorizeError(Exception):
     """An authorization request that must not be redirected back (unknown client or URI)."""
+
+
+class InvalidEmail(ValueError):
+    """The sign-in form was sent without a usable e-mail address."""
 
 
 @attrs.frozen
@@ -128,6 +133,9 @@ class DevIdentityProvider:
     def issue_code(self, params: dict[str, str], email: str) -> str:
         """A one-minute, single-use code for this e-mail; returns the redirect location."""
         request = self.check_authorize(params)
+        email = normalise_email(email)
+        if not valid_email(email):
+            raise InvalidEmail("Enter an e-mail address.")
         code = secrets.token_urlsafe(32)
         self._codes[code] = _Code(
             email=email,

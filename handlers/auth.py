@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import attrs
-
-from core import signin, signup
+from core import accounts, signin, signup
 from core.scopes import ROLES
 from handlers.base import ApiHandler, require
-from store.records import Workspace
-
-
-@attrs.frozen
-class Session:
-    user_email: str
-    org: Workspace
 
 
 class SessionHandler(ApiHandler):
@@ -23,12 +14,7 @@ class SessionHandler(ApiHandler):
         if self.principal is None:
             self.send_json(None)
             return
-        if self.principal.user is not None:
-            email = self.principal.user.email
-        else:
-            # An API key acts for its workspace, not a person: it reports the workspace owner.
-            email = self.services.store.accounts.owner_email(self.principal.workspace_id) or ""
-        self.send_json(Session(user_email=email, org=self.principal.workspace))
+        self.send_json(accounts.session_of(self.services, self.principal))
 
 
 class SignupHandler(ApiHandler):

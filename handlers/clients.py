@@ -10,7 +10,7 @@ from handlers.base import ApiHandler, parse_id, require
 class ClientListHandler(ApiHandler):
     @require(scopes=("domains:read",), roles=READERS)
     async def get(self) -> None:
-        self.send_json(self.services.store.clients.list(self.principal.workspace_id))
+        self.send_json(clients.list_clients(self.services, workspace=self.principal.workspace))
 
     @require(scopes=("domains:write",), roles=WRITERS)
     async def post(self) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.dev_idp import AuthorizeError, TokenError
+from core.dev_idp import AuthorizeError, InvalidEmail, TokenError
 from handlers.pages import PageHandler
 
 
@@ -38,18 +38,18 @@ class AuthorizeHandler(_IdpHandler):
 
     async def post(self) -> None:
         params = self.params()
-        email = params.pop("email", "").strip().lower()
+        email = params.pop("email", "")
         try:
-            self.idp.check_authorize(params)
+            location = self.idp.issue_code(params, email)
         except AuthorizeError as exc:
             self.set_status(400)
             self.render_page("idp_authorize.html", params={}, error=str(exc))
             return
-        if "@" not in email or " " in email:
+        except InvalidEmail as exc:
             self.set_status(400)
-            self.render_page("idp_authorize.html", params=params, error="Enter an e-mail address.", login_hint=email)
+            self.render_page("idp_authorize.html", params=params, error=str(exc), login_hint=email)
             return
-        self.redirect(self.idp.issue_code(params, email))
+        self.redirect(location)
 
 
 class TokenHandler(_IdpHandler):

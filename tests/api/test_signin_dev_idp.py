@@ -127,6 +127,16 @@ class TestProviderPages:
         assert r.code == 400 and b"redirect_uri must be" in r.body
 
     @pytest.mark.gen_test
+    async def test_the_form_wants_an_email_address(self, http_client, services):
+        params = authorize_params(new_flow(), client_id=DEFAULT_CLIENT_ID, redirect_uri=services.oidc_client.redirect_uri)
+        r = await http_client.fetch(
+            HTTPRequest(f"{services.config.server.base_url}/idp/authorize", method="POST",
+                        body=query({**params, "email": "not an address"}), follow_redirects=False),
+            raise_error=False,
+        )
+        assert r.code == 400 and b"Enter an e-mail address." in r.body
+
+    @pytest.mark.gen_test
     async def test_the_token_endpoint_authenticates_the_client(self, http_client, services):
         r = await http_client.fetch(
             HTTPRequest(f"{services.config.server.base_url}/idp/token", method="POST",
