@@ -135,6 +135,12 @@ class MethodNotAllowed(ApiError):
     default_message = "This method is not allowed on this path."
 
 
+class PayloadTooLarge(ApiError):
+    status = 413
+    code = "payload_too_large"
+    default_message = "The request body is too large."
+
+
 class Conflict(ApiError):
     """409 with a code chosen by the caller (idempotency, bundles, unverified delegation)."""
 

@@ -38,6 +38,16 @@ class TestEnvelope:
         assert r.body["details"] == {"formErrors": ["Expected object, received array"], "fieldErrors": {}}
 
     @pytest.mark.gen_test
+    async def test_absurdly_nested_json_is_a_validation_error(self, api, world):
+        r = await api.request("POST", "/v1/api-keys", raw=b"[" * 100_000 + b"]" * 100_000, token=world.owner().token)
+        assert (r.status, r.code) == (400, "validation_error")
+
+    @pytest.mark.gen_test
+    async def test_a_body_over_1_mib_is_413(self, api, world):
+        r = await api.request("POST", "/v1/api-keys", raw=b" " * (1024 * 1024 + 1), token=world.owner().token)
+        assert (r.status, r.code) == (413, "payload_too_large")
+
+    @pytest.mark.gen_test
     async def test_bytes_that_are_not_utf8_are_a_validation_error(self, api, world):
         r = await api.request("POST", "/v1/api-keys", raw=b'{"name": "\xff"}', token=world.owner().token)
         assert (r.status, r.code) == (400, "validation_error")
