@@ -35,10 +35,6 @@ class Principal:
         return self.workspace.id
 
     @property
-    def is_session(self) -> bool:
-        return self.user is not None
-
-    @property
     def label(self) -> str:
         """A short, secret-free name for logs."""
         if self.user is not None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from core.dev_idp import AuthorizeError, InvalidEmail, TokenError
+from core.dev_idp import AuthorizeError, DevIdentityProvider, InvalidEmail, TokenError
 from handlers.pages import PageHandler
 
 
 class _IdpHandler(PageHandler):
     @property
-    def idp(self):
+    def idp(self) -> DevIdentityProvider:
         assert self.services.dev_idp is not None
         return self.services.dev_idp
 

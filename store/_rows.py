@@ -38,8 +38,3 @@ def select(db: sqlite_utils.Database, sql: str, params: list[Any] | tuple[Any, .
     cursor = db.conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row)) for row in cursor]
-
-
-def select_one(db: sqlite_utils.Database, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> dict[str, Any] | None:
-    rows = select(db, sql, params)
-    return rows[0] if rows else None
