@@ -128,17 +128,49 @@ class DnsConfig:
     timeout_seconds: float = attrs.field(default=3.0, validator=_check("dns.timeout_seconds", _positive, "must be positive"))
 
 
+def _is_glob_list(values: list[str]) -> bool:
+    return all(isinstance(v, str) and v.strip() for v in values)
+
+
 @attrs.frozen
 class CloudflareConfig:
     api_base: str = attrs.field(default="https://api.cloudflare.com/client/v4", validator=_check("provider.cloudflare.api_base", _is_http_url, "must be an http(s) URL"))
     zone_id: str = ""
     api_token: str = ""
+    timeout_seconds: float = attrs.field(default=10.0, validator=_check("provider.cloudflare.timeout_seconds", _positive, "must be positive"))
+    "Connect and request timeout of each call."
+    retry_seconds: float = attrs.field(default=20.0, validator=_check("provider.cloudflare.retry_seconds", lambda v: v >= 0, "must be zero or more"))
+    "Total time one operation may spend waiting to retry 429s, 5xx answers and timeouts."
+    requests_per_window: int = attrs.field(default=1200, validator=_check("provider.cloudflare.requests_per_window", _positive, "must be positive"))
+    "Budget shared by every call to the API: at most this many requests in any ``window_seconds``."
+    window_seconds: float = attrs.field(default=300.0, validator=_check("provider.cloudflare.window_seconds", _positive, "must be positive"))
+
+
+@attrs.frozen
+class SandboxConfig:
+    activation_delay_seconds: float = attrs.field(default=10.0, validator=_check("provider.sandbox.activation_delay_seconds", lambda v: v >= 0, "must be zero or more"))
+    "A sandbox certificate is pending until a refresh this long after issuance."
+    fail_patterns: list[str] = attrs.field(factory=lambda: ["fail.*", "*.fail.*"], validator=_check("provider.sandbox.fail_patterns", _is_glob_list, "must list non-empty glob patterns"))
+    "Hostnames matching one of these globs fail validation (certificate ``error``)."
+    block_patterns: list[str] = attrs.field(factory=lambda: ["blocked.*", "*.blocked.*"], validator=_check("provider.sandbox.block_patterns", _is_glob_list, "must list non-empty glob patterns"))
+    "Hostnames matching one of these globs are blocked by the provider (certificate ``blocked``)."
+    simulate_dns: bool = False
+    "DEVELOPMENT ONLY: every domain's two records count as published once it is a little old."
+    simulate_dns_delay_seconds: float = attrs.field(default=5.0, validator=_check("provider.sandbox.simulate_dns_delay_seconds", lambda v: v >= 0, "must be zero or more"))
+    "How long after its creation a domain's records appear in the simulated DNS."
+
+
+#: CAA ``issue`` domains of the CAs Cloudflare for SaaS issues from (RFC 8659 issuer domain names).
+CLOUDFLARE_CAA_ISSUERS = ["letsencrypt.org", "pki.goog", "ssl.com"]
 
 
 @attrs.frozen
 class ProviderConfig:
     kind: str = attrs.field(default="sandbox", validator=_check("provider.kind", lambda v: v in ("sandbox", "cloudflare"), 'must be "sandbox" or "cloudflare"'))
+    caa_issuers: list[str] = attrs.field(factory=lambda: list(CLOUDFLARE_CAA_ISSUERS), validator=_check("provider.caa_issuers", lambda v: bool(v) and _is_glob_list(v), "must list at least one CA domain"))
+    "CAA issuer domains the provider's CAs answer to; the pre-flight asks that one is allowed."
     cloudflare: CloudflareConfig = attrs.Factory(CloudflareConfig)
+    sandbox: SandboxConfig = attrs.Factory(SandboxConfig)
 
 
 @attrs.frozen
@@ -198,6 +230,9 @@ class Config:
                 "(the built-in development identity provider serves loopback only)"
             )
         if self.provider.kind == "cloudflare":
+            if self.provider.sandbox.simulate_dns:
+                # Simulated DNS must never verify a real customer's hostname.
+                raise ConfigError('provider.sandbox.simulate_dns: only allowed when provider.kind is "sandbox"')
             for key in ("zone_id", "api_token"):
                 if not getattr(self.provider.cloudflare, key):
                     raise ConfigError(f"provider.cloudflare.{key}: required when provider.kind is \"cloudflare\"")

@@ -78,7 +78,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         oidc=oidc,
         oidc_client=client,
         dev_idp=dev_idp,
-        provider=make_provider(config, keyring),
+        provider=make_provider(config, keyring, clock),
         dns=DnsChecker(config.dns),
         trusted_proxies=[ipaddress.ip_network(p, strict=False) for p in config.server.trusted_proxies],
     )

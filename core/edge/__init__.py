@@ -1,16 +1,88 @@
 """The edge provider that issues and installs certificates, behind one small interface.
 
 ``[provider] kind`` picks the implementation: ``cloudflare`` (Cloudflare for SaaS custom
-hostnames) or ``sandbox`` (in-process, for development and tests).
+hostnames) or ``sandbox`` (in-process, for development and tests). Both report the provider's
+own words (``hostname_status``, ``ssl_status``); what they mean for our states is decided in one
+place, ``core/certificates/states.py``, so an adapter never invents a status of ours.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
 from typing import TYPE_CHECKING, Protocol
 
+import attrs
+
+from core.errors import UpstreamError
+
 if TYPE_CHECKING:
+    from core.clock import Clock
     from core.config import Config
     from core.crypto import Keyring
+
+
+@attrs.frozen
+class ProviderState:
+    """What the provider reported about one custom hostname at one moment."""
+
+    hostname_id: str
+    "The provider's id of the custom hostname (Cloudflare: a UUID string)."
+    hostname_status: str
+    "The hostname's ``status`` as the provider wrote it (``pending``, ``active``, ``blocked``, ...)."
+    ssl_id: str | None = None
+    ssl_status: str | None = None
+    "``ssl.status`` as the provider wrote it (``pending_validation``, ``active``, ...)."
+    certificate_id: str | None = None
+    "Id of the issued certificate, once there is one (Cloudflare: ``ssl.certificates[0].id``)."
+    issuer: str | None = None
+    issued_at: dt.datetime | None = None
+    expires_at: dt.datetime | None = None
+    delegation_target: str | None = None
+    "The DCV delegation CNAME target, when the provider states it for this hostname."
+    errors: tuple[str, ...] = ()
+    "The provider's validation errors, in its words (hostname first, then certificate)."
+
+
+class ProviderError(UpstreamError):
+    """The provider could not give a result; the message is a sentence a user can act on."""
+
+
+class ProviderUnavailable(ProviderError):
+    """Nothing was learnt about the hostname: timeout, 5xx, refused credentials, bad answers.
+
+    Transient or operator-side; no result is stored for the hostname.
+    """
+
+
+class ProviderBusy(ProviderUnavailable):
+    """The shared request budget is spent (ours, or the provider said so): retry later."""
+
+    status = 503
+    code = "provider_busy"
+
+    def __init__(self, retry_after: int, message: str | None = None) -> None:
+        self.retry_after = max(1, int(retry_after))
+        super().__init__(
+            message
+            or f"The edge provider's request budget is spent; retry after {self.retry_after} seconds.",
+            headers={"Retry-After": str(self.retry_after)},
+        )
+
+
+class ProviderRejected(ProviderError):
+    """The provider refused this hostname for good (invalid name, quota, not allowed, ...).
+
+    This is a result about the hostname, stored as a failed certificate.
+    """
+
+    def __init__(self, message: str, *, provider_code: int | None = None) -> None:
+        self.provider_code = provider_code
+        super().__init__(message)
+
+
+class HostnameGone(ProviderRejected):
+    """The provider no longer knows the custom hostname (Cloudflare 1436)."""
 
 
 class EdgeProvider(Protocol):
@@ -20,8 +92,21 @@ class EdgeProvider(Protocol):
     async def delegation_target(self, apex: str) -> str:
         """The CNAME target of ``_acme-challenge.<apex>`` that delegates DCV to the provider."""
 
+    async def issue(self, apex: str, *, trace_id: uuid.UUID) -> ProviderState:
+        """Ask for a DV certificate for ``apex``; an existing custom hostname is adopted.
 
-def make_provider(config: Config, keyring: Keyring) -> EdgeProvider:
+        Raises ``ProviderRejected`` for a refusal about the hostname, ``ProviderUnavailable``
+        (or ``ProviderBusy``) when no result could be had.
+        """
+
+    async def refresh(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
+        """Read the hostname's current state; re-trigger validation where that is the fix.
+
+        Raises ``HostnameGone`` when the provider no longer has it, otherwise as ``issue``.
+        """
+
+
+def make_provider(config: Config, keyring: Keyring, clock: Clock) -> EdgeProvider:
     """The provider the configuration selects."""
     if config.provider.kind == "cloudflare":
         from core.edge.cloudflare import CloudflareProvider
@@ -29,4 +114,4 @@ def make_provider(config: Config, keyring: Keyring) -> EdgeProvider:
         return CloudflareProvider(config.provider.cloudflare)
     from core.edge.sandbox import SandboxProvider
 
-    return SandboxProvider(keyring)
+    return SandboxProvider(keyring, config.provider.sandbox, clock)

@@ -6,11 +6,12 @@ import re
 
 import pytest
 
-from core.config import CloudflareConfig
+from core.config import CloudflareConfig, SandboxConfig
 from core.crypto import Keyring
 from core.edge.cloudflare import CloudflareProvider
 from core.edge.sandbox import SandboxProvider
 from core.errors import UpstreamError
+from tests.fakes import FakeClock
 from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
 
 
@@ -28,7 +29,7 @@ def cloudflare_provider(fake: FakeCloudflare, token: str = TOKEN) -> CloudflareP
 @pytest.fixture(params=["sandbox", "cloudflare"])
 def provider(request, cloudflare):
     if request.param == "sandbox":
-        return SandboxProvider(Keyring(b"k" * 32))
+        return SandboxProvider(Keyring(b"k" * 32), SandboxConfig(), FakeClock())
     return cloudflare_provider(cloudflare)
 
 
@@ -81,6 +82,6 @@ class TestSandbox:
 
     @pytest.mark.gen_test
     async def test_installations_get_different_targets(self):
-        one = await SandboxProvider(Keyring(b"a" * 32)).delegation_target("x.example.com")
-        two = await SandboxProvider(Keyring(b"b" * 32)).delegation_target("x.example.com")
+        one = await SandboxProvider(Keyring(b"a" * 32), SandboxConfig(), FakeClock()).delegation_target("x.example.com")
+        two = await SandboxProvider(Keyring(b"b" * 32), SandboxConfig(), FakeClock()).delegation_target("x.example.com")
         assert one != two
