@@ -16,9 +16,11 @@ from pathlib import Path
 
 import tornado.web
 from tornado.httpserver import HTTPServer
+from tornado.ioloop import PeriodicCallback
 from tornado.netutil import bind_sockets
 
 import handlers
+from core.certificates import idempotency
 from core.config import Config, ConfigError, load_config
 from core.crypto import SecretKeyError
 from core.services import Services, build_services
@@ -30,6 +32,8 @@ log = logging.getLogger("app")
 ROOT = Path(__file__).resolve().parent
 #: Largest body the server reads at all; the API answers 413 above its own 1 MiB limit.
 MAX_BODY_BYTES = 8 * 1024 * 1024
+#: How often Idempotency-Key records older than their retention are purged.
+PURGE_INTERVAL_SECONDS = 3600
 
 
 def make_app(services: Services) -> tornado.web.Application:
@@ -46,6 +50,14 @@ def make_app(services: Services) -> tornado.web.Application:
         log_function=log_request,
         xheaders=False,  # client IPs come from server.trusted_proxies, not from any peer
     )
+
+
+def start_jobs(services: Services) -> dict[str, PeriodicCallback]:
+    """The periodic jobs, started with the server and stopped at shutdown."""
+    jobs = {"idempotency-purge": PeriodicCallback(lambda: idempotency.purge(services), PURGE_INTERVAL_SECONDS * 1000)}
+    for job in jobs.values():
+        job.start()
+    return jobs
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -71,12 +83,15 @@ async def serve(config: Config, services: Services) -> None:
     server.add_sockets(sockets)
     port = sockets[0].getsockname()[1]  # the one the OS picked when the config says 0
     log.info("listening on http://%s:%d (base_url %s)", config.server.host, port, config.server.base_url)
+    jobs = start_jobs(services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
+    for job in jobs.values():
+        job.stop()
     server.stop()
     await server.close_all_connections()
     services.close()

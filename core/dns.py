@@ -20,7 +20,7 @@ from core.config import DnsConfig, parse_nameserver
 
 Outcome = Literal["found", "nxdomain", "nodata", "timeout", "error"]
 
-_TYPE_CODES = {"CNAME": 5, "TXT": 16}
+_TYPE_CODES = {"CNAME": 5, "TXT": 16, "CAA": 257}
 _ERRORS = {
     dns_error.ARES_ENOTFOUND: "nxdomain",
     dns_error.ARES_ENODATA: "nodata",
@@ -29,12 +29,25 @@ _ERRORS = {
 
 
 @attrs.frozen
+class CaaRecord:
+    flags: int
+    tag: str
+    value: str
+
+    def __str__(self) -> str:
+        """Zone-file presentation, as a DNS administrator would type it."""
+        return f'{self.flags} {self.tag} "{self.value}"'
+
+
+@attrs.frozen
 class Lookup:
     name: str
     rtype: str
     outcome: Outcome
     values: tuple[str, ...] = ()
-    "CNAME targets (without trailing dot) or TXT strings, as the server sent them."
+    "CNAME targets (without trailing dot), TXT strings or CAA records in presentation form."
+    caa: tuple[CaaRecord, ...] = ()
+    "For CAA lookups, the records themselves."
     detail: str = ""
     "For ``error``: what the resolver said (SERVFAIL, REFUSED, ...)."
 
@@ -69,14 +82,18 @@ class DnsChecker:
         except asyncio.TimeoutError:
             return Lookup(name=name, rtype=rtype, outcome="timeout")
         values = []
+        caa = []
         for record in result.answer:
             if record.type != _TYPE_CODES[rtype]:
                 continue  # e.g. the CNAME a resolver followed on the way to TXT
             if rtype == "CNAME":
                 values.append(record.data.cname.rstrip("."))
+            elif rtype == "CAA":
+                caa.append(CaaRecord(flags=record.data.critical, tag=record.data.tag.lower(), value=record.data.value))
+                values.append(str(caa[-1]))
             else:
                 data = record.data.data
                 values.append(data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data))
         if not values:
             return Lookup(name=name, rtype=rtype, outcome="nodata")
-        return Lookup(name=name, rtype=rtype, outcome="found", values=tuple(values))
+        return Lookup(name=name, rtype=rtype, outcome="found", values=tuple(values), caa=tuple(caa))

@@ -8,15 +8,14 @@ tampered with or reused with other filters is refused.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from core import cursors
 from core.domains import CERT_STATUSES, OPS_STATUSES, VALIDATION_STATUSES, Domain, clean_tags, present
-from core.errors import InvalidCursor, ValidationError
+from core.errors import ValidationError
 from store.domains import SORT_COLUMNS, DomainFilter
 from store.records import Workspace
 
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
 LIMIT_DEFAULT = 100
 LIMIT_MAX = 250
 Q_MAX = 200
-_CURSOR_PURPOSE = "cursor"
 #: A filter matching fewer than 1 in this many of a workspace's domains is "sparse": its page is
 #: found from the tag index rather than by walking the sort order.
 SPARSE_RATIO = 50
@@ -100,28 +98,17 @@ def _validate(request: QueryDomains) -> tuple[DomainFilter, Sort, Page]:
 
 def _binding(workspace: Workspace, domain_filter: DomainFilter, sort: Sort) -> str:
     """What a cursor is bound to; any change of workspace, filters or sort changes it."""
-    scope = [str(workspace.id), "domains", attrs.asdict(domain_filter, value_serializer=_plain), attrs.asdict(sort)]
-    return hashlib.sha256(json.dumps(scope, sort_keys=True).encode()).hexdigest()[:32]
+    return cursors.binding(str(workspace.id), "domains", attrs.asdict(domain_filter, value_serializer=_plain), attrs.asdict(sort))
 
 
 def _plain(_: Any, __: Any, value: Any) -> Any:
     return str(value) if isinstance(value, uuid.UUID) else list(value) if isinstance(value, tuple) else value
 
 
-def _decode_cursor(services: Services, cursor: str, binding: str) -> tuple[str, str]:
-    payload = services.keyring.unseal(_CURSOR_PURPOSE, cursor)
-    if payload is None or payload.get("b") != binding:
-        raise InvalidCursor("The cursor is invalid, or was issued for other filters or another sort.")
-    key = payload.get("k")
-    if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)):
-        raise InvalidCursor()
-    return key[0], key[1]
-
-
 def query(services: Services, *, workspace: Workspace, request: QueryDomains) -> DomainPage:
     domain_filter, sort, page = _validate(request)
     binding = _binding(workspace, domain_filter, sort)
-    after = _decode_cursor(services, page.cursor, binding) if page.cursor is not None else None
+    after = cursors.decode(services.keyring, page.cursor, binding) if page.cursor is not None else None
     repo = services.store.domains
     total = repo.count(workspace.id, domain_filter)
     sparse = total * SPARSE_RATIO < repo.workspace_size(workspace.id)
@@ -138,7 +125,5 @@ def query(services: Services, *, workspace: Workspace, request: QueryDomains) ->
     if len(rows) > page.limit:
         rows = rows[: page.limit]
         last = rows[-1]
-        next_cursor = services.keyring.seal(
-            _CURSOR_PURPOSE, {"b": binding, "k": [repo.sort_value(last, sort.by), str(last.id)]}
-        )
+        next_cursor = cursors.encode(services.keyring, binding, (repo.sort_value(last, sort.by), str(last.id)))
     return DomainPage(items=[present(r) for r in rows], total=total, next_cursor=next_cursor)

@@ -171,3 +171,11 @@ class UpstreamError(ApiError):
     status = 502
     code = "upstream_error"
     default_message = "An upstream service did not answer."
+
+
+class WildcardNotSupported(ApiError):
+    code = "wildcard_not_supported_in_minimal_edge_provider_mode"
+    default_message = (
+        "Wildcard certificates are not supported: one certificate is issued per exact hostname. "
+        "Send wildcard false (or leave it out)."
+    )

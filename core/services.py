@@ -15,6 +15,7 @@ from core.crypto import Keyring, load_or_create_master_key
 from core.dev_idp import DEFAULT_CLIENT_ID, DevIdentityProvider, load_key
 from core.dns import DnsChecker
 from core.edge import EdgeProvider, make_provider
+from core.edge.simulated_dns import SimulatedDns
 from core.oidc import OidcVerifier
 from core.ratelimit import RateLimiter
 from core.signin import OidcClient
@@ -36,7 +37,8 @@ class Services:
     dev_idp: DevIdentityProvider | None
     "The built-in development identity provider, while ``[oidc] issuer`` is empty."
     provider: EdgeProvider
-    dns: DnsChecker
+    dns: DnsChecker | SimulatedDns
+    "Real lookups, or the development-only simulation (``[provider.sandbox] simulate_dns``)."
     trusted_proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
     key_cache: KeyCache = attrs.Factory(KeyCache)
 
@@ -69,6 +71,10 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
             clock=clock,
         )
     oidc = OidcVerifier(issuer=issuer, client_id=client.client_id, clock=clock)
+    sandbox = config.provider.sandbox
+    dns: DnsChecker | SimulatedDns = DnsChecker(config.dns)
+    if config.provider.kind == "sandbox" and sandbox.simulate_dns:  # config refuses it with any other provider
+        dns = SimulatedDns(store, clock, delay_seconds=sandbox.simulate_dns_delay_seconds)
     return Services(
         config=config,
         store=store,
@@ -79,6 +85,6 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         oidc_client=client,
         dev_idp=dev_idp,
         provider=make_provider(config, keyring, clock),
-        dns=DnsChecker(config.dns),
+        dns=dns,
         trusted_proxies=[ipaddress.ip_network(p, strict=False) for p in config.server.trusted_proxies],
     )

@@ -18,18 +18,22 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import uuid
 from typing import TYPE_CHECKING, Literal
 
 import attrs
 
+from core.certificates import issuance
 from core.dns import DnsChecker, Lookup
 from core.domains import delegation_record, load, ops_status, ownership_record
+from core.edge import ProviderError
 from store.records import DomainRow, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
 
+log = logging.getLogger(__name__)
 State = Literal["ok", "missing", "wrong", "unknown"]
 
 
@@ -45,8 +49,8 @@ class VerifyResult:
     "The domain's validation status after the check."
     checked_at: dt.datetime
     message: str
-    certificate: None = None
-    "The issuance summary, once certificates are issued through the edge provider."
+    certificate: issuance.IssuanceSummary | None = None
+    "The issuance summary, when issuance was started or checked and the provider answered."
 
 
 @attrs.frozen
@@ -145,13 +149,17 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
     return updated
 
 
-async def _issuance(services: Services, row: DomainRow) -> None:
-    """Where verified DNS hands over to the edge provider to start or check issuance.
+async def _issuance(services: Services, workspace: Workspace, row: DomainRow) -> tuple[issuance.IssuanceSummary | None, str]:
+    """Where verified DNS hands over to the edge provider: start or check issuance.
 
-    Certificate issuance arrives with the certificates part of the API; until then a verified
-    domain stays at cert ``none`` and verification results carry no ``certificate``.
+    Never raises for the provider's sake: verification answers 200 whatever the provider did, with
+    what happened in the message (and in ``cert.lastError``, written by the issuance code).
     """
-    return None
+    try:
+        summary = await issuance.start_or_check(services, workspace, row)
+    except ProviderError as exc:
+        return None, f"Certificate issuance could not proceed: {exc.message}"
+    return summary, summary.message
 
 
 def _summary(row: DomainRow) -> str:
@@ -166,17 +174,24 @@ def _summary(row: DomainRow) -> str:
 
 async def verify(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> VerifyResult:
     row = await _check_dns(services, workspace, domain_id)
-    certificate = None
+    certificate, message = None, _summary(row).strip()
     if row.validation_status == "verified" and row.cert_status != "active":
-        certificate = await _issuance(services, row)
-    return VerifyResult(
-        status=row.validation_status, checked_at=row.validation_checked_at, message=_summary(row).strip(), certificate=certificate
-    )
+        certificate, said = await _issuance(services, workspace, row)
+        message = f"{message} {said}"
+    return VerifyResult(status=row.validation_status, checked_at=row.validation_checked_at, message=message, certificate=certificate)
 
 
 async def recheck(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> RecheckResult:
+    """Verify DNS, then start or check issuance; an active certificate is refreshed (spec rule 8)."""
     row = await _check_dns(services, workspace, domain_id)
     if row.validation_status == "verified" and row.cert_status != "active":
-        await _issuance(services, row)
-        row = load(services, workspace, domain_id)
+        await _issuance(services, workspace, row)
+    else:
+        latest = services.store.certificates.latest(workspace.id, row.id)
+        if latest is not None and latest.provider_hostname_id is not None:
+            try:
+                await issuance.refresh(services, workspace=workspace, certificate_id=latest.id)
+            except ProviderError as exc:
+                log.info("recheck of %s: no provider result (%s)", row.apex, exc.message)
+    row = load(services, workspace, domain_id)
     return RecheckResult(status=row.ops_status, checked_at=row.validation_checked_at, cert_status=row.cert_status)

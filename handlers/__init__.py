@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from handlers import api_keys, auth, clients, domains, meta, pages, team
+from handlers import api_keys, auth, certificates, clients, domains, meta, pages, team
 from handlers.base import ApiNotFoundHandler
 
 routes = [
@@ -10,6 +10,7 @@ routes = [
     *auth.routes,
     *api_keys.routes,
     *domains.routes,
+    *certificates.routes,
     *clients.routes,
     *team.routes,
     *pages.routes,

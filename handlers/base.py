@@ -126,21 +126,26 @@ class ApiHandler(BaseHandler):
             raise Unauthorized()
         return self.principal
 
+    def json_body(self) -> Any:
+        """The decoded JSON body (an empty body counts as ``{}``), parsed once per request."""
+        if not hasattr(self, "_json_body"):
+            raw = self.request.body
+            if len(raw) > MAX_JSON_BYTES:
+                raise PayloadTooLarge(f"The request body is over {MAX_JSON_BYTES // 1024} KiB.")
+            if not raw.strip():
+                self._json_body: Any = {}
+            else:
+                try:
+                    self._json_body = json.loads(raw)
+                except (ValueError, UnicodeDecodeError) as exc:
+                    raise ValidationError(form_errors=[f"Malformed JSON body: {exc}"]) from None
+                except RecursionError:
+                    raise ValidationError(form_errors=["Malformed JSON body: nested too deeply"]) from None
+        return self._json_body
+
     def body(self, cls: type[T]) -> T:
-        """The JSON body structured into a request record; an empty body counts as ``{}``."""
-        raw = self.request.body
-        if len(raw) > MAX_JSON_BYTES:
-            raise PayloadTooLarge(f"The request body is over {MAX_JSON_BYTES // 1024} KiB.")
-        if not raw.strip():
-            data: Any = {}
-        else:
-            try:
-                data = json.loads(raw)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise ValidationError(form_errors=[f"Malformed JSON body: {exc}"]) from None
-            except RecursionError:
-                raise ValidationError(form_errors=["Malformed JSON body: nested too deeply"]) from None
-        return structure_body(data, cls)
+        """The JSON body structured into a request record."""
+        return structure_body(self.json_body(), cls)
 
     def send_json(self, data: Any, status: int = 200) -> None:
         self.set_status(status)

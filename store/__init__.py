@@ -16,9 +16,12 @@ import sqlite_utils
 
 from store.accounts import AccountRepo
 from store.api_keys import ApiKeyRepo
+from store.certificates import CertificateRepo
 from store.clients import ClientRepo
 from store.domains import DomainRepo
+from store.idempotency import IdempotencyRepo
 from store.migrations import apply_migrations
+from store.outbox import OutboxRepo
 from store.team import TeamRepo
 
 
@@ -41,8 +44,11 @@ class Store:
         apply_migrations(self)
         self.accounts = AccountRepo(self.db)
         self.api_keys = ApiKeyRepo(self.db)
+        self.certificates = CertificateRepo(self.db)
         self.clients = ClientRepo(self.db)
         self.domains = DomainRepo(self.db)
+        self.idempotency = IdempotencyRepo(self.db)
+        self.outbox = OutboxRepo(self.db)
         self.team = TeamRepo(self.db)
 
     @contextmanager

@@ -200,6 +200,10 @@ class DomainRepo:
             found.update({r["apex"]: _row(r) for r in rows})
         return found
 
+    def with_apex(self, apex: str) -> list[DomainRow]:
+        """Every workspace's domain for this hostname (the development DNS simulation only)."""
+        return [_row(r) for r in select(self.db, f"{_SELECT} WHERE d.apex = ?", [apex])]
+
     def delete(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> bool:
         cursor = self.db.execute("DELETE FROM domains WHERE id = ? AND workspace_id = ?", [uid(domain_id), uid(workspace_id)])
         if cursor.rowcount:

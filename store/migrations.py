@@ -175,6 +175,59 @@ MIGRATIONS: list[Migration] = [
             "CREATE INDEX invitations_email ON invitations(email)",
         ],
     ),
+    (
+        4,
+        "certificates, event outbox and idempotency records",
+        [
+            """CREATE TABLE certificates (
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                domain_id TEXT NOT NULL REFERENCES domains(id) ON DELETE CASCADE,
+                apex TEXT NOT NULL,
+                wildcard INTEGER NOT NULL DEFAULT 0,
+                status TEXT NOT NULL CHECK (status IN ('pending', 'active', 'error')),
+                issuer TEXT NOT NULL,
+                provider TEXT NOT NULL,
+                not_before TEXT,
+                not_after TEXT,
+                provider_certificate_id TEXT,
+                provider_hostname_id TEXT,
+                provider_ssl_id TEXT,
+                provider_status TEXT,
+                provider_hostname_status TEXT,
+                last_checked_at TEXT,
+                last_error TEXT,
+                created_at TEXT NOT NULL
+            )""",
+            # Newest first per domain (certificate query), and the latest one (issuance).
+            "CREATE INDEX certificates_domain ON certificates(domain_id, created_at, id)",
+            # Transactional outbox: an event is written in the transaction of the state change
+            # it reports; webhook fan-out marks it dispatched later.
+            """CREATE TABLE outbox_events (
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                type TEXT NOT NULL,
+                data TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                dispatched_at TEXT
+            )""",
+            "CREATE INDEX outbox_undispatched ON outbox_events(created_at) WHERE dispatched_at IS NULL",
+            """CREATE TABLE idempotency_keys (
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                method TEXT NOT NULL,
+                path TEXT NOT NULL,
+                key TEXT NOT NULL,
+                fingerprint TEXT NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('in_progress', 'completed')),
+                locked_until TEXT,
+                status_code INTEGER,
+                response TEXT,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (workspace_id, method, path, key)
+            )""",
+            "CREATE INDEX idempotency_created ON idempotency_keys(created_at)",
+        ],
+    ),
 ]
 
 

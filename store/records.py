@@ -126,3 +126,65 @@ class Member:
     email: str
     role: str
     joined_at: dt.datetime
+
+
+@attrs.frozen
+class Certificate:
+    """One certificate request to the edge provider for one domain, as the API shows it."""
+
+    id: uuid.UUID
+    domain_id: uuid.UUID
+    apex: str
+    wildcard: bool
+    issuer: str
+    "As the provider reports it; ``Edge Provider Managed CA`` until it does."
+    status: str
+    "``pending``, ``active`` or ``error`` (core/certificates/states.py decides)."
+    provider: str
+    bundle_available: bool
+    "Always false: the provider manages the key, nothing is exportable."
+    workspace_id: uuid.UUID = attrs.field(metadata=_internal)
+    created_at: dt.datetime = attrs.field(metadata=_internal)
+    not_before: dt.datetime | None = None
+    "When the service first stored an active state."
+    not_after: dt.datetime | None = None
+    provider_certificate_id: str | None = None
+    provider_hostname_id: str | None = None
+    provider_ssl_id: str | None = None
+    provider_status: str | None = None
+    "The provider's ``ssl.status``."
+    provider_hostname_status: str | None = None
+    "The provider's hostname ``status``."
+    last_checked_at: dt.datetime | None = None
+    last_error: str | None = attrs.field(default=None, metadata=_internal)
+    "Why the certificate failed, shown through the domain's ``cert.lastError`` and summaries."
+
+
+@attrs.frozen
+class OutboxEvent:
+    """An event waiting to become webhook deliveries (transactional outbox)."""
+
+    id: uuid.UUID
+    workspace_id: uuid.UUID
+    type: str
+    data: dict
+    "The flat summary the spec names: domainId, apex, certificateId, status, provider."
+    created_at: dt.datetime
+    dispatched_at: dt.datetime | None = None
+
+
+@attrs.frozen
+class IdempotencyRecord:
+    """A claimed Idempotency-Key: in progress under a lease, or completed with its response."""
+
+    workspace_id: uuid.UUID
+    method: str
+    path: str
+    key: str
+    fingerprint: str
+    "SHA-256 of the request body in canonical JSON form."
+    state: str
+    created_at: dt.datetime
+    locked_until: dt.datetime | None = None
+    status_code: int | None = None
+    response: str | None = None

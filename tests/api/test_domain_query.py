@@ -85,7 +85,8 @@ class TestFilters:
             ({"validationStatus": "pending"}, ["b.example.com"]),
             ({"status": "pending"}, ["a.example.com"]),
             ({"status": "action_needed"}, ["b.example.com"]),
-            ({"certStatus": "none"}, ["b.example.com", "a.example.com"]),
+            ({"certStatus": "none"}, ["b.example.com"]),
+            ({"certStatus": "pending"}, ["a.example.com"]),  # verification started issuance
             ({"certStatus": "active"}, []),
         ]:
             r = await query(api, owner.token, **body)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
-from dnslib import CNAME, QTYPE, RCODE, RR, TXT, DNSLabel
+from dnslib import CAA, CNAME, QTYPE, RCODE, RR, TXT, DNSLabel
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 #: How long a "silent" name keeps the resolver waiting; longer than any test's DNS timeout.
@@ -75,6 +75,12 @@ class DnsServer:
         rrs = [RR(DNSLabel(name), getattr(QTYPE, rtype), rdata=make(v), ttl=ttl) for v in values]
         with self.zone.lock:
             self.zone.records.setdefault((name.lower(), rtype), []).extend(rrs)
+
+    def publish_caa(self, name: str, tag: str, value: str, *, flags: int = 0) -> None:
+        """One CAA record (RFC 8659), e.g. ``publish_caa("example.com", "issue", "letsencrypt.org")``."""
+        rr = RR(DNSLabel(name), QTYPE.CAA, rdata=CAA(flags, tag, value), ttl=300)
+        with self.zone.lock:
+            self.zone.records.setdefault((name.lower(), "CAA"), []).append(rr)
 
     def publish_txt_strings(self, name: str, *strings: str) -> None:
         """One TXT record made of several character-strings."""

@@ -1,0 +1,5 @@
+"""Certificates: issuance and refresh through the edge provider, the mapping of the provider's
+states to ours, the CAA pre-flight, Idempotency-Key records and the events written to the outbox.
+
+The adapters to the providers themselves live in ``core/edge/``.
+"""

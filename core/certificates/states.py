@@ -1,0 +1,79 @@
+"""What the provider's two status fields mean for our states: decided here and nowhere else.
+
+Cloudflare reports a hostname ``status`` (ownership and routing) and an ``ssl.status`` (the
+certificate) that move independently; unknown values count as in progress, never as a crash.
+
+| provider reports                                              | Certificate | Domain cert |
+|---------------------------------------------------------------|-------------|-------------|
+| hostname ``blocked`` or ``test_blocked``                      | error       | blocked     |
+| hostname ``moved``/``deleted``/``pending_deletion``/``test_failed``, or ssl ``*_timed_out``/``expired``/``deleted``/``pending_deletion``/``deactivating``/``inactive`` | error | error |
+| hostname ``active``/``active_redeploying`` and ssl ``active`` | active      | active      |
+| anything else, for a certificate that was active before       | pending     | renewing    |
+| anything else (``pending_validation``, unknown values, ...)    | pending     | pending     |
+
+``opsStatus`` then follows from the Domain's statuses through ``core.domains.ops_status``.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from core.edge import ProviderState
+
+BLOCKED_HOSTNAME = frozenset({"blocked", "test_blocked"})
+FAILED_HOSTNAME = frozenset({"moved", "deleted", "pending_deletion", "test_failed"})
+FAILED_SSL = frozenset({"expired", "deleted", "pending_deletion", "deactivating", "inactive"})
+ACTIVE_HOSTNAME = frozenset({"active", "active_redeploying"})
+#: Failures that a re-validation request (Cloudflare: a PATCH repeating the ssl method) can fix.
+RETRIGGERABLE_HOSTNAME = frozenset({"moved"})
+
+
+@attrs.frozen
+class Classified:
+    certificate: str
+    "The Certificate's status: ``pending``, ``active`` or ``error``."
+    domain: str
+    "The Domain's ``cert.status``: also ``renewing`` and ``blocked``."
+
+
+def ssl_timed_out(ssl_status: str | None) -> bool:
+    return bool(ssl_status) and ssl_status.endswith("_timed_out")
+
+
+def retriggerable(state: ProviderState) -> bool:
+    """A failure the provider fixes by validating again, once DNS is right."""
+    return ssl_timed_out(state.ssl_status) or state.hostname_status in RETRIGGERABLE_HOSTNAME
+
+
+def classify(state: ProviderState, *, was_active: bool) -> Classified:
+    """Our statuses for a provider report; ``was_active``: the certificate was active before."""
+    if state.hostname_status in BLOCKED_HOSTNAME:
+        return Classified("error", "blocked")
+    if state.hostname_status in FAILED_HOSTNAME or ssl_timed_out(state.ssl_status) or state.ssl_status in FAILED_SSL:
+        return Classified("error", "error")
+    if state.hostname_status in ACTIVE_HOSTNAME and state.ssl_status == "active":
+        return Classified("active", "active")
+    if was_active and state.ssl_status != "active":
+        return Classified("pending", "renewing")
+    return Classified("pending", "pending")
+
+
+def describe(state: ProviderState, classified: Classified) -> str:
+    """One sentence (or two) for ``message`` and ``cert.lastError``, in a customer's words."""
+    seen = f"hostname {state.hostname_status}, certificate {state.ssl_status or 'not started'}"
+    said = f" The provider says: {'; '.join(state.errors)}" if state.errors else ""
+    if classified.domain == "blocked":
+        return f"The edge provider blocked this hostname ({seen}); contact the provider's support.{said}"
+    if classified.certificate == "error":
+        return (
+            f"The edge provider could not issue the certificate ({seen}). Check that both DNS records are "
+            f"in place, then verify or refresh to have it validate again.{said}"
+        )
+    if classified.certificate == "active":
+        return "The certificate is active at the edge provider."
+    if classified.domain == "renewing":
+        return f"The certificate is being renewed by the edge provider ({seen}); the current one keeps serving.{said}"
+    return (
+        f"The edge provider is issuing the certificate ({seen}); keep both DNS records in place and "
+        f"refresh to check again.{said}"
+    )
