@@ -10,7 +10,7 @@ their TTL, and a customer who just fixed a record must be checked against DNS as
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Literal, Protocol
 
 import aiodns
 import attrs
@@ -50,6 +50,15 @@ class Lookup:
     "For CAA lookups, the records themselves."
     detail: str = ""
     "For ``error``: what the resolver said (SERVFAIL, REFUSED, ...)."
+
+
+class Resolver(Protocol):
+    """What verification and the CAA pre-flight need: real lookups, or the development simulation."""
+
+    timeout: float
+
+    async def lookup(self, name: str, rtype: str) -> Lookup:
+        """Query ``rtype`` records at ``name``; never raises."""
 
 
 class DnsChecker:

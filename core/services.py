@@ -13,7 +13,7 @@ from core.clock import Clock, SystemClock
 from core.config import Config
 from core.crypto import Keyring, load_or_create_master_key
 from core.dev_idp import DEFAULT_CLIENT_ID, DevIdentityProvider, load_key
-from core.dns import DnsChecker
+from core.dns import DnsChecker, Resolver
 from core.edge import EdgeProvider, make_provider
 from core.edge.simulated_dns import SimulatedDns
 from core.oidc import OidcVerifier
@@ -37,7 +37,7 @@ class Services:
     dev_idp: DevIdentityProvider | None
     "The built-in development identity provider, while ``[oidc] issuer`` is empty."
     provider: EdgeProvider
-    dns: DnsChecker | SimulatedDns
+    dns: Resolver
     "Real lookups, or the development-only simulation (``[provider.sandbox] simulate_dns``)."
     trusted_proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
     key_cache: KeyCache = attrs.Factory(KeyCache)
@@ -72,7 +72,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         )
     oidc = OidcVerifier(issuer=issuer, client_id=client.client_id, clock=clock)
     sandbox = config.provider.sandbox
-    dns: DnsChecker | SimulatedDns = DnsChecker(config.dns)
+    dns: Resolver = DnsChecker(config.dns)
     if config.provider.kind == "sandbox" and sandbox.simulate_dns:  # config refuses it with any other provider
         dns = SimulatedDns(store, clock, delay_seconds=sandbox.simulate_dns_delay_seconds)
     return Services(

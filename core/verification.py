@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from core.certificates import issuance
-from core.dns import DnsChecker, Lookup
+from core.dns import Lookup, Resolver
 from core.domains import delegation_record, load, ops_status, ownership_record
 from core.edge import ProviderError
 from store.records import DomainRow, Workspace
@@ -71,7 +71,7 @@ def _failed(lookup: Lookup, timeout: float) -> RecordCheck:
     return RecordCheck("unknown", f"The DNS lookup of {lookup.rtype} at {lookup.name} failed ({lookup.detail or 'server error'}); try again shortly.")
 
 
-async def check_delegation(dns: DnsChecker, host: str, target: str) -> RecordCheck:
+async def check_delegation(dns: Resolver, host: str, target: str) -> RecordCheck:
     lookup = await dns.lookup(host, "CNAME")
     if lookup.outcome == "found":
         if any(_same_name(v, target) for v in lookup.values):
@@ -92,7 +92,7 @@ async def check_delegation(dns: DnsChecker, host: str, target: str) -> RecordChe
     return _failed(lookup, dns.timeout)
 
 
-async def check_ownership(dns: DnsChecker, host: str, expected: str) -> RecordCheck:
+async def check_ownership(dns: Resolver, host: str, expected: str) -> RecordCheck:
     lookup = await dns.lookup(host, "TXT")
     if lookup.outcome == "found":
         values = [v.strip().strip('"') for v in lookup.values]

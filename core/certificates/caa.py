@@ -12,7 +12,7 @@ import asyncio
 
 import attrs
 
-from core.dns import CaaRecord, DnsChecker
+from core.dns import CaaRecord, Resolver
 
 #: Properties RFC 8659 and its extensions define; a critical unknown one forbids issuance.
 KNOWN_TAGS = frozenset({"issue", "issuewild", "iodef", "contactemail", "contactphone", "issuemail", "issuevmc"})
@@ -50,7 +50,7 @@ def _judge(name: str, records: tuple[CaaRecord, ...], issuers: list[str]) -> Caa
     )
 
 
-async def preflight(dns: DnsChecker, hostname: str, issuers: list[str]) -> CaaVerdict:
+async def preflight(dns: Resolver, hostname: str, issuers: list[str]) -> CaaVerdict:
     """Check CAA for ``hostname`` and its parents, all looked up at once."""
     labels = hostname.split(".")
     names = [".".join(labels[i:]) for i in range(len(labels))]
