@@ -43,6 +43,7 @@ class Services:
     key_cache: KeyCache = attrs.Factory(KeyCache)
 
     def close(self) -> None:
+        self.provider.close()
         self.store.close()
 
 

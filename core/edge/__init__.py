@@ -105,6 +105,9 @@ class EdgeProvider(Protocol):
         Raises ``HostnameGone`` when the provider no longer has it, otherwise as ``issue``.
         """
 
+    def close(self) -> None:
+        """Release connections at shutdown."""
+
 
 def make_provider(config: Config, keyring: Keyring, clock: Clock) -> EdgeProvider:
     """The provider the configuration selects."""

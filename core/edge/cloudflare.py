@@ -25,7 +25,14 @@ from tornado.httpclient import HTTPClientError, HTTPRequest, HTTPResponse
 from tornado.simple_httpclient import HTTPTimeoutError, SimpleAsyncHTTPClient
 
 from core.config import CloudflareConfig
-from core.edge import HostnameGone, ProviderBusy, ProviderError, ProviderRejected, ProviderState, ProviderUnavailable
+from core.edge import (
+    HostnameGone,
+    ProviderBusy,
+    ProviderError,
+    ProviderRejected,
+    ProviderState,
+    ProviderUnavailable,
+)
 from core.edge.pacing import Pacer, parse_ratelimit, parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -69,6 +76,7 @@ class CloudflareProvider:
         return self._client
 
     def close(self) -> None:
+        """Let go of the HTTP client (it is made again on next use)."""
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -79,7 +87,9 @@ class CloudflareProvider:
         if self._delegation_id is None:
             try:
                 result = await self._call("GET", "/dcv_delegation/uuid", trace_id=None)
-            except ProviderError as exc:
+            except ProviderBusy:
+                raise
+            except ProviderError as exc:  # whatever it was, it is not about the customer's hostname
                 raise DelegationUnavailable(exc.message) from None
             value = result.get("uuid") if isinstance(result, dict) else None
             if not isinstance(value, str) or not _DELEGATION_ID.match(value):
@@ -114,17 +124,21 @@ class CloudflareProvider:
         if (state.ssl_status or "").endswith("_timed_out") or state.hostname_status == "moved":
             method = _dict(result.get("ssl")).get("method")
             body = {"ssl": {"method": method if method in SSL_METHODS else "txt", "type": "dv"}}
-            log.info("cloudflare re-validating %s (%s, %s) (trace %s)", apex, state.hostname_status, state.ssl_status, trace_id)
+            log.info("cloudflare re-validating %s (%s, %s) (trace %s)",
+                     apex, state.hostname_status, state.ssl_status, trace_id)
             state = parse_state(await self._call("PATCH", path, trace_id=trace_id, body=body))
         return state
 
     async def _find(self, apex: str, trace_id: uuid.UUID) -> dict[str, Any]:
         """The existing custom hostname named ``apex`` (the list answer is an array: compare here)."""
-        result = await self._call("GET", "/custom_hostnames?" + urlencode({"hostname": apex}), trace_id=trace_id)
+        query = urlencode({"hostname": apex})
+        result = await self._call("GET", f"/custom_hostnames?{query}", trace_id=trace_id)
         for item in result if isinstance(result, list) else []:
             if isinstance(item, dict) and str(item.get("hostname", "")).lower() == apex.lower():
                 return item
-        raise ProviderUnavailable("The edge provider reported the hostname as existing but did not list it; try again shortly.")
+        raise ProviderUnavailable(
+            "The edge provider reported the hostname as existing but did not list it; try again shortly."
+        )
 
     # -- one call: pacing, retries, the envelope -----------------------------------------------
 
@@ -142,7 +156,11 @@ class CloudflareProvider:
                 remaining, reset = parse_ratelimit(response.headers.get("Ratelimit"))
                 self.pacer.observe(remaining=remaining, reset_seconds=reset, retry_after=retry_after)
                 if response.code not in (408, 429) and response.code < 500:
-                    return _result(response)
+                    try:
+                        return _result(response)
+                    except ProviderError as exc:
+                        log.warning("cloudflare %s %s refused (trace %s): %s", method, path, trace_id or "-", exc)
+                        raise
                 problem = f"The edge provider answered HTTP {response.code}; try again shortly."
             wait = retry_after if retry_after is not None else FIRST_BACKOFF_SECONDS * 2**attempt
             spent = max(waited, self._monotonic() - started)
@@ -170,11 +188,13 @@ class CloudflareProvider:
         try:
             response = await self._http().fetch(request, raise_error=False)
         except (HTTPClientError, OSError) as exc:
-            log.warning("cloudflare %s %s -> %s after %.0f ms (trace %s)", method, path, exc, _ms(started), trace_id or "-")
+            log.warning("cloudflare %s %s -> %s after %.0f ms (trace %s)",
+                        method, path, exc, _ms(started), trace_id or "-")
             if isinstance(exc, HTTPTimeoutError):
                 return None, "The edge provider did not answer in time; try again shortly."
             return None, "The edge provider could not be reached; try again shortly."
-        log.info("cloudflare %s %s -> %s in %.0f ms (trace %s)", method, path, response.code, _ms(started), trace_id or "-")
+        log.info("cloudflare %s %s -> %s in %.0f ms (trace %s)",
+                 method, path, response.code, _ms(started), trace_id or "-")
         return response, ""
 
 
@@ -187,14 +207,12 @@ def _result(response: HTTPResponse) -> Any:
     try:
         data = json.loads(response.body or b"")
     except ValueError:
-        raise ProviderUnavailable(f"The edge provider sent an answer that could not be read (HTTP {response.code}).") from None
+        data = None
     if not isinstance(data, dict):
         raise ProviderUnavailable(f"The edge provider sent an answer that could not be read (HTTP {response.code}).")
     if 200 <= response.code < 300 and data.get("success") is not False:
         return data.get("result")
-    errors = [e for e in _list(data.get("errors")) if isinstance(e, dict)]
-    log.warning("cloudflare answered %s: %s", response.code, errors)
-    raise _refusal(response.code, errors)
+    raise _refusal(response.code, [e for e in _list(data.get("errors")) if isinstance(e, dict)])
 
 
 def _refusal(status: int, errors: list[dict[str, Any]]) -> ProviderError:
@@ -208,8 +226,10 @@ def _refusal(status: int, errors: list[dict[str, Any]]) -> ProviderError:
     if NOT_FOUND in codes:
         return HostnameGone(f"The edge provider no longer has this hostname ({said}).", provider_code=NOT_FOUND)
     if status == 404:
-        return ProviderUnavailable(f"The edge provider does not know the zone ({said}); check provider.cloudflare.zone_id.")
-    if 400 <= status < 500 and codes and not REQUEST_CODES.intersection(codes):
+        return ProviderUnavailable(
+            f"The edge provider does not know the zone ({said}); check provider.cloudflare.zone_id."
+        )
+    if status < 500 and codes and not REQUEST_CODES.intersection(codes):  # also a 200 with success: false
         return ProviderRejected(f"The edge provider refused the hostname: {said}.", provider_code=codes[0])
     return ProviderUnavailable(f"The edge provider did not accept the request: {said}.")
 
@@ -235,7 +255,9 @@ def parse_state(result: Any) -> ProviderState:
     delegation = ssl.get("dcv_delegation_records")
     record = _dict(delegation[0]) if isinstance(delegation, list) and delegation else {}
     errors = [e for e in _list(result.get("verification_errors")) if isinstance(e, str)]
-    errors += [str(e["message"]) for e in _list(ssl.get("validation_errors")) if isinstance(e, dict) and e.get("message")]
+    for error in _list(ssl.get("validation_errors")):
+        if isinstance(error, dict) and error.get("message"):
+            errors.append(str(error["message"]))
     return ProviderState(
         hostname_id=result["id"],
         hostname_status=_str(result.get("status")) or "pending",
@@ -258,12 +280,13 @@ def parse_time(value: Any) -> dt.datetime | None:
     if not isinstance(value, str):
         return None
     try:
-        parsed = dt.datetime.fromisoformat(_FRACTION.sub(r"\1", value.strip()).replace("Z", "+00:00").replace("z", "+00:00"))
+        text = _FRACTION.sub(r"\1", value.strip()).replace("Z", "+00:00").replace("z", "+00:00")
+        parsed = dt.datetime.fromisoformat(text)
     except ValueError:
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return parsed.astimezone(dt.timezone.utc)
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC)
 
 
 def _str(value: Any) -> str | None:

@@ -79,7 +79,8 @@ class Pacer:
             self._blocked_until = max(self._blocked_until, now + retry_after)
         if remaining is not None:
             self._remaining = remaining
-            self._remaining_until = now + (reset_seconds if reset_seconds is not None else self.window_seconds)
+            reset = reset_seconds if reset_seconds is not None else self.window_seconds
+            self._remaining_until = now + reset
 
 
 def parse_ratelimit(header: str | None) -> tuple[int | None, float | None]:

@@ -65,6 +65,9 @@ class SandboxProvider:
         log.info("sandbox refresh %s (trace %s)", apex, trace_id)
         return await self._state(hostname_id, apex)
 
+    def close(self) -> None:
+        """Nothing to release: the sandbox holds no connections."""
+
     def _matches(self, apex: str, patterns: list[str]) -> bool:
         return any(fnmatch.fnmatchcase(apex, p) for p in patterns)
 

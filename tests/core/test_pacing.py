@@ -1,0 +1,170 @@
+"""The request budget shared by a provider's calls, on a clock the tests move."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+
+import pytest
+
+from core.edge import ProviderBusy
+from core.edge.pacing import Pacer, parse_ratelimit, parse_retry_after
+
+
+class Clock:
+    """A monotonic clock that moves only when a pacer sleeps or a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+def pacer(clock: Clock, requests: int, window: float) -> Pacer:
+    return Pacer(requests, window, monotonic=clock, sleep=clock.sleep)
+
+
+class TestWindow:
+    """Our own count of calls in a sliding window."""
+
+    @pytest.mark.gen_test
+    async def test_calls_within_the_budget_go_at_once(self, clock):
+        budget = pacer(clock, 3, 60)
+        for _ in range(3):
+            await budget.acquire()
+        assert clock.slept == []
+
+    @pytest.mark.gen_test
+    async def test_a_long_wait_is_busy_with_the_time_until_a_slot_frees(self, clock):
+        budget = pacer(clock, 2, 60)
+        await budget.acquire()
+        clock.now += 15
+        await budget.acquire()
+        with pytest.raises(ProviderBusy) as caught:
+            await budget.acquire()
+        assert caught.value.retry_after == 45
+        assert clock.slept == []
+
+    @pytest.mark.gen_test
+    async def test_the_window_slides(self, clock):
+        budget = pacer(clock, 2, 10)
+        await budget.acquire()
+        clock.now += 5
+        await budget.acquire()
+        clock.now += 5
+        await budget.acquire()  # the first call has left the window
+        clock.now += 1
+        with pytest.raises(ProviderBusy) as caught:
+            await budget.acquire()
+        assert caught.value.retry_after == 4
+
+    @pytest.mark.gen_test
+    async def test_a_refused_call_takes_nothing_from_the_budget(self, clock):
+        budget = pacer(clock, 1, 10)
+        await budget.acquire()
+        clock.now += 5
+        with pytest.raises(ProviderBusy):
+            await budget.acquire()
+        clock.now += 5
+        await budget.acquire()
+
+    @pytest.mark.gen_test
+    async def test_a_short_wait_is_waited(self, clock):
+        budget = pacer(clock, 1, 1.5)
+        await budget.acquire()
+        await budget.acquire()
+        assert clock.slept == [1.5]
+
+    @pytest.mark.gen_test
+    async def test_waiting_callers_do_not_share_one_freed_slot(self):
+        budget = Pacer(1, 0.2)
+        done: list[float] = []
+
+        async def call() -> None:
+            await budget.acquire()
+            done.append(time.monotonic())
+
+        await asyncio.gather(call(), call(), call())
+        assert done[1] - done[0] >= 0.19 and done[2] - done[1] >= 0.19
+
+
+class TestProviderSays:
+    """What the provider's headers tell the pacer."""
+
+    @pytest.mark.gen_test
+    async def test_retry_after_blocks_every_call_until_it_passes(self, clock):
+        budget = pacer(clock, 100, 60)
+        budget.observe(remaining=None, reset_seconds=None, retry_after=30)
+        with pytest.raises(ProviderBusy) as caught:
+            await budget.acquire()
+        assert caught.value.retry_after == 30
+        clock.now += 30
+        await budget.acquire()
+
+    @pytest.mark.gen_test
+    async def test_a_short_retry_after_is_waited(self, clock):
+        budget = pacer(clock, 100, 60)
+        budget.observe(remaining=None, reset_seconds=None, retry_after=1)
+        await budget.acquire()
+        assert clock.slept == [1]
+
+    @pytest.mark.gen_test
+    async def test_nothing_remaining_blocks_until_the_reset(self, clock):
+        budget = pacer(clock, 100, 60)
+        budget.observe(remaining=0, reset_seconds=30, retry_after=None)
+        with pytest.raises(ProviderBusy) as caught:
+            await budget.acquire()
+        assert caught.value.retry_after == 30
+        clock.now += 30
+        await budget.acquire()
+
+    @pytest.mark.gen_test
+    async def test_what_remains_is_spent_by_our_calls(self, clock):
+        budget = pacer(clock, 100, 60)
+        budget.observe(remaining=2, reset_seconds=20, retry_after=None)
+        await budget.acquire()
+        await budget.acquire()
+        with pytest.raises(ProviderBusy) as caught:
+            await budget.acquire()
+        assert caught.value.retry_after == 20
+
+
+class TestHeaders:
+    """Reading ``Ratelimit`` and ``Retry-After``."""
+
+    @pytest.mark.parametrize(
+        ("header", "expected"),
+        [
+            ('"default";r=50;t=30', (50, 30.0)),
+            ('"default"; r=0 ; t=12', (0, 12.0)),
+            ('"default";r=5;t=1;x=y', (5, 1.0)),
+            ('default;r=5', (5, None)),
+            ('"burst";r=10;t=1, "default";r=3;t=200', (3, 200.0)),
+            ('"default";t=30', (None, None)),
+            ('"default";r=many;t=30', (None, None)),
+            ("", (None, None)),
+            (None, (None, None)),
+        ],
+    )
+    def test_ratelimit_gives_the_tightest_remaining_and_its_reset(self, header, expected):
+        assert parse_ratelimit(header) == expected
+
+    @pytest.mark.parametrize(("header", "expected"), [("120", 120.0), (" 1 ", 1.0), ("soon", None), ("-5", None), ("", None), (None, None)])
+    def test_retry_after_in_seconds(self, header, expected):
+        assert parse_retry_after(header) == expected
+
+    def test_retry_after_as_an_http_date(self):
+        now = time.time()
+        assert parse_retry_after(email.utils.formatdate(now + 90, usegmt=True), now=now) == pytest.approx(90, abs=1)
