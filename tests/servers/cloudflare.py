@@ -148,6 +148,8 @@ class _Hostnames(_Base):
         with self.api.lock:
             if self.api.find(hostname) is not None:
                 return self.fail(409, 1406, "Duplicate custom hostname found.")
+            if self.api.max_hostnames is not None and len(self.api.hostnames) >= self.api.max_hostnames:
+                return self.fail(403, 1405, "Quota exceeded for custom hostnames.")
             record = self.api._new_record(hostname.lower(), ssl)
             answer = json.loads(json.dumps(record))
         if not self.api.records_on_create:
@@ -233,6 +235,7 @@ class FakeCloudflare:
             self.auto_activate = False
             self.records_on_create = True
             self.latency = 0.0
+            self.max_hostnames: int | None = None  # the zone's custom hostname quota (403, 1405)
             self.quota, self.window = self.default_quota, self.default_window
             self._failures: list[tuple[int, float | None]] = []
             self._windows: dict[str, tuple[float, int]] = {}

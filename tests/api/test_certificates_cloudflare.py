@@ -1,0 +1,249 @@
+"""Certificates with ``[provider] kind = "cloudflare"``, through the API, against the fake
+Cloudflare API on loopback (tests/servers/cloudflare.py) and the real DNS test server."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import attrs
+import pytest
+
+from core.config import CloudflareConfig, ProviderConfig
+from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
+
+APEX = "shop.example.com"
+
+
+@pytest.fixture(scope="module")
+def fake():
+    server = FakeCloudflare().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def cloudflare(fake):
+    fake.reset()
+    return fake
+
+
+@pytest.fixture
+def budget():
+    """Requests per window the service allows itself; classes override it."""
+    return 1200
+
+
+@pytest.fixture
+def config(config, cloudflare, budget):
+    cf = CloudflareConfig(
+        api_base=cloudflare.api_base, zone_id=ZONE_ID, api_token=TOKEN,
+        timeout_seconds=1, retry_seconds=1, requests_per_window=budget, window_seconds=60,
+    )
+    return attrs.evolve(config, provider=ProviderConfig(kind="cloudflare", cloudflare=cf))
+
+
+async def verified(api, world, dns, apex=APEX):
+    owner = world.owner()
+    d = (await api.post("/v1/domains", {"apex": apex}, token=owner.token)).body
+    dns.publish(f"_acme-challenge.{apex}", "CNAME", d["validation"]["delegation"]["value"])
+    dns.publish(f"_service-verify.{apex}", "TXT", d["validation"]["ownership"]["value"])
+    return owner, d
+
+
+def mark_verified(services, d):
+    from core.domains import ops_status
+
+    row = services.store.domains.get(uuid.UUID(d["orgId"]), uuid.UUID(d["id"]))
+    with services.store.transaction():
+        services.store.domains.update(attrs.evolve(row, validation_status="verified", ops_status=ops_status("verified", "none")))
+
+
+async def issue(api, owner, d, body=None, **kw):
+    return await api.post(f"/v1/domains/{d['id']}/certificates/issue", body if body is not None else {}, token=owner.token, **kw)
+
+
+def event_types(services, owner):
+    return [e.type for e in services.store.outbox.for_workspace(owner.workspace.id)]
+
+
+class TestFlow:
+    """Sign-up to active, the Cloudflare way."""
+
+    @pytest.mark.gen_test
+    async def test_verify_creates_the_custom_hostname_and_refresh_activates_it(self, api, world, dns, cloudflare):
+        owner, d = await verified(api, world, dns)
+        r = await api.post(f"/v1/domains/{d['id']}/verify-delegation", token=owner.token)
+        assert (r.body["status"], r.body["certificate"]["status"]) == ("verified", "pending")
+        cloudflare.set_state(APEX, status="active", ssl_status="active")
+        summary = (await api.post(f"/v1/certificates/{r.body['certificate']['certificateId']}/refresh", token=owner.token)).body
+        assert summary["status"] == "active"
+        c = (await api.get(f"/v1/certificates/{summary['certificateId']}", token=owner.token)).body
+        record = cloudflare.find(APEX)
+        assert c["providerHostnameId"] == record["id"] and c["providerSslId"] == record["ssl"]["id"]
+        assert c["providerCertificateId"] == record["ssl"]["certificates"][0]["id"]
+        assert (c["issuer"], c["providerStatus"], c["providerHostnameStatus"]) == ("LetsEncrypt", "active", "active")
+        assert c["notAfter"][:10] == record["ssl"]["certificates"][0]["expires_on"][:10]
+        domain = (await api.get(f"/v1/domains/{d['id']}", token=owner.token)).body
+        assert (domain["cert"]["status"], domain["opsStatus"], domain["cert"]["issuer"]) == ("active", "active", "LetsEncrypt")
+
+    @pytest.mark.gen_test
+    async def test_only_hostname_method_and_type_are_sent(self, api, world, services, cloudflare):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
+        mark_verified(services, d)
+        await issue(api, owner, d, {"ca": "digicert", "chain": "long", "wildcard": False})
+        posts = [body for method, path, body in cloudflare.bodies if method == "POST"]
+        assert posts == [{"hostname": APEX, "ssl": {"method": "txt", "type": "dv"}}]
+
+    @pytest.mark.gen_test
+    async def test_an_existing_custom_hostname_is_adopted(self, api, world, services, cloudflare):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
+        mark_verified(services, d)
+        cloudflare.auto_activate = True
+        first = (await issue(api, owner, d)).body  # created, and active at once
+        services.store.certificates.update(  # forget what we learnt: the next request finds a duplicate
+            attrs.evolve(services.store.certificates.get(owner.workspace.id, uuid.UUID(first["certificateId"])), status="error")
+        )
+        again = await issue(api, owner, d)
+        assert again.body["status"] == "active"
+        c = (await api.get(f"/v1/certificates/{again.body['certificateId']}", token=owner.token)).body
+        assert c["providerHostnameId"] == cloudflare.find(APEX)["id"]
+        assert len(cloudflare.hostnames) == 1
+
+    @pytest.mark.gen_test
+    async def test_a_timed_out_validation_is_retriggered_by_refresh(self, api, world, services, cloudflare):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
+        mark_verified(services, d)
+        summary = (await issue(api, owner, d)).body
+        cloudflare.set_state(APEX, ssl_status="validation_timed_out")
+        r = await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)
+        assert r.body["status"] == "pending" and cloudflare.revalidations == 1
+
+    @pytest.mark.gen_test
+    async def test_validation_errors_reach_the_message(self, api, world, services, cloudflare):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
+        mark_verified(services, d)
+        summary = (await issue(api, owner, d)).body
+        cloudflare.set_state(APEX, ssl_status="pending_validation", ssl_errors=["caa_error: no CAA record allows google"])
+        r = await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)
+        assert "caa_error: no CAA record allows google" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_hostname_deleted_at_the_provider_fails_the_certificate(self, api, world, services, cloudflare):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
+        mark_verified(services, d)
+        summary = (await issue(api, owner, d)).body
+        cloudflare.hostnames.clear()
+        r = await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)
+        assert r.body["status"] == "error" and "no longer has this hostname" in r.body["message"]
+        assert event_types(services, owner) == ["cert.issue_pending"]
+
+
+class TestProviderRefusals:
+    """A refusal about the hostname is a stored result; no result is not."""
+
+    @pytest.mark.gen_test
+    async def test_a_quota_refusal_is_a_failed_certificate_with_its_event(self, api, world, services, cloudflare):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
+        mark_verified(services, d)
+        cloudflare.max_hostnames = 0
+        r = await issue(api, owner, d)
+        assert r.status == 200 and r.body["status"] == "error"
+        assert "Cloudflare error 1405" in r.body["message"]
+        assert event_types(services, owner) == ["cert.issue_failed"]
+        domain = (await api.get(f"/v1/domains/{d['id']}", token=owner.token)).body
+        assert domain["cert"]["lastError"] == r.body["message"] and domain["opsStatus"] == "action_needed"
+
+    @pytest.mark.gen_test
+    async def test_a_provider_down_is_502_with_only_the_domain_error_written(self, api, world, services, cloudflare):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
+        mark_verified(services, d)
+        cloudflare.fail_next(10, status=503)
+        r = await issue(api, owner, d, headers={"Idempotency-Key": "down"})
+        assert (r.status, r.code) == (502, "upstream_error")
+        assert event_types(services, owner) == []
+        assert services.store.certificates.latest(owner.workspace.id, uuid.UUID(d["id"])) is None
+        domain = (await api.get(f"/v1/domains/{d['id']}", token=owner.token)).body
+        assert domain["cert"]["status"] == "none" and "HTTP 503" in domain["cert"]["lastError"]
+        assert uuid.UUID(domain["cert"]["traceId"])
+        cloudflare.reset()
+        assert (await issue(api, owner, d, headers={"Idempotency-Key": "down"})).status == 200  # the key was released
+
+    @pytest.mark.gen_test
+    async def test_verify_answers_200_when_the_provider_is_down(self, api, world, dns, cloudflare):
+        owner, d = await verified(api, world, dns)
+        await api.get(f"/v1/domains/{d['id']}", token=owner.token)
+        cloudflare.fail_next(10, status=500)
+        r = await api.post(f"/v1/domains/{d['id']}/verify-delegation", token=owner.token)
+        assert r.status == 200 and r.body["status"] == "verified" and "certificate" not in r.body
+        assert "Certificate issuance could not proceed" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_transient_failure_is_retried(self, api, world, services, cloudflare):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
+        mark_verified(services, d)
+        cloudflare.fail_next(1, status=500)
+        assert (await issue(api, owner, d)).body["status"] == "pending"
+
+
+class TestIdempotencyWithLatency:
+    """Two concurrent requests with one key, while the provider is slow."""
+
+    @pytest.mark.gen_test(timeout=10)
+    async def test_one_request_reaches_the_provider(self, api, world, services, cloudflare):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
+        mark_verified(services, d)
+        cloudflare.latency = 0.3
+        one, two = await asyncio.gather(
+            issue(api, owner, d, headers={"Idempotency-Key": "slow"}), issue(api, owner, d, headers={"Idempotency-Key": "slow"})
+        )
+        assert sorted([one.status, two.status]) == [200, 409]
+        assert [m for m, _ in cloudflare.requests].count("POST") == 1
+        replay = await issue(api, owner, d, headers={"Idempotency-Key": "slow"})
+        assert replay.headers.get("Idempotent-Replayed") == "true"
+        assert [m for m, _ in cloudflare.requests].count("POST") == 1
+
+
+class TestPacing:
+    """A small budget: a burst is cut at the budget with a clear answer, never a provider 429."""
+
+    @pytest.fixture
+    def budget(self):
+        return 5
+
+    @pytest.mark.gen_test(timeout=10)
+    async def test_a_burst_past_the_budget_gets_503_with_retry_after_and_stores_nothing(self, api, world, services, cloudflare):
+        owner = world.owner()
+        ds = []
+        for n in range(8):  # the sandbox-free create needs the delegation id: one call, cached
+            d = (await api.post("/v1/domains", {"apex": f"h{n}.example.com"}, token=owner.token)).body
+            mark_verified(services, d)
+            ds.append(d)
+        results = await asyncio.gather(*(issue(api, owner, d) for d in ds))
+        statuses = sorted(r.status for r in results)
+        assert statuses == [200] * 4 + [503] * 4  # 1 delegation-id call + 4 creates = the budget of 5
+        busy = [r for r in results if r.status == 503]
+        assert all(r.code == "provider_busy" and 50 <= int(r.headers["Retry-After"]) <= 60 for r in busy)
+        assert 429 not in cloudflare.statuses
+        assert len(event_types(services, owner)) == 4
+        assert sum(services.store.certificates.count(owner.workspace.id, uuid.UUID(d["id"])) for d in ds) == 4
+
+    @pytest.mark.gen_test(timeout=10)
+    async def test_the_providers_own_ratelimit_header_is_obeyed(self, api, world, services, cloudflare):
+        cloudflare.quota = 2  # the provider says: 2 left in this window (another client spent the rest)
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
+        mark_verified(services, d)
+        assert (await issue(api, owner, d)).status == 200  # call 2 of 2: Ratelimit r=0
+        r = await issue(api, owner, d)
+        assert (r.status, r.code) == (503, "provider_busy")
+        assert 429 not in cloudflare.statuses
