@@ -81,9 +81,7 @@ def begin(services: Services, *, workspace_id: Any, key: IdempotencyKey) -> Clai
         if repo.claim(record):
             return Claim(record)
         existing = repo.get(workspace_id, key.method, key.path, key.key)
-        if existing is None:  # purged between the two statements; the transaction makes this rare
-            repo.claim(record)
-            return Claim(record)
+        assert existing is not None  # the claim lost to it, inside this same transaction
         # A different body is a client bug whatever the state, so it is named first.
         if existing.fingerprint != key.fingerprint:
             raise Conflict(
@@ -92,9 +90,9 @@ def begin(services: Services, *, workspace_id: Any, key: IdempotencyKey) -> Clai
             )
         if existing.state == "completed":
             return Replay(status_code=existing.status_code or 200, body=existing.response or "")
-        if existing.locked_until is not None and existing.locked_until <= now:
-            if repo.reclaim(existing, now=now, locked_until=now + LEASE):
-                return Claim(attrs.evolve(existing, locked_until=now + LEASE))
+        lease_over = existing.locked_until is not None and existing.locked_until <= now
+        if lease_over and repo.reclaim(existing, now=now, locked_until=now + LEASE):
+            return Claim(attrs.evolve(existing, locked_until=now + LEASE))
         raise Conflict(
             "idempotency_in_progress",
             "A request with this Idempotency-Key is still being processed; retry in a few seconds.",

@@ -151,7 +151,10 @@ async def request_issuance(
     except ProviderUnavailable as exc:
         _note_failure(services, workspace, row.id, message=exc.message, trace_id=trace_id)
         raise
-    classified = classify(state, was_active=False)
+    latest = services.store.certificates.latest(workspace.id, row.id)
+    # Asking again for a hostname whose certificate was already active (a renewal under way).
+    was_active = latest is not None and latest.provider_hostname_id == state.hostname_id and latest.not_before is not None
+    classified = classify(state, was_active=was_active)
     message = " ".join(m for m in (describe(state, classified), verdict.message) if m)
     return _store(services, workspace, row.id, trace_id=trace_id, state=state, classified=classified,
                   message=message, new_request=True, claim=claim)

@@ -467,6 +467,6 @@ class TestAccess:
 
     @pytest.mark.gen_test
     async def test_no_bearer_is_unauthorized(self, api, world, services):
-        owner, d = await verified_domain(api, world, services)
+        _, d = await verified_domain(api, world, services)
         r = await api.post(f"/v1/domains/{d['id']}/certificates/issue", {})
         assert (r.status, r.code) == (401, "unauthorized")

@@ -123,6 +123,20 @@ class TestFlow:
         assert r.body["status"] == "pending" and cloudflare.revalidations == 1
 
     @pytest.mark.gen_test
+    async def test_issuing_during_a_renewal_reports_renewing(self, api, world, services, cloudflare):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
+        mark_verified(services, d)
+        cloudflare.auto_activate = True
+        first = (await issue(api, owner, d)).body
+        cloudflare.set_state(APEX, ssl_status="pending_deployment")  # the provider renews
+        await api.post(f"/v1/certificates/{first['certificateId']}/refresh", token=owner.token)
+        again = (await issue(api, owner, d)).body
+        assert (again["certificateId"], again["status"]) == (first["certificateId"], "pending")
+        domain = (await api.get(f"/v1/domains/{d['id']}", token=owner.token)).body
+        assert (domain["cert"]["status"], domain["opsStatus"]) == ("renewing", "active")
+
+    @pytest.mark.gen_test
     async def test_validation_errors_reach_the_message(self, api, world, services, cloudflare):
         owner = world.owner()
         d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
