@@ -10,6 +10,7 @@ import attrs
 import pytest
 
 from core.config import CloudflareConfig, ProviderConfig
+from core.domains import ops_status
 from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
 
 APEX = "shop.example.com"
@@ -52,11 +53,17 @@ async def verified(api, world, dns, apex=APEX):
 
 
 def mark_verified(services, d):
-    from core.domains import ops_status
-
     row = services.store.domains.get(uuid.UUID(d["orgId"]), uuid.UUID(d["id"]))
     with services.store.transaction():
         services.store.domains.update(attrs.evolve(row, validation_status="verified", ops_status=ops_status("verified", "none")))
+
+
+async def marked_verified(api, world, services, apex=APEX):
+    """A domain marked verified without the verification call (which would issue by itself)."""
+    owner = world.owner()
+    d = (await api.post("/v1/domains", {"apex": apex}, token=owner.token)).body
+    mark_verified(services, d)
+    return owner, d
 
 
 async def issue(api, owner, d, body=None, **kw):
@@ -89,18 +96,24 @@ class TestFlow:
 
     @pytest.mark.gen_test
     async def test_only_hostname_method_and_type_are_sent(self, api, world, services, cloudflare):
-        owner = world.owner()
-        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
-        mark_verified(services, d)
+        owner, d = await marked_verified(api, world, services)
         await issue(api, owner, d, {"ca": "digicert", "chain": "long", "wildcard": False})
         posts = [body for method, path, body in cloudflare.bodies if method == "POST"]
         assert posts == [{"hostname": APEX, "ssl": {"method": "txt", "type": "dv"}}]
 
     @pytest.mark.gen_test
+    async def test_reading_a_certificate_never_contacts_the_provider(self, api, world, services, cloudflare):
+        owner, d = await marked_verified(api, world, services)
+        summary = (await issue(api, owner, d)).body
+        before = len(cloudflare.requests)
+        await api.get(f"/v1/certificates/{summary['certificateId']}", token=owner.token)
+        await api.post(f"/v1/domains/{d['id']}/certificates/query", {}, token=owner.token)
+        await api.get(f"/v1/certificates/{summary['certificateId']}/bundle", token=owner.token)
+        assert len(cloudflare.requests) == before
+
+    @pytest.mark.gen_test
     async def test_an_existing_custom_hostname_is_adopted(self, api, world, services, cloudflare):
-        owner = world.owner()
-        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
-        mark_verified(services, d)
+        owner, d = await marked_verified(api, world, services)
         cloudflare.auto_activate = True
         first = (await issue(api, owner, d)).body  # created, and active at once
         services.store.certificates.update(  # forget what we learnt: the next request finds a duplicate
@@ -114,9 +127,7 @@ class TestFlow:
 
     @pytest.mark.gen_test
     async def test_a_timed_out_validation_is_retriggered_by_refresh(self, api, world, services, cloudflare):
-        owner = world.owner()
-        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
-        mark_verified(services, d)
+        owner, d = await marked_verified(api, world, services)
         summary = (await issue(api, owner, d)).body
         cloudflare.set_state(APEX, ssl_status="validation_timed_out")
         r = await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)
@@ -124,9 +135,7 @@ class TestFlow:
 
     @pytest.mark.gen_test
     async def test_issuing_during_a_renewal_reports_renewing(self, api, world, services, cloudflare):
-        owner = world.owner()
-        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
-        mark_verified(services, d)
+        owner, d = await marked_verified(api, world, services)
         cloudflare.auto_activate = True
         first = (await issue(api, owner, d)).body
         cloudflare.set_state(APEX, ssl_status="pending_deployment")  # the provider renews
@@ -138,9 +147,7 @@ class TestFlow:
 
     @pytest.mark.gen_test
     async def test_validation_errors_reach_the_message(self, api, world, services, cloudflare):
-        owner = world.owner()
-        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
-        mark_verified(services, d)
+        owner, d = await marked_verified(api, world, services)
         summary = (await issue(api, owner, d)).body
         cloudflare.set_state(APEX, ssl_status="pending_validation", ssl_errors=["caa_error: no CAA record allows google"])
         r = await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)
@@ -148,9 +155,7 @@ class TestFlow:
 
     @pytest.mark.gen_test
     async def test_a_hostname_deleted_at_the_provider_fails_the_certificate(self, api, world, services, cloudflare):
-        owner = world.owner()
-        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
-        mark_verified(services, d)
+        owner, d = await marked_verified(api, world, services)
         summary = (await issue(api, owner, d)).body
         cloudflare.hostnames.clear()
         r = await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)
@@ -163,9 +168,7 @@ class TestProviderRefusals:
 
     @pytest.mark.gen_test
     async def test_a_quota_refusal_is_a_failed_certificate_with_its_event(self, api, world, services, cloudflare):
-        owner = world.owner()
-        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
-        mark_verified(services, d)
+        owner, d = await marked_verified(api, world, services)
         cloudflare.max_hostnames = 0
         r = await issue(api, owner, d)
         assert r.status == 200 and r.body["status"] == "error"
@@ -176,9 +179,7 @@ class TestProviderRefusals:
 
     @pytest.mark.gen_test
     async def test_a_provider_down_is_502_with_only_the_domain_error_written(self, api, world, services, cloudflare):
-        owner = world.owner()
-        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
-        mark_verified(services, d)
+        owner, d = await marked_verified(api, world, services)
         cloudflare.fail_next(10, status=503)
         r = await issue(api, owner, d, headers={"Idempotency-Key": "down"})
         assert (r.status, r.code) == (502, "upstream_error")
@@ -201,9 +202,7 @@ class TestProviderRefusals:
 
     @pytest.mark.gen_test
     async def test_a_transient_failure_is_retried(self, api, world, services, cloudflare):
-        owner = world.owner()
-        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
-        mark_verified(services, d)
+        owner, d = await marked_verified(api, world, services)
         cloudflare.fail_next(1, status=500)
         assert (await issue(api, owner, d)).body["status"] == "pending"
 
@@ -213,9 +212,7 @@ class TestIdempotencyWithLatency:
 
     @pytest.mark.gen_test(timeout=10)
     async def test_one_request_reaches_the_provider(self, api, world, services, cloudflare):
-        owner = world.owner()
-        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
-        mark_verified(services, d)
+        owner, d = await marked_verified(api, world, services)
         cloudflare.latency = 0.3
         one, two = await asyncio.gather(
             issue(api, owner, d, headers={"Idempotency-Key": "slow"}), issue(api, owner, d, headers={"Idempotency-Key": "slow"})
@@ -254,9 +251,7 @@ class TestPacing:
     @pytest.mark.gen_test(timeout=10)
     async def test_the_providers_own_ratelimit_header_is_obeyed(self, api, world, services, cloudflare):
         cloudflare.quota = 2  # the provider says: 2 left in this window (another client spent the rest)
-        owner = world.owner()
-        d = (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
-        mark_verified(services, d)
+        owner, d = await marked_verified(api, world, services)
         assert (await issue(api, owner, d)).status == 200  # call 2 of 2: Ratelimit r=0
         r = await issue(api, owner, d)
         assert (r.status, r.code) == (503, "provider_busy")
