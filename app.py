@@ -16,7 +16,7 @@ from pathlib import Path
 
 import tornado.web
 from tornado.httpserver import HTTPServer
-from tornado.ioloop import PeriodicCallback
+from tornado.ioloop import IOLoop, PeriodicCallback
 from tornado.netutil import bind_sockets
 
 import handlers
@@ -24,6 +24,7 @@ from core.certificates import idempotency
 from core.config import Config, ConfigError, load_config
 from core.crypto import SecretKeyError
 from core.services import Services, build_services
+from core.webhooks.worker import WebhookWorker
 from handlers import idp
 from handlers.log import log_request
 from handlers.pages import PageNotFoundHandler
@@ -32,6 +33,9 @@ log = logging.getLogger("app")
 ROOT = Path(__file__).resolve().parent
 #: Largest body the server reads at all; the API answers 413 above its own 1 MiB limit.
 MAX_BODY_BYTES = 8 * 1024 * 1024
+#: Pending connections the kernel queues for us: a burst of 500 clients must not overflow it
+#: (Tornado's default of 128 makes the overflow retry after a second or three).
+LISTEN_BACKLOG = 1024
 #: How often Idempotency-Key records older than their retention are purged.
 PURGE_INTERVAL_SECONDS = 3600
 
@@ -53,10 +57,20 @@ def make_app(services: Services) -> tornado.web.Application:
 
 
 def start_jobs(services: Services) -> dict[str, PeriodicCallback]:
-    """The periodic jobs, started with the server and stopped at shutdown."""
-    jobs = {"idempotency-purge": PeriodicCallback(lambda: idempotency.purge(services), PURGE_INTERVAL_SECONDS * 1000)}
+    """The periodic jobs, started with the server and stopped at shutdown.
+
+    The webhook worker also runs as soon as a transaction that queued events commits, and once at
+    start for whatever was queued before a restart.
+    """
+    worker = WebhookWorker(services)
+    services.store.outbox.listen(worker.wake)
+    jobs = {
+        "webhooks": PeriodicCallback(worker.tick, services.config.webhooks.poll_interval_seconds * 1000, jitter=0.1),
+        "idempotency-purge": PeriodicCallback(lambda: idempotency.purge(services), PURGE_INTERVAL_SECONDS * 1000),
+    }
     for job in jobs.values():
         job.start()
+    IOLoop.current().add_callback(worker.tick)
     return jobs
 
 
@@ -79,7 +93,7 @@ def load(argv: list[str] | None) -> tuple[Config, Services]:
 async def serve(config: Config, services: Services) -> None:
     app = make_app(services)
     server = HTTPServer(app, max_body_size=MAX_BODY_BYTES)
-    sockets = bind_sockets(config.server.port, address=config.server.host)
+    sockets = bind_sockets(config.server.port, address=config.server.host, backlog=LISTEN_BACKLOG)
     server.add_sockets(sockets)
     port = sockets[0].getsockname()[1]  # the one the OS picked when the config says 0
     log.info("listening on http://%s:%d (base_url %s)", config.server.host, port, config.server.base_url)

@@ -16,12 +16,15 @@ import os
 import secrets
 from pathlib import Path
 
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 log = logging.getLogger(__name__)
 
 MASTER_KEY_BYTES = 32
+_SEALED_VERSION = b"\x01"
 
 
 class SecretKeyError(Exception):
@@ -94,3 +97,20 @@ class Keyring:
         except ValueError:
             return None
         return payload if isinstance(payload, dict) else None
+
+    def encrypt(self, purpose: str, plaintext: str, *, bound_to: str) -> str:
+        """AES-256-GCM with a fresh nonce; ``bound_to`` (e.g. the row id) is authenticated too,
+        so a ciphertext copied onto another row does not decrypt."""
+        nonce = secrets.token_bytes(12)
+        sealed = AESGCM(self.subkey(purpose)).encrypt(nonce, plaintext.encode(), bound_to.encode())
+        return base64.urlsafe_b64encode(_SEALED_VERSION + nonce + sealed).decode()
+
+    def decrypt(self, purpose: str, token: str, *, bound_to: str) -> str:
+        """The plaintext of ``encrypt``; ``ValueError`` when the token was altered or moved."""
+        raw = base64.urlsafe_b64decode(token.encode())
+        if raw[:1] != _SEALED_VERSION:
+            raise ValueError("unknown ciphertext version")
+        try:
+            return AESGCM(self.subkey(purpose)).decrypt(raw[1:13], raw[13:], bound_to.encode()).decode()
+        except InvalidTag:
+            raise ValueError("ciphertext failed authentication") from None

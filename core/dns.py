@@ -20,7 +20,7 @@ from core.config import DnsConfig, parse_nameserver
 
 Outcome = Literal["found", "nxdomain", "nodata", "timeout", "error"]
 
-_TYPE_CODES = {"CNAME": 5, "TXT": 16, "CAA": 257}
+_TYPE_CODES = {"A": 1, "AAAA": 28, "CNAME": 5, "TXT": 16, "CAA": 257}
 _ERRORS = {
     dns_error.ARES_ENOTFOUND: "nxdomain",
     dns_error.ARES_ENODATA: "nodata",
@@ -45,7 +45,7 @@ class Lookup:
     rtype: str
     outcome: Outcome
     values: tuple[str, ...] = ()
-    "CNAME targets (without trailing dot), TXT strings or CAA records in presentation form."
+    "CNAME targets (without trailing dot), TXT strings, CAA records in presentation form, or addresses (A, AAAA)."
     caa: tuple[CaaRecord, ...] = ()
     "For CAA lookups, the records themselves."
     detail: str = ""
@@ -79,6 +79,15 @@ class DnsChecker:
         finally:
             await resolver.close()
 
+    async def addresses(self, name: str, rtypes: tuple[str, ...] = ("A", "AAAA")) -> tuple[list[str], list[Lookup]]:
+        """The addresses ``name`` has (A and AAAA by default, queried together), and the lookups made.
+
+        An empty list means none were found; the lookups say why (nxdomain, nodata, timeout, error).
+        """
+        lookups = list(await asyncio.gather(*(self.lookup(name, rtype) for rtype in rtypes)))
+        found = [value for lookup in lookups for value in lookup.values]
+        return list(dict.fromkeys(found)), lookups
+
     async def _query(self, resolver: aiodns.DNSResolver, name: str, rtype: str) -> Lookup:
         try:
             # The resolver has its own timeout; this bound also covers a resolver that hangs.
@@ -88,7 +97,7 @@ class DnsChecker:
             outcome = _ERRORS.get(code, "error")
             detail = exc.args[1] if len(exc.args) > 1 else str(exc)
             return Lookup(name=name, rtype=rtype, outcome=outcome, detail=str(detail))  # type: ignore[arg-type]
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return Lookup(name=name, rtype=rtype, outcome="timeout")
         values = []
         caa = []
@@ -97,6 +106,8 @@ class DnsChecker:
                 continue  # e.g. the CNAME a resolver followed on the way to TXT
             if rtype == "CNAME":
                 values.append(record.data.cname.rstrip("."))
+            elif rtype in ("A", "AAAA"):
+                values.append(record.data.addr)
             elif rtype == "CAA":
                 caa.append(CaaRecord(flags=record.data.critical, tag=record.data.tag.lower(), value=record.data.value))
                 values.append(str(caa[-1]))

@@ -16,6 +16,7 @@ from core.dev_idp import DEFAULT_CLIENT_ID, DevIdentityProvider, load_key
 from core.dns import DnsChecker, Resolver
 from core.edge import EdgeProvider, make_provider
 from core.edge.simulated_dns import SimulatedDns
+from core.net import OutboundClient
 from core.oidc import OidcVerifier
 from core.ratelimit import RateLimiter
 from core.signin import OidcClient
@@ -40,10 +41,13 @@ class Services:
     dns: Resolver
     "Real lookups, or the development-only simulation (``[provider.sandbox] simulate_dns``)."
     trusted_proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
+    outbound: OutboundClient
+    "The only client for user-supplied destinations (webhook URLs, scans): see core/net.py."
     key_cache: KeyCache = attrs.Factory(KeyCache)
 
     def close(self) -> None:
         self.provider.close()
+        self.outbound.close()
         self.store.close()
 
 
@@ -88,4 +92,5 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         provider=make_provider(config, keyring, clock),
         dns=dns,
         trusted_proxies=[ipaddress.ip_network(p, strict=False) for p in config.server.trusted_proxies],
+        outbound=OutboundClient(network=config.network, dns=config.dns),
     )

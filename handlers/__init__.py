@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from handlers import api_keys, auth, certificates, clients, domains, meta, pages, team
+from handlers import api_keys, auth, certificates, clients, domains, meta, pages, team, webhooks
 from handlers.base import ApiNotFoundHandler
 
 routes = [
@@ -13,6 +13,7 @@ routes = [
     *certificates.routes,
     *clients.routes,
     *team.routes,
+    *webhooks.routes,
     *pages.routes,
     # Last: unknown /v1/ paths get the JSON 404 envelope; other paths an HTML page.
     (r"/v1/.*", ApiNotFoundHandler),

@@ -23,6 +23,7 @@ from store.idempotency import IdempotencyRepo
 from store.migrations import apply_migrations
 from store.outbox import OutboxRepo
 from store.team import TeamRepo
+from store.webhooks import WebhookRepo
 
 
 class Store:
@@ -41,7 +42,6 @@ class Store:
         conn.execute("PRAGMA cache_size = -65536")
         self.db = sqlite_utils.Database(conn)
         self._depth = 0
-        apply_migrations(self)
         self.accounts = AccountRepo(self.db)
         self.api_keys = ApiKeyRepo(self.db)
         self.certificates = CertificateRepo(self.db)
@@ -50,6 +50,8 @@ class Store:
         self.idempotency = IdempotencyRepo(self.db)
         self.outbox = OutboxRepo(self.db)
         self.team = TeamRepo(self.db)
+        self.webhooks = WebhookRepo(self.db)
+        apply_migrations(self)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -63,16 +65,19 @@ class Store:
             return
         self.db.execute("BEGIN IMMEDIATE")
         self._depth = 1
+        kept = False
         try:
-            yield
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            self.domains.forget_all()  # it may hold rows of the transaction just undone
-            raise
-        else:
+            try:
+                yield
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                self.domains.forget_all()  # it may hold rows of the transaction just undone
+                raise
             self.db.execute("COMMIT")
+            kept = True
         finally:
             self._depth = 0
+            self.outbox.committed(kept=kept)
 
     def close(self) -> None:
         self.db.conn.close()

@@ -228,6 +228,54 @@ MIGRATIONS: list[Migration] = [
             "CREATE INDEX idempotency_created ON idempotency_keys(created_at)",
         ],
     ),
+    (
+        5,
+        "webhook endpoints, deliveries and attempts",
+        [
+            """CREATE TABLE webhook_endpoints (
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                url TEXT NOT NULL,
+                events TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('active', 'disabled')),
+                secret_ciphertext TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                last_delivery_at TEXT,
+                last_status_code INTEGER
+            )""",
+            "CREATE INDEX webhook_endpoints_workspace ON webhook_endpoints(workspace_id, created_at, id)",
+            # One row per (event, endpoint); its id is the envelope id, stable across retries.
+            # Deleting an endpoint deletes its deliveries (queued ones included).
+            """CREATE TABLE webhook_deliveries (
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
+                event_id TEXT NOT NULL,
+                type TEXT NOT NULL,
+                data TEXT NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_attempt_at TEXT,
+                created_at TEXT NOT NULL,
+                last_attempt_at TEXT,
+                last_status_code INTEGER,
+                last_error TEXT,
+                UNIQUE (event_id, endpoint_id)
+            )""",
+            "CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_at) WHERE status = 'pending'",
+            "CREATE INDEX webhook_deliveries_endpoint ON webhook_deliveries(endpoint_id, created_at, id)",
+            """CREATE TABLE webhook_attempts (
+                delivery_id TEXT NOT NULL REFERENCES webhook_deliveries(id) ON DELETE CASCADE,
+                number INTEGER NOT NULL,
+                started_at TEXT NOT NULL,
+                duration_ms INTEGER NOT NULL,
+                status_code INTEGER,
+                error TEXT,
+                PRIMARY KEY (delivery_id, number)
+            ) WITHOUT ROWID""",
+        ],
+    ),
 ]
 
 

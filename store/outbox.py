@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import sqlite_utils
@@ -24,10 +26,30 @@ def _event(r: dict[str, Any]) -> OutboxEvent:
 
 
 class OutboxRepo:
+    """Events waiting for fan-out. Whoever delivers them can ``listen``: listeners are called after
+    a transaction that wrote events commits, so a new event need not wait for the next poll."""
+
     def __init__(self, db: sqlite_utils.Database) -> None:
         self.db = db
+        self.listeners: list[Callable[[], None]] = []
+        self._written = False
+
+    def listen(self, callback: Callable[[], None]) -> None:
+        self.listeners.append(callback)
+
+    def committed(self, *, kept: bool) -> None:
+        """Called by the store when a transaction ends; ``kept`` is false after a rollback."""
+        written, self._written = self._written, False
+        if written and kept:
+            self.notify()
+
+    def notify(self) -> None:
+        """Tell the listeners there is something to deliver."""
+        for callback in self.listeners:
+            callback()
 
     def insert(self, event: OutboxEvent) -> None:
+        self._written = True
         self.db.execute(
             "INSERT INTO outbox_events (id, workspace_id, type, data, created_at, dispatched_at) VALUES (?, ?, ?, ?, ?, ?)",
             [uid(event.id), uid(event.workspace_id), event.type, json.dumps(event.data), ts(event.created_at),
@@ -42,6 +64,9 @@ class OutboxRepo:
             [limit],
         )
         return [_event(r) for r in rows]
+
+    def mark_dispatched(self, event_id: uuid.UUID, at: dt.datetime) -> None:
+        self.db.execute("UPDATE outbox_events SET dispatched_at = ? WHERE id = ?", [ts(at), uid(event_id)])
 
     def for_workspace(self, workspace_id: uuid.UUID) -> list[OutboxEvent]:
         """All of a workspace's events, oldest first."""

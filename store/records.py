@@ -188,3 +188,54 @@ class IdempotencyRecord:
     locked_until: dt.datetime | None = None
     status_code: int | None = None
     response: str | None = None
+
+
+@attrs.frozen
+class WebhookEndpoint:
+    """A workspace's HTTPS receiver of events; its secret is stored encrypted, never shown again."""
+
+    id: uuid.UUID
+    url: str
+    events: list[str]
+    "As registered; empty, or containing ``*``, means every event."
+    created_at: dt.datetime
+    status: str
+    "``active`` or ``disabled``."
+    workspace_id: uuid.UUID = attrs.field(metadata=_internal)
+    secret_ciphertext: str = attrs.field(metadata=_internal)
+    "AES-GCM under a subkey of the secret key file, bound to this endpoint's id."
+    updated_at: dt.datetime = attrs.field(metadata=_internal)
+    last_delivery_at: dt.datetime | None = None
+    last_status_code: int | None = None
+
+
+@attrs.frozen
+class WebhookDelivery:
+    """One event for one endpoint: the envelope ``id`` receivers deduplicate by."""
+
+    id: uuid.UUID
+    event_id: uuid.UUID
+    type: str
+    status: str
+    "``pending`` (queued or retrying), ``delivered``, or ``failed`` (every attempt failed)."
+    attempt_count: int
+    "Attempts in the current round (a redelivery starts a new round)."
+    created_at: dt.datetime
+    data: dict
+    endpoint_id: uuid.UUID = attrs.field(metadata=_internal)
+    workspace_id: uuid.UUID = attrs.field(metadata=_internal)
+    next_attempt_at: dt.datetime | None = None
+    last_attempt_at: dt.datetime | None = None
+    last_status_code: int | None = None
+    last_error: str | None = None
+
+
+@attrs.frozen
+class WebhookAttempt:
+    """One try at sending a delivery."""
+
+    number: int
+    started_at: dt.datetime
+    duration_ms: int
+    status_code: int | None = None
+    error: str | None = None

@@ -1,15 +1,17 @@
 """A real authoritative DNS server on 127.0.0.1 (UDP and TCP), built on dnslib.
 
 Tests publish and remove records while it runs. Names listed in ``silent`` are never answered
-(the resolver times out); names in ``servfail`` get SERVFAIL.
+(the resolver times out); names in ``servfail`` get SERVFAIL. ``publish_sequence`` gives a name
+an answer that changes from one query to the next (DNS rebinding).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 import time
 
-from dnslib import CAA, CNAME, QTYPE, RCODE, RR, TXT, DNSLabel
+from dnslib import AAAA, CAA, CNAME, QTYPE, RCODE, RR, TXT, A, DNSLabel
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 #: How long a "silent" name keeps the resolver waiting; longer than any test's DNS timeout.
@@ -26,6 +28,8 @@ class _Zone(BaseResolver):
         self.records: dict[tuple[str, str], list[RR]] = {}
         self.silent: set[str] = set()
         self.servfail: set[str] = set()
+        self.sequences: dict[tuple[str, str], list[RR]] = {}
+        "Answers given one per query, the last one repeated (see ``DnsServer.publish_sequence``)."
         self.queries: list[tuple[str, str]] = []
         self.lock = threading.Lock()
 
@@ -40,6 +44,9 @@ class _Zone(BaseResolver):
                 reply.header.rcode = RCODE.SERVFAIL
                 return reply
             at_name = {t: rrs for (n, t), rrs in self.records.items() if n == name}
+            for (n, t), answers in self.sequences.items():
+                if n == name:  # only a query of this type moves the sequence on
+                    at_name[t] = [answers.pop(0) if t == qtype and len(answers) > 1 else answers[0]]
         if silent:
             time.sleep(SILENT_SECONDS)  # answered too late: the resolver has given up
         if not at_name:
@@ -54,9 +61,16 @@ class _Zone(BaseResolver):
 class DnsServer:
     def __init__(self) -> None:
         self.zone = _Zone()
-        self._udp = DNSServer(self.zone, port=0, address="127.0.0.1", logger=_QuietLogger())
-        self.port = self._udp.server.server_address[1]
-        self._tcp = DNSServer(self.zone, port=self.port, address="127.0.0.1", tcp=True, logger=_QuietLogger())
+        for attempt in range(20):
+            self._udp = DNSServer(self.zone, port=0, address="127.0.0.1", logger=_QuietLogger())
+            self.port = self._udp.server.server_address[1]
+            try:
+                self._tcp = DNSServer(self.zone, port=self.port, address="127.0.0.1", tcp=True, logger=_QuietLogger())
+                break
+            except OSError:  # the port is free for UDP but taken for TCP: try another one
+                self._udp.server.server_close()
+                if attempt == 19:
+                    raise
         self.address = f"127.0.0.1:{self.port}"
 
     def start(self) -> DnsServer:
@@ -71,10 +85,25 @@ class DnsServer:
 
     def publish(self, name: str, rtype: str, *values: str, ttl: int = 300) -> None:
         """Add one record per value."""
-        make = {"CNAME": lambda v: CNAME(v), "TXT": lambda v: TXT(v)}[rtype]
-        rrs = [RR(DNSLabel(name), getattr(QTYPE, rtype), rdata=make(v), ttl=ttl) for v in values]
+        rrs = [self._record(name, rtype, v, ttl) for v in values]
         with self.zone.lock:
             self.zone.records.setdefault((name.lower(), rtype), []).extend(rrs)
+
+    def publish_sequence(self, name: str, rtype: str, values: list[str], *, ttl: int = 0) -> None:
+        """Answer the n-th query for ``rtype`` at ``name`` with ``values[n]`` (the last one from then on).
+
+        E.g. ``publish_sequence("x.test-site.com", "A", ["127.0.0.1", "127.0.0.2"])`` for DNS rebinding.
+        """
+        rrs = [self._record(name, rtype, v, ttl) for v in values]
+        with self.zone.lock:
+            self.zone.sequences[(name.lower(), rtype)] = rrs
+
+    @staticmethod
+    def _record(name: str, rtype: str, value: str, ttl: int) -> RR:
+        if rtype == "AAAA":
+            value = ipaddress.IPv6Address(value).exploded  # dnslib reads hex groups only (not ::ffff:1.2.3.4)
+        make = {"A": A, "AAAA": AAAA, "CNAME": CNAME, "TXT": TXT}[rtype]
+        return RR(DNSLabel(name), getattr(QTYPE, rtype), rdata=make(value), ttl=ttl)
 
     def publish_caa(self, name: str, tag: str, value: str, *, flags: int = 0) -> None:
         """One CAA record (RFC 8659), e.g. ``publish_caa("example.com", "issue", "letsencrypt.org")``."""
@@ -92,9 +121,12 @@ class DnsServer:
         with self.zone.lock:
             for key in [k for k in self.zone.records if k[0] == name.lower()]:
                 del self.zone.records[key]
+            for key in [k for k in self.zone.sequences if k[0] == name.lower()]:
+                del self.zone.sequences[key]
 
     def clear(self) -> None:
         with self.zone.lock:
             self.zone.records.clear()
+            self.zone.sequences.clear()
             self.zone.silent.clear()
             self.zone.servfail.clear()

@@ -1,0 +1,268 @@
+"""The one way the service reaches a destination a user supplied (webhook URLs, the HTTPS scan).
+
+Endpoints the operator configures (the edge provider's API, the identity provider) are trusted
+and reached directly elsewhere. A URL or hostname that came from a user goes only through this
+module, which defends against:
+
+- SSRF into the operator's network: a webhook URL naming 169.254.169.254 (cloud metadata),
+  10.0.0.5 or localhost would turn the service into a proxy to places no user may reach. The
+  host must be a public DNS name (IP literals in any spelling, localhost, single labels and
+  special-use names are refused before any lookup), and every address it resolves to is judged
+  by ``AddressPolicy`` against the IANA special-purpose registries. Those rules, which need no
+  I/O, live in core/net_policy.py; this module does the lookups and the requests.
+- DNS rebinding: a name can answer a public address when checked and a private one when used.
+  Names are resolved by ``GuardedResolver``, which Tornado's TCPClient asks for the addresses it
+  then dials, so the addresses connected to are exactly the ones judged; and every request
+  resolves again, since a check at registration proves nothing at send time.
+- Redirects: never followed (a Location header could point anywhere); a 3xx is an answer.
+- Exhaustion: a bounded connection pool, timeouts on connecting and on the whole request, and at
+  most ``max_body_bytes`` of an answer read.
+
+Names are resolved only through ``[dns] nameservers`` (core/dns.py), never getaddrinfo, which
+would accept ``127.1`` or ``2130706433`` and consult /etc/hosts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import time
+from typing import Any
+
+import attrs
+from tornado.httpclient import HTTPClientError, HTTPRequest
+from tornado.httputil import HTTPInputError
+from tornado.netutil import Resolver
+from tornado.simple_httpclient import HTTPStreamClosedError, HTTPTimeoutError, SimpleAsyncHTTPClient
+
+from core.config import ConfigError, DnsConfig, NetworkConfig
+from core.dns import DnsChecker, Lookup
+from core.net_policy import (
+    AddressPolicy,
+    DestinationRefused,
+    IPAddress,
+    OutboundFailure,
+    Target,
+    check_host,
+    check_url,
+    dial_address,
+    parse_ip,
+)
+
+__all__ = [
+    "AddressPolicy", "DestinationRefused", "GuardedResolver", "OutboundClient", "OutboundError",
+    "OutboundFailure", "OutboundResponse", "Target", "check_host", "check_url",
+]
+
+
+class OutboundError(OutboundFailure):
+    """The destination could not be reached: DNS, connection, TLS or a timeout."""
+
+
+@attrs.frozen
+class OutboundResponse:
+    status_code: int
+    body: bytes
+    "At most ``max_body_bytes`` of what the destination sent."
+    duration_ms: float
+    truncated: bool = False
+    "The destination sent more than ``max_body_bytes``; the rest was not read."
+
+
+def _dns_failure(host: str, lookups: list[Lookup]) -> str:
+    outcomes = {lookup.outcome for lookup in lookups}
+    if "timeout" in outcomes:
+        return f"The DNS lookup of {host} timed out."
+    if "error" in outcomes:
+        detail = next(lookup.detail for lookup in lookups if lookup.outcome == "error")
+        return f"The DNS lookup of {host} failed ({detail or 'no answer'})."
+    if outcomes == {"nxdomain"}:
+        return f"{host} does not exist in DNS (NXDOMAIN)."
+    return f"{host} has no address records ({' or '.join(lookup.rtype for lookup in lookups)})."
+
+
+class GuardedResolver(Resolver):
+    """A Tornado resolver that returns only the addresses the policy allows, looked up in the service's DNS."""
+
+    def initialize(self, dns: DnsChecker, policy: AddressPolicy) -> None:  # type: ignore[override]
+        self.dns = dns
+        self.policy = policy
+
+    async def addresses(self, host: str, family: socket.AddressFamily = socket.AF_UNSPEC) -> list[IPAddress]:
+        """The allowed addresses of ``host``, ready to dial; OutboundError when DNS gives none."""
+        literal = parse_ip(host)
+        if literal is not None:
+            found = [host]
+        else:
+            rtypes = {socket.AF_INET: ("A",), socket.AF_INET6: ("AAAA",)}.get(family, ("A", "AAAA"))
+            found, lookups = await self.dns.addresses(host, rtypes)
+            if not found:
+                raise OutboundError(_dns_failure(host, lookups))
+        allowed: list[IPAddress] = []
+        refused: list[str] = []
+        for text in found:
+            ip = parse_ip(text)
+            why = f"{text} is not an address" if ip is None else self.policy.refusal(ip)
+            if why is None:
+                allowed.append(dial_address(ip))  # type: ignore[arg-type]
+            else:
+                refused.append(why)
+        # Refused addresses are dropped, never dialled; with none left the destination is refused.
+        if not allowed:
+            if literal is not None:
+                raise DestinationRefused(f"The host {refused[0]}.")
+            raise DestinationRefused(f"{host} resolves only to non-public addresses ({'; '.join(refused)}).")
+        return list(dict.fromkeys(allowed))
+
+    async def resolve(  # type: ignore[override]
+        self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC
+    ) -> list[tuple[int, Any]]:
+        return [
+            (socket.AF_INET, (str(ip), port)) if ip.version == 4 else (socket.AF_INET6, (str(ip), port, 0, 0))
+            for ip in await self.addresses(host, family)
+        ]
+
+    def close(self) -> None:
+        """Nothing to let go of: each lookup opens and closes its own channel."""
+
+
+class _CappedBody:
+    """Keeps the first ``limit`` bytes of an answer and stops the request after that."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.status: int | None = None
+        self.truncated = False
+
+    def header_line(self, line: str) -> None:
+        if line.startswith("HTTP/"):
+            self.status = int(line.split(" ", 2)[1])
+
+    def chunk(self, data: bytes) -> None:
+        room = self.limit - self.size
+        if room > 0:
+            self.chunks.append(data[:room])
+        self.size += len(data)
+        if self.size > self.limit:
+            # A destination must not make the service read (or wait for) an endless answer:
+            # raising here ends the request and closes the connection; the status is known.
+            self.truncated = True
+            raise _BodyTooLong(f"answer longer than {self.limit} bytes; the rest is not read")
+
+    def body(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+class _BodyTooLong(HTTPInputError):
+    """Ends a request whose answer is over the cap (Tornado closes the connection without a fuss)."""
+
+
+class OutboundClient:
+    """HTTPS requests to user-supplied destinations, through the guard, on a bounded pool of its own."""
+
+    def __init__(self, network: NetworkConfig, dns: DnsConfig, max_clients: int = 32,
+                 max_body_bytes: int = 64 * 1024) -> None:
+        self.policy = AddressPolicy(network.allow_private_ranges)
+        self.resolver = GuardedResolver(dns=DnsChecker(dns), policy=self.policy)
+        self.max_clients = max_clients
+        self.max_body_bytes = max_body_bytes
+        self._tls = _tls_context(network.ca_bundle)
+        self._client: SimpleAsyncHTTPClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def _http(self) -> SimpleAsyncHTTPClient:
+        """A client of the running loop: created on first use, since a client belongs to one loop."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            self.close()
+            # force_instance keeps this pool apart from Tornado's shared per-loop client.
+            self._client = SimpleAsyncHTTPClient(force_instance=True, max_clients=self.max_clients,
+                                                 resolver=self.resolver)
+            self._client_loop = loop
+        return self._client
+
+    def close(self) -> None:
+        """Let go of the HTTP client (it is made again on next use)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    async def resolve(self, host: str) -> list[IPAddress]:
+        """The addresses of a user-supplied ``host`` the service may connect to (for the HTTPS scan)."""
+        return await self.resolver.addresses(check_host(host))
+
+    async def check_destination(self, url: str) -> Target:
+        """Registration-time check: the URL is acceptable and its host resolves to an allowed address.
+
+        Raises ``DestinationRefused`` for every problem, a failed DNS lookup included.
+        """
+        target = check_url(url, policy=self.policy)
+        try:
+            await self.resolver.addresses(target.host)
+        except OutboundError as exc:
+            raise DestinationRefused(exc.reason) from None
+        return target
+
+    async def post(self, url: str, *, body: bytes, headers: dict[str, str], timeout: float) -> OutboundResponse:
+        """POST ``body`` to ``url``; any answer (3xx included) is returned, failures raise ``OutboundFailure``."""
+        target = check_url(url, policy=self.policy)  # again: the rules may have changed since registration
+        capped = _CappedBody(self.max_body_bytes)
+        request = HTTPRequest(
+            target.url, method="POST", body=body, headers=headers,
+            follow_redirects=False,  # a redirect to an internal address must not be a way in
+            connect_timeout=timeout, request_timeout=timeout,
+            validate_cert=True, ssl_options=self._tls,
+            decompress_response=False,  # read as sent: no decompression bomb behind the size cap
+            header_callback=capped.header_line, streaming_callback=capped.chunk,
+        )
+        started = time.monotonic()
+        try:
+            response = await self._http().fetch(request, raise_error=False)
+        except Exception as exc:  # noqa: BLE001 - every way a request can fail becomes an OutboundFailure
+            if capped.truncated and capped.status is not None:
+                return OutboundResponse(status_code=capped.status, body=capped.body(),
+                                        duration_ms=_ms(started), truncated=True)
+            raise _failure(exc, target, timeout) from None
+        return OutboundResponse(status_code=response.code, body=capped.body(), duration_ms=_ms(started),
+                                truncated=capped.truncated)
+
+
+def _ms(started: float) -> float:
+    return (time.monotonic() - started) * 1000
+
+
+def _tls_context(ca_bundle: str) -> ssl.SSLContext:
+    # Certificates are always verified, against the system's CAs plus the operator's bundle when
+    # set (Tornado's ca_certs would replace the system store instead of adding to it).
+    context = ssl.create_default_context()
+    if ca_bundle:
+        try:
+            context.load_verify_locations(cafile=ca_bundle)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"network.ca_bundle: cannot load {ca_bundle}: {exc}") from None
+    return context
+
+
+def _failure(exc: Exception, target: Target, timeout: float) -> OutboundFailure:
+    """What went wrong, worded for the user."""
+    if isinstance(exc, OutboundFailure):
+        return exc  # from the resolver: refused addresses or a failed lookup
+    where = target.host if target.port == 443 else f"{target.host}:{target.port}"
+    if isinstance(exc, HTTPTimeoutError):
+        return OutboundError(f"The request to {where} timed out after {timeout:g} s ({exc.message.lower()}).")
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return OutboundError(f"TLS certificate verification failed: {str(exc.verify_message).rstrip('.')}.")
+    if isinstance(exc, ssl.SSLError):
+        return OutboundError(f"The TLS handshake with {where} failed: {exc.reason or exc}.")
+    if isinstance(exc, ConnectionRefusedError):
+        return OutboundError(f"{where} refused the connection.")
+    if isinstance(exc, HTTPStreamClosedError):
+        return OutboundError(f"{where} closed the connection before answering.")
+    if isinstance(exc, OSError):
+        return OutboundError(f"Could not connect to {where}: {exc.strerror or exc}.")
+    if isinstance(exc, HTTPClientError):
+        return OutboundError(f"The request to {where} failed: {exc.message}.")
+    return OutboundError(f"{where} sent an answer that could not be read ({exc}).")

@@ -1,0 +1,184 @@
+"""The delivery worker: outbox events become deliveries, due deliveries are sent and retried.
+
+``tick()`` is one plain async pass, run by a ``PeriodicCallback`` every
+``[webhooks] poll_interval_seconds`` and also right after a transaction that queued events commits
+(so a new event is not held back by the poll interval). A pass:
+
+1. **Fan-out**: each undispatched outbox event becomes one delivery per active endpoint of its
+   workspace subscribed to its type, each with its own id (the envelope ``id``, stable across
+   retries); the event is marked dispatched in the same transaction.
+2. **Claim**: due deliveries of active endpoints are leased (``next_attempt_at`` pushed past the
+   request timeout) before sending, so a process killed mid-send sends them again once, later.
+3. **Send**, at most ``CONCURRENCY`` at a time, each attempt signed with the endpoint's current
+   secret and a fresh ``createdAt`` and timestamp; the outcome and the attempt are stored together.
+
+Any 2xx is success. Anything else (another status, a timeout, a connection or TLS error, a URL the
+outbound guard refuses now) is retried: the first retry about 30 s after the failure, then
+doubling, capped at 30 minutes, plus up to 20 % jitter, until ``[webhooks] max_attempts``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import random
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import attrs
+from tornado.ioloop import IOLoop
+
+from core.net import OutboundFailure
+from core.webhooks import signing
+from core.webhooks.endpoints import secret_of, subscribed
+from core.wire import format_timestamp
+from store.records import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+
+if TYPE_CHECKING:
+    from core.services import Services
+
+log = logging.getLogger(__name__)
+
+FIRST_RETRY_SECONDS = 30
+MAX_RETRY_SECONDS = 30 * 60
+JITTER = 0.2
+BATCH = 100
+CONCURRENCY = 32
+#: How long past the request timeout a claimed delivery stays leased to the sender.
+LEASE_MARGIN_SECONDS = 30
+
+
+def retry_delay(retry: int, rng: random.Random) -> float:
+    """Seconds before retry number ``retry`` (1 is the first retry): 30 s doubling to a 30-minute
+    cap, then up to 20 % added so that receivers coming back are not hit all at once."""
+    base = min(MAX_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** (retry - 1))
+    return base * (1 + rng.uniform(0, JITTER))
+
+
+class WebhookWorker:
+    def __init__(self, services: Services, *, rng: random.Random | None = None) -> None:
+        self.services = services
+        self.rng = rng or random.Random()
+        self._running = False
+        self._again = False
+
+    def wake(self) -> None:
+        """Run a pass soon, from the event loop (called when events or redeliveries are queued)."""
+        IOLoop.current().add_callback(self.tick)
+
+    async def tick(self) -> None:
+        """One pass; a pass asked for while one runs is folded into it."""
+        if self._running:
+            self._again = True
+            return
+        self._running = True
+        try:
+            while True:
+                self._again = False
+                self.fan_out()
+                due = self._claim()
+                await self._send_all(due)
+                if not self._again and len(due) < BATCH:
+                    break
+        finally:
+            self._running = False
+
+    def fan_out(self) -> int:
+        """Turn undispatched outbox events into deliveries; returns how many were queued."""
+        store = self.services.store
+        now = self.services.clock.now()
+        queued = 0
+        with store.transaction():
+            endpoints: dict[uuid.UUID, list[WebhookEndpoint]] = {}
+            for event in store.outbox.undispatched(limit=500):
+                if event.workspace_id not in endpoints:
+                    endpoints[event.workspace_id] = store.webhooks.endpoints(event.workspace_id)
+                for endpoint in endpoints[event.workspace_id]:
+                    # A disabled endpoint gets no new deliveries (spec).
+                    if endpoint.status == "active" and subscribed(endpoint, event.type):
+                        store.webhooks.insert_delivery(
+                            WebhookDelivery(
+                                id=uuid.uuid4(), event_id=event.id, type=event.type, data=event.data,
+                                status="pending", attempt_count=0, created_at=now, next_attempt_at=now,
+                                endpoint_id=endpoint.id, workspace_id=event.workspace_id,
+                            )
+                        )
+                        queued += 1
+                store.outbox.mark_dispatched(event.id, now)
+        return queued
+
+    def _claim(self) -> list[WebhookDelivery]:
+        now = self.services.clock.now()
+        lease = dt.timedelta(seconds=self.services.config.webhooks.request_timeout_seconds + LEASE_MARGIN_SECONDS)
+        with self.services.store.transaction():
+            return self.services.store.webhooks.claim_due(now=now, lease_until=now + lease, limit=BATCH)
+
+    async def _send_all(self, deliveries: list[WebhookDelivery]) -> None:
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(delivery: WebhookDelivery) -> None:
+            async with gate:
+                await self.send(delivery)
+
+        await asyncio.gather(*(one(d) for d in deliveries))
+
+    async def send(self, delivery: WebhookDelivery) -> None:
+        """One signed attempt, and its outcome stored."""
+        services = self.services
+        endpoint = services.store.webhooks.get_endpoint(delivery.workspace_id, delivery.endpoint_id)
+        if endpoint is None:
+            return  # deleted meanwhile, and its deliveries with it
+        started_at = services.clock.now()
+        body = json.dumps(
+            {"id": str(delivery.id), "type": delivery.type, "createdAt": format_timestamp(started_at), "data": delivery.data},
+            separators=(",", ":"),
+        ).encode()
+        headers = signing.headers(
+            secret=secret_of(services, endpoint), event_type=delivery.type, timestamp=int(started_at.timestamp()), body=body
+        )
+        started = time.monotonic()
+        status_code: int | None = None
+        try:
+            response = await services.outbound.post(
+                endpoint.url, body=body, headers=headers, timeout=services.config.webhooks.request_timeout_seconds
+            )
+        except OutboundFailure as exc:
+            error: str | None = exc.reason
+        else:
+            status_code = response.status_code
+            error = None if 200 <= status_code < 300 else f"The receiver answered HTTP {status_code}."
+        attempt = WebhookAttempt(
+            number=0, started_at=started_at, duration_ms=round((time.monotonic() - started) * 1000),
+            status_code=status_code, error=error,
+        )
+        self._record(delivery, attempt)
+
+    def _record(self, delivery: WebhookDelivery, attempt: WebhookAttempt) -> None:
+        store = self.services.store
+        now = self.services.clock.now()
+        with store.transaction():
+            current = store.webhooks.get_delivery(delivery.endpoint_id, delivery.id)
+            if current is None:
+                return
+            store.webhooks.insert_attempt(
+                delivery.id, attrs.evolve(attempt, number=store.webhooks.attempt_count(delivery.id) + 1)
+            )
+            attempts = current.attempt_count + 1
+            if attempt.error is None:
+                status, next_at = "delivered", None
+            elif attempts >= self.services.config.webhooks.max_attempts:
+                status, next_at = "failed", None
+            else:
+                status, next_at = "pending", now + dt.timedelta(seconds=retry_delay(attempts, self.rng))
+            store.webhooks.update_delivery(
+                attrs.evolve(
+                    current, status=status, attempt_count=attempts, next_attempt_at=next_at, last_attempt_at=attempt.started_at,
+                    last_status_code=attempt.status_code, last_error=attempt.error,
+                )
+            )
+            store.webhooks.record_outcome(delivery.endpoint_id, at=attempt.started_at, status_code=attempt.status_code)
+        if attempt.error is not None:
+            log.info("webhook delivery %s attempt %d failed: %s", delivery.id, attempts, attempt.error)
