@@ -47,8 +47,9 @@ MAX_RETRY_SECONDS = 30 * 60
 JITTER = 0.2
 BATCH = 100
 CONCURRENCY = 32
-#: How long past the request timeout a claimed delivery stays leased to the sender.
-LEASE_MARGIN_SECONDS = 30
+#: A claimed delivery stays leased to its sender for twice the request timeout (a wait for a free
+#: connection, then the request, each bounded by it) plus this margin.
+LEASE_MARGIN_SECONDS = 5
 
 
 def retry_delay(retry: int, rng: random.Random) -> float:
@@ -112,7 +113,7 @@ class WebhookWorker:
 
     def _claim(self) -> list[WebhookDelivery]:
         now = self.services.clock.now()
-        lease = dt.timedelta(seconds=self.services.config.webhooks.request_timeout_seconds + LEASE_MARGIN_SECONDS)
+        lease = dt.timedelta(seconds=2 * self.services.config.webhooks.request_timeout_seconds + LEASE_MARGIN_SECONDS)
         with self.services.store.transaction():
             return self.services.store.webhooks.claim_due(now=now, lease_until=now + lease, limit=BATCH)
 
