@@ -52,6 +52,11 @@ def make_app(services: Services) -> tornado.web.Application:
         default_handler_args=deps,
         static_path=str(ROOT / "static"),
         log_function=log_request,
+        # Every portal form carries the XSRF token; the JSON API authenticates by bearer only
+        # (it never reads cookies), so ApiHandler opts out.
+        xsrf_cookies=True,
+        xsrf_cookie_kwargs={"httponly": True, "samesite": "Lax"},
+        login_url="/login",
         xheaders=False,  # client IPs come from server.trusted_proxies, not from any peer
     )
 

@@ -90,3 +90,16 @@ def _check_registrable(name: str) -> None:
         raise HostnameError(f"'.{tld}' is not a public top-level domain.")
     if name == suffix:
         raise HostnameError(f"'{name}' is a public suffix; add a name registered under it.")
+
+
+def zone_of(apex: str) -> str:
+    """The registrable domain holding ``apex`` (``shop.example.co.uk`` -> ``example.co.uk``): the
+    zone most customers manage at their DNS host."""
+    return _psl.privatesuffix(apex) or apex
+
+
+def relative_name(host: str, zone: str) -> str:
+    """``host`` as a DNS panel for ``zone`` asks for it (``_acme-challenge.shop``); ``@`` for the apex."""
+    if host == zone:
+        return "@"
+    return host.removesuffix("." + zone)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from handlers import api_keys, auth, certificates, clients, domains, meta, pages, team, webhooks
+from handlers import api_keys, auth, certificates, clients, domains, meta, pages, portal, team, webhooks
 from handlers.base import ApiNotFoundHandler
 
 routes = [
@@ -15,6 +15,7 @@ routes = [
     *team.routes,
     *webhooks.routes,
     *pages.routes,
+    *portal.routes,
     # Last: unknown /v1/ paths get the JSON 404 envelope; other paths an HTML page.
     (r"/v1/.*", ApiNotFoundHandler),
 ]

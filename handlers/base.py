@@ -52,6 +52,8 @@ class BaseHandler(RequestHandler):
         self.request_id = uuid.uuid4().hex
         self.principal: Principal | None = None
         self.rate_decision: Decision | None = None
+        # Default headers were set before this id existed (Tornado calls clear() first).
+        self.set_request_headers()
 
     def set_default_headers(self) -> None:
         # Also called by clear() before an error page, so headers that must survive errors
@@ -93,6 +95,10 @@ class ApiHandler(BaseHandler):
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         # Responses may carry secrets shown once; no cache may keep them.
         self.set_header("Cache-Control", "no-store")
+
+    def check_xsrf_cookie(self) -> None:
+        """No XSRF check: the API reads credentials from the Authorization header only, never from
+        cookies, so a cross-site form cannot act with a visitor's credentials."""
 
     async def prepare(self) -> None:
         # Admission before authentication: a flood of bad credentials is throttled too.

@@ -7,6 +7,10 @@ from handlers.pages import PageHandler
 
 
 class _IdpHandler(PageHandler):
+    def check_xsrf_cookie(self) -> None:
+        """The development provider stands in for an external identity provider: its token
+        endpoint is called server to server, and its form signs in only the e-mail typed into it."""
+
     @property
     def idp(self) -> DevIdentityProvider:
         assert self.services.dev_idp is not None

@@ -1,35 +1,91 @@
-"""Server-rendered portal pages (Jinja2, autoescaped)."""
+"""Server-rendered portal pages (Jinja2, autoescaped): the base page handler, the home page with
+the sign-up form, sign-in and sign-out, and the account page.
+
+A signed-in person's session is their OpenID Connect ID token, kept in a signed, HttpOnly,
+SameSite=Lax cookie (``Secure`` when ``portal_url`` is https) and verified on every page exactly
+as an API bearer is. Every form carries Tornado's XSRF token. Pages load nothing from outside the
+service and work without JavaScript; ``static/portal.js`` only adds copy buttons.
+"""
 
 from __future__ import annotations
 
-import hmac
-import json
-import secrets
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 import jinja2
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
+from markupsafe import Markup
 from tornado import httputil
-from tornado.web import HTTPError
+from tornado.web import HTTPError, authenticated
 
-from core import signin
+from core import accounts, portal, signin, signup
+from core.auth import Principal, authenticate
 from core.errors import ApiError
 from handlers.base import BaseHandler
 
+SESSION_COOKIE = "cps_session"
 SIGNIN_COOKIE = "cps_signin"
-SIGNIN_MINUTES = 10
+FLASH_COOKIE = "cps_flash"
 
 TEMPLATES = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent.parent / "templates"),
     autoescape=True,
 )
 
+#: Nothing from elsewhere, no framing (clickjacking), no inline script.
+_CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
 
 class PageHandler(BaseHandler):
+    principal: Principal | None
+
+    def set_default_headers(self) -> None:
+        super().set_default_headers()
+        self.set_header("Content-Security-Policy", _CSP)
+        self.set_header("X-Frame-Options", "DENY")
+        # Pages can carry credentials (the session token, verification-link tokens in the path):
+        # never in a Referer sent elsewhere, never in a shared cache.
+        self.set_header("Referrer-Policy", "no-referrer")
+        self.set_header("Cache-Control", "no-store")
+
+    @property
+    def secure_cookies(self) -> bool:
+        return urlsplit(self.services.config.server.portal_url).scheme == "https"
+
+    async def prepare(self) -> None:
+        token = self.get_signed_cookie(SESSION_COOKIE, max_age_days=1)
+        if token is None:
+            return
+        try:
+            self.principal = await authenticate(self.services, token.decode())
+        except ApiError:  # expired, or its user lost the workspace: signed out
+            self.clear_cookie(SESSION_COOKIE)
+
+    def get_current_user(self) -> Principal | None:
+        return self.principal
+
+    def hit_rate_limit(self, api_path: str) -> None:
+        """Count a page request in the bucket of the API call it stands for (sign-in, sign-up)."""
+        decision = self.services.limiter.hit(api_path, self.client_ip)
+        if decision is not None and decision.exceeded is not None:
+            self.set_header("Retry-After", str(decision.exceeded.reset))
+            raise HTTPError(429)
+
+    def flash(self, message: str) -> None:
+        """A message for the next page shown (after a redirect)."""
+        self.set_signed_cookie(FLASH_COOKIE, message, expires_days=None, httponly=True, samesite="Lax",
+                               secure=self.secure_cookies)
+
     def render_page(self, name: str, **context: Any) -> None:
         self.set_header("Content-Type", "text/html; charset=UTF-8")
+        flash = self.get_signed_cookie(FLASH_COOKIE, max_age_days=1)
+        if flash is not None:
+            self.clear_cookie(FLASH_COOKIE)
+        context.setdefault("principal", self.principal)
+        context.setdefault("flash", flash.decode() if flash else None)
+        context["xsrf"] = Markup(self.xsrf_form_html())
         self.finish(TEMPLATES.get_template(name).render(**context))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
@@ -44,58 +100,105 @@ class PageHandler(BaseHandler):
 
 class HomeHandler(PageHandler):
     async def get(self) -> None:
-        self.render_page("home.html", base_url=self.services.config.server.base_url)
+        self.render_page("home.html", base_url=self.services.config.server.base_url, error=None, email="", domain="")
+
+
+class SignupPageHandler(PageHandler):
+    """The passwordless sign-up form, through the same core function as POST /v1/public/signup."""
+
+    async def post(self) -> None:
+        self.hit_rate_limit("/v1/public/signup")
+        email, domain = self.get_body_argument("email", ""), self.get_body_argument("domain", "")
+        try:
+            result = await signup.signup(self.services, signup.SignupRequest(email=email, domain=domain))
+        except ApiError as exc:
+            self.set_status(exc.status)
+            message = exc.message
+            if getattr(exc, "field_errors", None):
+                message = "; ".join(problem for problems in exc.field_errors.values() for problem in problems)
+            base_url = self.services.config.server.base_url
+            self.render_page("home.html", base_url=base_url, error=message, email=email, domain=domain)
+            return
+        next_path = urlsplit(result.portal_url).path if isinstance(result, signup.SignedUp) else "/domains"
+        login = "/login?" + urlencode({"next": next_path, "login_hint": result.user_email})
+        self.render_page("signed_up.html", result=result, created=isinstance(result, signup.SignedUp), login=login)
 
 
 class LoginHandler(PageHandler):
-    """Start an OpenID Connect sign-in: PKCE verifier, state and nonce kept in a signed cookie."""
+    """Start an OpenID Connect sign-in: code flow with PKCE; state, nonce and verifier kept
+    server-side under the state (single use), the state also in a signed cookie of this browser."""
 
     async def get(self) -> None:
         try:
             endpoint = (await self.services.oidc.discovery())["authorization_endpoint"]
         except (ApiError, KeyError):
             raise HTTPError(502) from None
-        flow = {"state": secrets.token_urlsafe(24), "verifier": secrets.token_urlsafe(48), "nonce": secrets.token_urlsafe(24)}
+        pending = self.services.pending_signins.start(portal.safe_next(self.get_argument("next", None)))
         self.set_signed_cookie(
-            SIGNIN_COOKIE, json.dumps(flow), expires_days=SIGNIN_MINUTES / 1440, httponly=True, samesite="Lax",
-            secure=self.request.protocol == "https",
+            SIGNIN_COOKIE, pending.state, expires_days=portal.SIGNIN_SECONDS / 86400, httponly=True, samesite="Lax",
+            secure=self.secure_cookies,
         )
         client = self.services.oidc_client
+        extra = {"login_hint": self.get_argument("login_hint")} if self.get_argument("login_hint", "") else {}
         self.redirect(
             prepare_grant_uri(
                 endpoint, client.client_id, "code", redirect_uri=client.redirect_uri, scope="openid email",
-                state=flow["state"], nonce=flow["nonce"],
-                code_challenge=create_s256_code_challenge(flow["verifier"]), code_challenge_method="S256",
+                state=pending.state, nonce=pending.nonce,
+                code_challenge=create_s256_code_challenge(pending.verifier), code_challenge_method="S256", **extra,
             )
         )
 
 
 class CallbackHandler(PageHandler):
-    """Finish the sign-in: check the state, exchange the code, show the session token."""
+    """Finish the sign-in: the state must be this browser's and unused; redeem the code through
+    the same core function as POST /v1/auth/oidc/exchange; keep the session; clean URL."""
 
     async def get(self) -> None:
-        raw = self.get_signed_cookie(SIGNIN_COOKIE, max_age_days=SIGNIN_MINUTES / 1440)
+        self.hit_rate_limit("/v1/auth/oidc/exchange")
+        cookie = self.get_signed_cookie(SIGNIN_COOKIE, max_age_days=1)
         self.clear_cookie(SIGNIN_COOKIE)
-        self.set_header("Cache-Control", "no-store")
-        flow = json.loads(raw) if raw else None
         state = self.get_argument("state", "")
-        # Constant-time: the state is the CSRF defence of the redirect back to us.
-        if flow is None or not hmac.compare_digest(state.encode(), flow["state"].encode()):
+        # The state ties the answer to a sign-in this browser started (CSRF); it is used up here.
+        pending = self.services.pending_signins.finish(state) if cookie and cookie.decode() == state else None
+        if pending is None:
             self.set_status(400)
-            self.render_page("signin.html", error="This sign-in link is stale or was not started here. Start again.")
+            self.render_page("signin.html", error="This sign-in link is stale, was already used, or was not started here. Start again.")
             return
         if self.get_argument("error", None) or not self.get_argument("code", None):
             self.set_status(400)
             self.render_page("signin.html", error=f"The identity provider did not sign you in ({self.get_argument('error', 'no code')}).")
             return
-        request = signin.ExchangeRequest(code=self.get_argument("code"), code_verifier=flow["verifier"], nonce=flow["nonce"])
+        request = signin.ExchangeRequest(code=self.get_argument("code"), code_verifier=pending.verifier, nonce=pending.nonce)
         try:
             result = await signin.exchange(self.services, request)
         except ApiError as exc:
             self.set_status(exc.status)
             self.render_page("signin.html", error=exc.message)
             return
-        self.render_page("signin.html", error=None, result=result, base_url=self.services.config.server.base_url)
+        self.set_signed_cookie(
+            SESSION_COOKIE, result.token, expires_days=result.expires_in_seconds / 86400, httponly=True, samesite="Lax",
+            secure=self.secure_cookies,
+        )
+        self.redirect(pending.next_path)  # a clean URL: a reload does not replay the code
+
+
+class LogoutHandler(PageHandler):
+    async def post(self) -> None:
+        self.clear_cookie(SESSION_COOKIE)
+        self.redirect("/")
+
+
+class AccountHandler(PageHandler):
+    """Who is signed in, and the session token for those who want to call the API with it."""
+
+    @authenticated
+    async def get(self) -> None:
+        principal = self.principal
+        assert principal is not None
+        session = accounts.session_of(self.services, principal)
+        token = self.get_signed_cookie(SESSION_COOKIE, max_age_days=1)
+        self.render_page("account.html", session=session, role=principal.role, token=token.decode() if token else "",
+                         base_url=self.services.config.server.base_url)
 
 
 class PageNotFoundHandler(PageHandler):
@@ -105,6 +208,9 @@ class PageNotFoundHandler(PageHandler):
 
 routes = [
     (r"/", HomeHandler),
+    (r"/signup", SignupPageHandler),
     (r"/login", LoginHandler),
     (r"/auth/callback", CallbackHandler),
+    (r"/logout", LogoutHandler),
+    (r"/account", AccountHandler),
 ]

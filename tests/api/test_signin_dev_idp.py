@@ -150,7 +150,7 @@ class TestPortalSignIn:
     """GET /login and /auth/callback: the browser flow the portal offers."""
 
     @pytest.mark.gen_test
-    async def test_login_round_trip_shows_the_session_token(self, api, http_client, services):
+    async def test_login_round_trip_keeps_the_session_and_lands_on_a_clean_url(self, api, http_client, services):
         await api.post("/v1/public/signup", {"email": "a@example.com", "domain": "a.example.com"})
         base = services.config.server.base_url
         start = await http_client.fetch(HTTPRequest(f"{base}/login", follow_redirects=False), raise_error=False)
@@ -164,8 +164,13 @@ class TestPortalSignIn:
                         follow_redirects=False),
             raise_error=False,
         )
-        done = await http_client.fetch(back.headers["Location"], headers={"Cookie": cookie}, raise_error=False)
-        assert done.code == 200 and b"Signed in as a@example.com" in done.body
+        done = await http_client.fetch(
+            back.headers["Location"], headers={"Cookie": cookie}, follow_redirects=False, raise_error=False
+        )
+        assert (done.code, done.headers["Location"]) == (302, "/domains")
+        session = [c.split(";")[0] for c in done.headers.get_list("Set-Cookie") if c.startswith("cps_session=")]
+        account = await http_client.fetch(f"{base}/account", headers={"Cookie": session[0]}, raise_error=False)
+        assert account.code == 200 and b"a@example.com" in account.body
 
     @pytest.mark.gen_test
     async def test_a_callback_without_the_login_cookie_is_refused(self, http_client, services):

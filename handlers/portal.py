@@ -1,0 +1,158 @@
+"""The signed-in portal: domains, the DNS instructions page with "Check now", and API keys.
+
+Roles apply as in the API: every member sees; owner, admin and operator check and add domains;
+owners and admins manage API keys. Another workspace's domain is a 404 page. Actions are POST
+forms (XSRF-protected) that redirect back to a page, so a reload never repeats them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+from urllib.parse import urlencode
+
+from tornado.web import HTTPError, authenticated
+
+from core import api_keys, domain_query, domains, portal, verification
+from core.auth import Principal
+from core.errors import ApiError, NotFound
+from core.scopes import MANAGERS, SCOPES, WRITERS
+from handlers.pages import PageHandler
+
+PAGE_SIZE = 50
+FILTERS = ("q", "status", "validationStatus", "certStatus", "tag")
+
+
+class PortalHandler(PageHandler):
+    def member(self, roles: Collection[str] | None = None) -> Principal:
+        """The signed-in member; 403 when their role may not do this."""
+        assert self.principal is not None  # @authenticated ran first
+        if roles is not None and self.principal.role not in roles:
+            raise HTTPError(403)
+        return self.principal
+
+    def domain_row(self, domain_id: str):
+        try:
+            return domains.load(self.services, self.member().workspace, uuid.UUID(domain_id))
+        except (ValueError, NotFound):
+            raise HTTPError(404) from None
+
+
+class DomainsPage(PortalHandler):
+    """The workspace's domains: search, filters and paging (the domain query underneath)."""
+
+    @authenticated
+    async def get(self) -> None:
+        principal = self.member()
+        args = {name: self.get_argument(name, "").strip() for name in FILTERS}
+        request = domain_query.QueryDomains(
+            q=args["q"] or None,
+            status=args["status"] or None,
+            validation_status=args["validationStatus"] or None,
+            cert_status=args["certStatus"] or None,
+            tags=[args["tag"]] if args["tag"] else None,
+            page=domain_query.Page(limit=PAGE_SIZE, cursor=self.get_argument("cursor", None)),
+        )
+        try:
+            page = domain_query.query(self.services, workspace=principal.workspace, request=request)
+        except ApiError as exc:
+            self.set_status(400)
+            page, error = domain_query.DomainPage(items=[], total=0), exc.message
+        else:
+            error = None
+        next_link = None
+        if page.next_cursor:
+            next_link = "/domains?" + urlencode({**{k: v for k, v in args.items() if v}, "cursor": page.next_cursor})
+        self.render_page("domains.html", page=page, args=args, next_link=next_link, error=error,
+                         can_write=principal.role in WRITERS, add_error=None, apex="")
+
+    @authenticated
+    async def post(self) -> None:
+        """Add a domain, then show its DNS page."""
+        principal = self.member(WRITERS)
+        apex = self.get_body_argument("apex", "")
+        try:
+            domain = await domains.create(self.services, workspace=principal.workspace, request=domains.CreateDomain(apex=apex))
+        except ApiError as exc:
+            self.set_status(exc.status)
+            message = "; ".join(p for ps in getattr(exc, "field_errors", {}).values() for p in ps) or exc.message
+            page = domain_query.query(self.services, workspace=principal.workspace, request=domain_query.QueryDomains())
+            self.render_page("domains.html", page=page, args=dict.fromkeys(FILTERS, ""), next_link=None, error=None,
+                             can_write=True, add_error=message, apex=apex)
+            return
+        self.redirect(f"/site/{domain.id}/dns")
+
+
+class DnsPage(PortalHandler):
+    """``{portal_url}/site/<domain_id>/dns``: what to publish, and where things stand."""
+
+    @authenticated
+    async def get(self, domain_id: str) -> None:
+        row = self.domain_row(domain_id)
+        principal = self.member()
+        self.render_page(
+            "dns.html", domain=domains.present(row), dns=portal.dns_instructions(row),
+            can_write=principal.role in WRITERS,
+        )
+
+
+class CheckNow(PortalHandler):
+    """The "Check now" button: verify-delegation, which also starts or checks issuance."""
+
+    @authenticated
+    async def post(self, domain_id: str) -> None:
+        row = self.domain_row(domain_id)
+        principal = self.member(WRITERS)
+        result = await verification.verify(self.services, workspace=principal.workspace, domain_id=row.id)
+        self.flash(result.message)
+        self.redirect(f"/site/{row.id}/dns")
+
+
+class KeysPage(PortalHandler):
+    """API keys for owners and admins: list, create (the secret shown once), revoke."""
+
+    @authenticated
+    async def get(self) -> None:
+        principal = self.member(MANAGERS)
+        self.render_keys(principal, secret=None, error=None)
+
+    @authenticated
+    async def post(self) -> None:
+        principal = self.member(MANAGERS)
+        request = api_keys.CreateKeyRequest(
+            name=self.get_body_argument("name", "").strip(), scopes=self.get_body_arguments("scopes")
+        )
+        try:
+            _, secret = api_keys.create(self.services, workspace_id=principal.workspace_id, request=request)
+        except ApiError as exc:
+            self.set_status(exc.status)
+            message = "; ".join(p for ps in getattr(exc, "field_errors", {}).values() for p in ps) or exc.message
+            self.render_keys(principal, secret=None, error=message)
+            return
+        # Shown here once, never stored in clear: this answer is not cached (Cache-Control: no-store).
+        self.render_keys(principal, secret=secret, error=None)
+
+    def render_keys(self, principal: Principal, *, secret: str | None, error: str | None) -> None:
+        keys = api_keys.list_keys(self.services, workspace_id=principal.workspace_id)
+        self.render_page("keys.html", keys=keys, scopes=list(SCOPES), secret=secret, error=error)
+
+
+class RevokeKey(PortalHandler):
+    @authenticated
+    async def post(self, key_id: str) -> None:
+        principal = self.member(MANAGERS)
+        try:
+            api_keys.revoke(self.services, workspace_id=principal.workspace_id, key_id=uuid.UUID(key_id))
+        except (ValueError, NotFound):
+            raise HTTPError(404) from None
+        self.flash("The key was revoked; requests using it now fail.")
+        self.redirect("/account/keys")
+
+
+routes = [
+    (r"/domains", DomainsPage),
+    (r"/site/([^/]+)/dns", DnsPage),
+    (r"/site/([^/]+)/dns/check", CheckNow),
+    (r"/account/keys", KeysPage),
+    (r"/account/keys/([^/]+)/revoke", RevokeKey),
+]

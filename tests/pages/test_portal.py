@@ -1,0 +1,282 @@
+"""The portal pages over HTTP, as a browser without JavaScript uses them (cookies kept, forms
+posted with their XSRF token). The headless-browser walk lives in tests/browser/."""
+
+from __future__ import annotations
+
+import re
+from http.cookies import SimpleCookie
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import attrs
+import pytest
+from tornado.httpclient import HTTPRequest
+from tornado.web import create_signed_value
+
+from core.config import ServerConfig
+
+SESSION = "cps_session"
+
+
+class Browser:
+    """Keeps cookies across requests and posts forms with the page's XSRF token."""
+
+    def __init__(self, http_client, base_url: str) -> None:
+        self.client = http_client
+        self.base = base_url
+        self.cookies: dict[str, str] = {}
+
+    async def request(self, method: str, path: str, form: dict | None = None):
+        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
+        body = None
+        if method == "POST":
+            fields = dict(form or {})
+            fields.setdefault("_xsrf", self.cookies.get("_xsrf", ""))
+            body = urlencode(fields, doseq=True)
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        url = path if path.startswith("http") else self.base + path
+        response = await self.client.fetch(
+            HTTPRequest(url, method=method, body=body, headers=headers, follow_redirects=False), raise_error=False
+        )
+        for header in response.headers.get_list("Set-Cookie"):
+            for name, morsel in SimpleCookie(header).items():
+                if morsel.value and "expires=Thu, 01 Jan 1970" not in header.replace("expires=thu", "expires=Thu"):
+                    self.cookies[name] = morsel.value
+                else:
+                    self.cookies.pop(name, None)
+        return response
+
+    async def get(self, path: str):
+        return await self.request("GET", path)
+
+    async def post(self, path: str, form: dict | None = None):
+        if "_xsrf" not in self.cookies:
+            await self.get("/")  # any page sets the XSRF cookie
+        return await self.request("POST", path, form)
+
+
+@pytest.fixture
+def browser(http_client, base_url):
+    return Browser(http_client, base_url)
+
+
+def sign_in(browser: Browser, services, actor) -> None:
+    """A session cookie holding the actor's ID token, signed as the portal signs it."""
+    secret = services.keyring.subkey("cookie").hex()
+    browser.cookies[SESSION] = create_signed_value(secret, SESSION, actor.token).decode()
+
+
+async def new_domain(api, actor, apex="shop.example.com"):
+    return (await api.post("/v1/domains", {"apex": apex}, token=actor.token)).body
+
+
+class TestHome:
+    """The root page and the sign-up form."""
+
+    @pytest.mark.gen_test
+    async def test_the_home_page_offers_sign_up_sign_in_and_the_api_document(self, browser):
+        r = await browser.get("/")
+        page = r.body.decode()
+        assert r.code == 200 and 'action="/signup"' in page and 'href="/login"' in page and "/v1/openapi.json" in page
+        assert 'name="_xsrf"' in page
+
+    @pytest.mark.gen_test
+    async def test_sign_up_creates_the_account_and_leads_to_the_dns_page_after_sign_in(self, browser, services):
+        r = await browser.post("/signup", {"email": "new@example.com", "domain": "shop.example.com"})
+        assert r.code == 200 and b"Welcome, new@example.com" in r.body
+        login = re.search(r'href="(/login\?[^"]+)"', r.body.decode()).group(1).replace("&amp;", "&")
+        params = parse_qs(urlsplit(login).query)
+        assert re.fullmatch(r"/site/[0-9a-f-]{36}/dns", params["next"][0]) and params["login_hint"] == ["new@example.com"]
+
+    @pytest.mark.gen_test
+    async def test_a_bad_hostname_is_shown_on_the_form(self, browser):
+        r = await browser.post("/signup", {"email": "new@example.com", "domain": "localhost"})
+        assert r.code == 400 and b'role="alert"' in r.body and b'value="new@example.com"' in r.body
+
+    @pytest.mark.gen_test
+    async def test_a_form_without_the_xsrf_token_is_refused(self, browser):
+        await browser.get("/")
+        r = await browser.request("POST", "/signup", {"email": "x@example.com", "domain": "x.example.com", "_xsrf": "forged"})
+        assert r.code == 403
+
+
+class TestSignIn:
+    """/login, /auth/callback and signing out."""
+
+    @pytest.mark.gen_test
+    async def test_a_signed_out_visitor_is_sent_to_sign_in_and_back(self, browser, api, world):
+        d = await new_domain(api, world.owner())
+        r = await browser.get(f"/site/{d['id']}/dns")
+        assert r.code == 302
+        assert r.headers["Location"] == "/login?" + urlencode({"next": f"/site/{d['id']}/dns"})
+
+    @pytest.mark.gen_test
+    async def test_a_callback_is_single_use(self, browser, services):
+        r = await browser.get("/login")
+        state = parse_qs(urlsplit(r.headers["Location"]).query)["state"][0]
+        pending = services.pending_signins.finish(state)  # as the first callback does
+        assert pending is not None
+        again = await browser.get(f"/auth/callback?code=x&state={state}")
+        assert again.code == 400 and b"already used" in again.body
+
+    @pytest.mark.gen_test
+    async def test_next_never_leaves_the_site(self, browser, services):
+        for target in ("//evil.example/", "https://evil.example/", "/\\evil.example"):
+            r = await browser.get("/login?" + urlencode({"next": target}))
+            state = parse_qs(urlsplit(r.headers["Location"]).query)["state"][0]
+            assert services.pending_signins.finish(state).next_path == "/domains"
+
+    @pytest.mark.gen_test
+    async def test_sign_out_ends_the_session(self, browser, services, world):
+        sign_in(browser, services, world.owner())
+        assert (await browser.get("/account")).code == 200
+        await browser.post("/logout")
+        assert (await browser.get("/account")).code == 302
+
+    @pytest.mark.gen_test
+    async def test_the_account_page_shows_the_token_to_copy(self, browser, services, world):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        page = (await browser.get("/account")).body.decode()
+        assert owner.token in page and "owner" in page
+
+
+class TestCookies:
+    """Cookie attributes."""
+
+    @pytest.fixture
+    def config(self, config):
+        return attrs.evolve(config, server=attrs.evolve(ServerConfig(), portal_url="https://portal.example.com"))
+
+    @pytest.mark.gen_test
+    async def test_the_sign_in_cookie_is_secure_httponly_and_samesite_when_the_portal_is_https(self, browser):
+        r = await browser.get("/login")
+        cookie = next(c for c in r.headers.get_list("Set-Cookie") if c.startswith("cps_signin="))
+        assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie
+
+
+class TestDomainsPage:
+    """/domains: list, search, add."""
+
+    @pytest.mark.gen_test
+    async def test_lists_the_workspaces_domains_only(self, browser, services, world, api):
+        owner = world.owner()
+        await new_domain(api, owner, "mine.example.com")
+        await new_domain(api, world.owner(), "theirs.example.com")
+        sign_in(browser, services, owner)
+        page = (await browser.get("/domains")).body.decode()
+        assert "mine.example.com" in page and "theirs.example.com" not in page
+
+    @pytest.mark.gen_test
+    async def test_search_filters(self, browser, services, world, api):
+        owner = world.owner()
+        await new_domain(api, owner, "alpha.example.com")
+        await new_domain(api, owner, "beta.example.com")
+        sign_in(browser, services, owner)
+        page = (await browser.get("/domains?q=alpha")).body.decode()
+        assert "alpha.example.com" in page and "beta.example.com" not in page
+
+    @pytest.mark.gen_test
+    async def test_adding_a_domain_shows_its_dns_page(self, browser, services, world):
+        sign_in(browser, services, world.owner())
+        r = await browser.post("/domains", {"apex": "new.example.com"})
+        assert r.code == 302 and re.fullmatch(r"/site/[0-9a-f-]{36}/dns", r.headers["Location"])
+
+    @pytest.mark.gen_test
+    async def test_read_only_may_not_add(self, browser, services, world):
+        owner = world.owner()
+        sign_in(browser, services, world.member(owner.workspace, "read_only"))
+        assert b'method="post" action="/domains"' not in (await browser.get("/domains")).body
+        assert (await browser.post("/domains", {"apex": "new.example.com"})).code == 403
+
+
+class TestDnsPage:
+    """/site/<id>/dns: both records, statuses, Check now."""
+
+    @pytest.mark.gen_test
+    async def test_shows_both_records_in_full_and_relative_to_the_zone(self, browser, services, world, api):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        sign_in(browser, services, owner)
+        page = (await browser.get(f"/site/{d['id']}/dns")).body.decode()
+        for record in (d["validation"]["delegation"], d["validation"]["ownership"]):
+            assert record["host"] in page and record["value"] in page
+        assert "_acme-challenge.shop</code>" in page and "_service-verify.shop</code>" in page
+        assert "example.com" in page and 'class="copy"' in page
+
+    @pytest.mark.gen_test
+    async def test_check_now_verifies_and_starts_issuance(self, browser, services, world, api, dns):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        dns.publish("_acme-challenge.shop.example.com", "CNAME", d["validation"]["delegation"]["value"])
+        dns.publish("_service-verify.shop.example.com", "TXT", d["validation"]["ownership"]["value"])
+        sign_in(browser, services, owner)
+        r = await browser.post(f"/site/{d['id']}/dns/check")
+        assert (r.code, r.headers["Location"]) == (302, f"/site/{d['id']}/dns")
+        page = (await browser.get(f"/site/{d['id']}/dns")).body.decode()
+        assert "Both DNS records are in place" in page  # the check's message, shown once
+        assert '<strong id="validation-status">verified</strong>' in page
+        assert '<strong id="cert-status">pending</strong>' in page
+
+    @pytest.mark.gen_test
+    async def test_a_failed_check_explains_what_dns_answered(self, browser, services, world, api):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        sign_in(browser, services, owner)
+        await browser.post(f"/site/{d['id']}/dns/check")
+        page = (await browser.get(f"/site/{d['id']}/dns")).body.decode()
+        assert "NXDOMAIN" in page and 'id="dns-diagnosis"' in page
+
+    @pytest.mark.gen_test
+    async def test_read_only_sees_but_may_not_check(self, browser, services, world, api):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        sign_in(browser, services, world.member(owner.workspace, "read_only"))
+        page = await browser.get(f"/site/{d['id']}/dns")
+        assert page.code == 200 and b"check-now" not in page.body
+        assert (await browser.post(f"/site/{d['id']}/dns/check")).code == 403
+
+    @pytest.mark.gen_test
+    async def test_another_workspaces_domain_is_not_found(self, browser, services, world, api):
+        d = await new_domain(api, world.owner())
+        sign_in(browser, services, world.owner())
+        assert (await browser.get(f"/site/{d['id']}/dns")).code == 404
+        assert (await browser.get("/site/not-a-uuid/dns")).code == 404
+
+
+class TestKeysPage:
+    """/account/keys for owners and admins."""
+
+    @pytest.mark.gen_test
+    async def test_a_new_key_is_shown_once(self, browser, services, world):
+        sign_in(browser, services, world.owner())
+        r = await browser.post("/account/keys", {"name": "ci", "scopes": ["domains:read", "domains:write"]})
+        secret = re.search(r'<code id="new-key">(ac_live_\w+)</code>', r.body.decode()).group(1)
+        listing = (await browser.get("/account/keys")).body.decode()
+        assert "ci" in listing and secret not in listing and secret[:16] in listing
+
+    @pytest.mark.gen_test
+    async def test_revoking_a_key(self, browser, services, world, api):
+        owner = world.owner()
+        secret = world.key(owner.workspace, ["*"])
+        sign_in(browser, services, owner)
+        key_id = (await api.get("/v1/api-keys", token=secret)).body[0]["id"]
+        assert (await browser.post(f"/account/keys/{key_id}/revoke")).code == 302
+        assert (await api.get("/v1/api-keys", token=secret)).status == 401
+
+    @pytest.mark.gen_test
+    async def test_an_operator_may_not_manage_keys(self, browser, services, world):
+        owner = world.owner()
+        sign_in(browser, services, world.member(owner.workspace, "operator"))
+        assert (await browser.get("/account/keys")).code == 403
+
+
+class TestHeaders:
+    """Every page: no framing, no referrer, no cache, a request id."""
+
+    @pytest.mark.gen_test
+    async def test_security_headers(self, browser):
+        for path in ("/", "/no-such-page"):
+            r = await browser.get(path)
+            assert r.headers["X-Frame-Options"] == "DENY" and "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+            assert r.headers["Referrer-Policy"] == "no-referrer" and r.headers["X-Content-Type-Options"] == "nosniff"
+            assert r.headers["X-Request-Id"] and r.headers["Cache-Control"] == "no-store"
