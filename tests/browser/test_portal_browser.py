@@ -1,0 +1,145 @@
+"""The portal in a real headless browser (Debian's Chromium, driven by Playwright; no browser is
+downloaded). The service runs as ``python app.py --config FILE`` with the built-in development
+identity provider, the sandbox provider, and the test DNS server as its resolver.
+
+The screenshots the README shows are taken here (tests/browser/screenshots/).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: Flags for a root user in a closed network (see the environment notes: no sandbox as root,
+#: no background connections that the network would refuse).
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def service(tmp_path, dns):
+    port = free_port()
+    config = tmp_path / "service.toml"
+    config.write_text(
+        f"""
+[server]
+port = {port}
+base_url = "http://127.0.0.1:{port}"
+portal_url = "http://127.0.0.1:{port}"
+[storage]
+path = "{tmp_path / 'service.sqlite3'}"
+secret_key_file = "{tmp_path / 'secret.key'}"
+[dns]
+nameservers = ["{dns.address}"]
+timeout_seconds = 0.5
+[provider.sandbox]
+activation_delay_seconds = 1.0
+"""
+    )
+    log = tmp_path / "service.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--config", str(config)], cwd=tmp_path,
+                                   stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            urllib.request.urlopen(base + "/", timeout=1)
+            break
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise RuntimeError("the service did not start:\n" + log.read_text()) from None
+            time.sleep(0.1)
+    yield base
+    process.terminate()
+    process.wait(10)
+
+
+@pytest.fixture
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = chromium.new_context(viewport={"width": 1000, "height": 1300})
+        yield context
+        chromium.close()
+
+
+class TestFromSignUpToAnActiveCertificate:
+    """What a new user does in the browser."""
+
+    def test_sign_up_sign_in_publish_check_and_see_the_certificate_active(self, service, browser, dns):
+        browser.grant_permissions(["clipboard-read", "clipboard-write"], origin=service)
+        page = browser.new_page()
+        page.goto(service + "/")
+        page.fill("input[name=email]", "me@shop-owner.com")
+        page.fill("input[name=domain]", "shop.example.com")
+        page.click("button:has-text('Sign up')")
+        page.wait_for_selector("text=Welcome, me@shop-owner.com")
+        page.click("a.button:has-text('Sign in')")
+        # The development identity provider's form, with the e-mail already filled in.
+        assert page.input_value("input[name=email]") == "me@shop-owner.com"
+        page.click("button:has-text('Sign in')")
+        page.wait_for_url("**/site/*/dns")
+        assert page.inner_text("#validation-status") == "pending"
+
+        # Copy both values as a person would, and publish them at "their DNS host".
+        page.click("button[data-copy-from=delegation-value]")
+        cname = page.evaluate("navigator.clipboard.readText()")
+        assert cname == page.inner_text("#delegation-value")
+        page.click("button[data-copy-from=ownership-value]")
+        txt = page.evaluate("navigator.clipboard.readText()")
+        assert page.inner_text("#delegation-relative") == "_acme-challenge.shop"
+        dns.publish(page.inner_text("#delegation-host"), "CNAME", cname)
+        dns.publish(page.inner_text("#ownership-host"), "TXT", txt)
+
+        page.click("#check-now")
+        page.wait_for_selector(".flash")
+        assert page.inner_text("#validation-status") == "verified"
+        assert page.inner_text("#cert-status") == "pending"
+
+        time.sleep(1.1)  # the sandbox activates after provider.sandbox.activation_delay_seconds
+        page.click("#check-now")
+        page.wait_for_selector("#cert-status:has-text('active')")
+        assert "Sandbox CA" in page.inner_text("#cert-summary")
+        SCREENSHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "dns-page.png"), full_page=True)
+
+    def test_a_signed_out_visitor_to_the_dns_page_signs_in_and_comes_back(self, service, browser):
+        page = browser.new_page()
+        page.goto(service + "/")
+        page.fill("input[name=email]", "back@shop-owner.com")
+        page.fill("input[name=domain]", "back.example.com")
+        page.click("button:has-text('Sign up')")
+        portal_path = page.get_attribute("a.button:has-text('Sign in')", "href")
+        fresh = browser.browser.new_context()
+        try:
+            visitor = fresh.new_page()
+            target = service + "/site/" + portal_path.split("%2Fsite%2F")[1].split("%2Fdns")[0] + "/dns"
+            visitor.goto(target)
+            visitor.fill("input[name=email]", "back@shop-owner.com")
+            visitor.click("button:has-text('Sign in')")
+            visitor.wait_for_url(target)
+            assert "back.example.com" in visitor.inner_text("h1")
+        finally:
+            fresh.close()
