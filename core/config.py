@@ -208,6 +208,31 @@ class RateLimitsConfig:
 
 
 @attrs.frozen
+class SmtpConfig:
+    """Outgoing e-mail (verification-link reminders), sent with the standard library's smtplib."""
+
+    host: str = ""
+    "SMTP server; empty means e-mail is not configured (reminders answer 409 ``smtp_not_configured``)."
+    port: int = attrs.field(default=587, validator=_check("smtp.port", lambda p: 0 < p < 65536, "must be 1 to 65535"))
+    "Submission port; STARTTLS upgrades the connection when ``starttls`` is true."
+    username: str = ""
+    "Login name; empty means no login."
+    password: str = ""
+    "Password of ``username``."
+    from_address: str = attrs.field(default="certificates@localhost", validator=_check("smtp.from_address", lambda v: "@" in v and v.isprintable() and " " not in v, "must be an e-mail address"))
+    "The From: address of every message."
+    starttls: bool = True
+    "Upgrade with STARTTLS before anything else (certificate verified; ``[network] ca_bundle`` trusted too)."
+    timeout_seconds: float = attrs.field(default=10.0, validator=_check("smtp.timeout_seconds", _positive, "must be positive"))
+    "Connect timeout, and the limit on each SMTP command."
+
+    def __attrs_post_init__(self) -> None:
+        if self.username and not self.starttls and self.host and not is_loopback(self.host):
+            # smtplib would send the password in clear across the network.
+            raise ConfigError("smtp.starttls: must be true when smtp.username is set, unless smtp.host is a loopback address")
+
+
+@attrs.frozen
 class Config:
     server: ServerConfig = attrs.Factory(ServerConfig)
     storage: StorageConfig = attrs.Factory(StorageConfig)
@@ -218,6 +243,7 @@ class Config:
     network: NetworkConfig = attrs.Factory(NetworkConfig)
     site_scan: SiteScanConfig = attrs.Factory(SiteScanConfig)
     rate_limits: RateLimitsConfig = attrs.Factory(RateLimitsConfig)
+    smtp: SmtpConfig = attrs.Factory(SmtpConfig)
 
     def __attrs_post_init__(self) -> None:
         if self.oidc.issuer and not self.oidc.client_id:

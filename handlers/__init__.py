@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from handlers import api_keys, auth, certificates, clients, domains, meta, pages, portal, team, webhooks
+from handlers import (
+    api_keys,
+    auth,
+    certificates,
+    clients,
+    domains,
+    meta,
+    pages,
+    portal,
+    site_scan,
+    team,
+    verification_links,
+    webhooks,
+)
 from handlers.base import ApiNotFoundHandler
 
 routes = [
@@ -14,6 +27,8 @@ routes = [
     *clients.routes,
     *team.routes,
     *webhooks.routes,
+    *verification_links.routes,
+    *site_scan.routes,
     *pages.routes,
     *portal.routes,
     # Last: unknown /v1/ paths get the JSON 404 envelope; other paths an HTML page.

@@ -23,6 +23,7 @@ from store.idempotency import IdempotencyRepo
 from store.migrations import apply_migrations
 from store.outbox import OutboxRepo
 from store.team import TeamRepo
+from store.verification_links import VerificationLinkRepo
 from store.webhooks import WebhookRepo
 
 
@@ -50,6 +51,7 @@ class Store:
         self.idempotency = IdempotencyRepo(self.db)
         self.outbox = OutboxRepo(self.db)
         self.team = TeamRepo(self.db)
+        self.verification_links = VerificationLinkRepo(self.db)
         self.webhooks = WebhookRepo(self.db)
         apply_migrations(self)
 

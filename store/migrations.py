@@ -276,6 +276,28 @@ MIGRATIONS: list[Migration] = [
             ) WITHOUT ROWID""",
         ],
     ),
+    (
+        6,
+        "verification links",
+        [
+            # The token is kept as an HMAC (lookup) and AES-GCM encrypted (shown again in lists);
+            # never in clear. A link goes with its domain.
+            """CREATE TABLE verification_links (
+                id TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                domain_id TEXT NOT NULL REFERENCES domains(id) ON DELETE CASCADE,
+                token_hash TEXT NOT NULL UNIQUE,
+                token_ciphertext TEXT NOT NULL,
+                recipient_email TEXT,
+                created_at TEXT NOT NULL,
+                expires_at TEXT NOT NULL,
+                last_reminded_at TEXT,
+                revoked_at TEXT
+            )""",
+            "CREATE INDEX verification_links_workspace ON verification_links(workspace_id, created_at)",
+            "CREATE INDEX verification_links_domain ON verification_links(domain_id, created_at)",
+        ],
+    ),
 ]
 
 

@@ -239,3 +239,23 @@ class WebhookAttempt:
     duration_ms: int
     status_code: int | None = None
     error: str | None = None
+
+
+@attrs.frozen
+class VerificationLinkRow:
+    """A shareable verification link as stored; core/verification_links.py shapes it for the API."""
+
+    id: uuid.UUID
+    workspace_id: uuid.UUID
+    domain_id: uuid.UUID
+    apex: str
+    "The domain's hostname (joined in, not a column of the link)."
+    token_hash: str
+    "HMAC-SHA256 of the token under a subkey of the secret key file: the lookup key."
+    token_ciphertext: str
+    "The token, AES-GCM encrypted under another subkey and bound to this link's id."
+    created_at: dt.datetime
+    expires_at: dt.datetime
+    recipient_email: str | None = None
+    last_reminded_at: dt.datetime | None = None
+    revoked_at: dt.datetime | None = None

@@ -1,0 +1,315 @@
+"""Shareable verification links: a DNS administrator sees both records and verifies, no account.
+
+A link's token (``vl_`` + 43 URL-safe characters, 256 random bits) is a credential for exactly
+two things: reading the domain's records and statuses, and running verify-delegation (which may
+start issuance). It is stored twice, never in clear: an HMAC-SHA256 under a subkey of the secret
+key file to find the link (so a lookup compares keyed digests, not the token, and a copy of the
+database cannot confirm a guessed token), and AES-GCM encrypted under another subkey, bound to
+the link's id, so that listing can show the URL again (the spec says listing returns URLs; that is
+why listing needs ``domains:read`` on top of both write scopes).
+
+A link is ``active`` until ``expiresAt`` (1 to 30 days after creation, 7 by default) or until it
+is revoked. A dead link answers 410 with a code saying which (``link_expired``,
+``link_revoked``); an unknown token 404.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+import logging
+import re
+import secrets
+import uuid
+from typing import TYPE_CHECKING
+
+import attrs
+
+from core import domains, mail, verification
+from core.accounts import valid_email
+from core.domains import CertSummary, Validation, delegation_record, ownership_record
+from core.errors import ApiError, Conflict, NotFound, UpstreamError, ValidationError
+from core.verification import VerifyResult
+from store.records import DomainRow, VerificationLinkRow, Workspace
+
+if TYPE_CHECKING:
+    from core.services import Services
+
+log = logging.getLogger(__name__)
+
+TOKEN_PREFIX = "vl_"
+_TOKEN_SHAPE = re.compile(r"vl_[A-Za-z0-9_-]{43}")
+_HASH_PURPOSE = "verification-link"
+_TOKEN_PURPOSE = "verification-link-token"
+DEFAULT_DAYS = 7
+MIN_DAYS = 1
+MAX_DAYS = 30
+STATUSES = ("active", "expired", "revoked")
+
+
+class LinkGone(ApiError):
+    """410: a link that existed but no longer works; ``code`` says why."""
+
+    status = 410
+    code = "link_gone"
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+@attrs.frozen
+class CreateLink:
+    domain_id: uuid.UUID
+    recipient_email: str | None = None
+    expires_in_days: int | None = None
+
+
+@attrs.frozen
+class VerificationLink:
+    """A link as its workspace sees it."""
+
+    id: uuid.UUID
+    domain_id: uuid.UUID
+    apex: str
+    url: str
+    "``{portal_url}/verify/<token>``: whoever holds it can see the records and verify."
+    created_at: dt.datetime
+    expires_at: dt.datetime
+    status: str
+    recipient_email: str | None = None
+    last_reminded_at: dt.datetime | None = None
+    revoked_at: dt.datetime | None = None
+
+
+@attrs.frozen
+class PublicView:
+    """What a link's holder sees: the records and the statuses, nothing else of the workspace."""
+
+    apex: str
+    expires_at: dt.datetime
+    validation: Validation
+    cert: CertSummary
+    ops_status: str
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def _digest(services: Services, token: str) -> str:
+    return services.keyring.mac(_HASH_PURPOSE, token)
+
+
+def _token_of(services: Services, row: VerificationLinkRow) -> str:
+    return services.keyring.decrypt(_TOKEN_PURPOSE, row.token_ciphertext, bound_to=str(row.id))
+
+
+def url_for(services: Services, token: str) -> str:
+    return f"{services.config.server.portal_url.rstrip('/')}/verify/{token}"
+
+
+def status_of(row: VerificationLinkRow, now: dt.datetime) -> str:
+    if row.revoked_at is not None:
+        return "revoked"
+    return "expired" if now >= row.expires_at else "active"
+
+
+def present(services: Services, row: VerificationLinkRow) -> VerificationLink:
+    return VerificationLink(
+        id=row.id,
+        domain_id=row.domain_id,
+        apex=row.apex,
+        url=url_for(services, _token_of(services, row)),
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        status=status_of(row, services.clock.now()),
+        recipient_email=row.recipient_email,
+        last_reminded_at=row.last_reminded_at,
+        revoked_at=row.revoked_at,
+    )
+
+
+def _load(services: Services, workspace_id: uuid.UUID, link_id: uuid.UUID) -> VerificationLinkRow:
+    row = services.store.verification_links.get(workspace_id, link_id)
+    if row is None:
+        raise NotFound("Verification link not found.")
+    return row
+
+
+def _domain(services: Services, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> DomainRow:
+    row = services.store.domains.get(workspace_id, domain_id)
+    if row is None:
+        raise NotFound("Domain not found.")
+    return row
+
+
+# --- the workspace's side -----------------------------------------------------------------------
+
+
+def create(services: Services, *, workspace: Workspace, request: CreateLink) -> VerificationLink:
+    errors: dict[str, list[str]] = {}
+    days = DEFAULT_DAYS if request.expires_in_days is None else request.expires_in_days
+    if not MIN_DAYS <= days <= MAX_DAYS:
+        errors["expiresInDays"] = [f"Must be {MIN_DAYS} to {MAX_DAYS} days (got {days})"]
+    email = request.recipient_email.strip() if request.recipient_email is not None else None
+    if email is not None and not valid_email(email):
+        errors["recipientEmail"] = ["Must be an e-mail address"]
+    if errors:
+        raise ValidationError(field_errors=errors)
+    now = services.clock.now()
+    link_id = uuid.uuid4()
+    token = new_token()
+    with services.store.transaction():
+        domain = _domain(services, workspace.id, request.domain_id)
+        row = VerificationLinkRow(
+            id=link_id,
+            workspace_id=workspace.id,
+            domain_id=domain.id,
+            apex=domain.apex,
+            token_hash=_digest(services, token),
+            token_ciphertext=services.keyring.encrypt(_TOKEN_PURPOSE, token, bound_to=str(link_id)),
+            recipient_email=email,
+            created_at=now,
+            expires_at=now + dt.timedelta(days=days),
+        )
+        services.store.verification_links.insert(row)
+    return present(services, row)
+
+
+def list_links(services: Services, *, workspace: Workspace, domain_id: uuid.UUID | None = None) -> list[VerificationLink]:
+    """The workspace's links, newest first; with ``domain_id``, that domain's (404 if unknown)."""
+    if domain_id is not None:
+        _domain(services, workspace.id, domain_id)
+    return [present(services, row) for row in services.store.verification_links.list(workspace.id, domain_id)]
+
+
+def revoke(services: Services, *, workspace: Workspace, link_id: uuid.UUID) -> None:
+    """Revoke a link at once; revoking it again changes nothing."""
+    with services.store.transaction():
+        _load(services, workspace.id, link_id)
+        services.store.verification_links.revoke(link_id, services.clock.now())
+
+
+def _human_time(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def reminder_text(services: Services, *, workspace: Workspace, domain: DomainRow, link: VerificationLinkRow) -> str:
+    """The plain-text reminder: both records, the link and its expiry; no other secret."""
+    records = []
+    for number, record in enumerate((delegation_record(domain), ownership_record(domain)), start=1):
+        records.append(
+            f"{number}. Type:  {record.type}\n"
+            f"   Host:  {record.host}\n"
+            f"   Value: {record.value}\n"
+            f"   TTL:   {record.ttl}"
+        )
+    owner = services.store.accounts.owner_email(workspace.id)
+    on_behalf = f"{owner}, owner of the workspace \"{workspace.name}\"" if owner else f"the owner of the workspace \"{workspace.name}\""
+    return (
+        "Hello,\n\n"
+        f"To get a TLS certificate for {domain.apex}, please publish these two DNS records at the DNS\n"
+        "host of the domain (the host names are complete; some DNS hosts want only the part before\n"
+        f"the zone name):\n\n"
+        + "\n\n".join(records)
+        + "\n\n"
+        "Once both are published, open this link to check them and start the certificate (no account\n"
+        "needed):\n\n"
+        f"{url_for(services, _token_of(services, link))}\n\n"
+        f"The link works until {_human_time(link.expires_at)}. Anyone who has it can see these records and run the\n"
+        "check, so do not forward it further.\n\n"
+        f"This message was sent on behalf of {on_behalf}.\n"
+        "If you did not expect it, ask them before changing DNS.\n"
+    )
+
+
+async def remind(services: Services, *, workspace: Workspace, link_id: uuid.UUID) -> VerificationLink:
+    """E-mail the link to its recipient, then record ``lastRemindedAt``."""
+    link = _load(services, workspace.id, link_id)
+    smtp = services.config.smtp
+    if not mail.configured(smtp):
+        raise Conflict(
+            "smtp_not_configured",
+            "E-mail is not configured on this service ([smtp] host is empty); share the link's URL yourself.",
+        )
+    status = status_of(link, services.clock.now())
+    if status != "active":
+        raise Conflict("link_not_active", f"This link is {status}; create a new link to send one.")
+    if not link.recipient_email:
+        raise Conflict(
+            "no_recipient", "This link has no recipientEmail; create a link with one, or share its URL yourself."
+        )
+    domain = _domain(services, workspace.id, link.domain_id)
+    message = mail.new_message(
+        smtp,
+        to=link.recipient_email,
+        subject=f"DNS records needed for {domain.apex}",
+        body=reminder_text(services, workspace=workspace, domain=domain, link=link),
+        date=services.clock.now(),
+        reply_to=services.store.accounts.owner_email(workspace.id),
+    )
+    try:
+        await mail.send(smtp, message, ca_bundle=services.config.network.ca_bundle)
+    except mail.MailError as exc:
+        log.warning("verification link %s: reminder not sent: %s", link.id, exc)
+        raise UpstreamError(str(exc)) from None
+    log.info("verification link %s: reminder sent", link.id)
+    with services.store.transaction():
+        _load(services, workspace.id, link_id)  # deleted meanwhile (with its domain): 404
+        services.store.verification_links.set_reminded(link_id, services.clock.now())
+        link = _load(services, workspace.id, link_id)
+    return present(services, link)
+
+
+# --- the link holder's side ---------------------------------------------------------------------
+
+
+def _unknown() -> NotFound:
+    return NotFound(
+        "This verification link does not exist. Check that the whole link was copied, or ask the "
+        "domain's owner for a new one."
+    )
+
+
+def resolve(services: Services, token: str) -> VerificationLinkRow:
+    """The live link behind a token: 404 when unknown, 410 when expired or revoked."""
+    if not _TOKEN_SHAPE.fullmatch(token):
+        raise _unknown()
+    digest = _digest(services, token)
+    row = services.store.verification_links.by_hash(digest)
+    # Found by its keyed digest; compared again in constant time all the same.
+    if row is None or not hmac.compare_digest(row.token_hash, digest):
+        raise _unknown()
+    status = status_of(row, services.clock.now())
+    if status == "revoked":
+        raise LinkGone(
+            "link_revoked",
+            f"This verification link for {row.apex} was revoked by the domain's owner. Ask them for a new one.",
+        )
+    if status == "expired":
+        raise LinkGone(
+            "link_expired",
+            f"This verification link for {row.apex} expired on {_human_time(row.expires_at)}. Ask the domain's "
+            "owner for a new one.",
+        )
+    return row
+
+
+def view(services: Services, token: str) -> PublicView:
+    link = resolve(services, token)
+    domain = domains.present(_domain(services, link.workspace_id, link.domain_id))
+    return PublicView(
+        apex=domain.apex, expires_at=link.expires_at, validation=domain.validation, cert=domain.cert,
+        ops_status=domain.ops_status,
+    )
+
+
+async def verify(services: Services, token: str) -> VerifyResult:
+    """verify-delegation for the link's domain: checks DNS and may start issuance."""
+    link = resolve(services, token)
+    workspace = services.store.accounts.get_workspace(link.workspace_id)
+    if workspace is None:  # the workspace went with everything in it
+        raise _unknown()
+    log.info("verification link %s: verify", link.id)
+    return await verification.verify(services, workspace=workspace, domain_id=link.domain_id)

@@ -1,0 +1,92 @@
+"""``/v1/verification-links`` (the workspace's side) and ``/v1/public/verification-links`` (the
+link holder's side, no bearer: the token in the path is the credential)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from core import verification_links
+from core.errors import NotFound, ValidationError
+from core.scopes import WRITERS
+from handlers.base import ApiHandler, parse_id, require
+
+#: Creating and reminding need both write scopes (spec, Authentication rule 2) ...
+LINK_SCOPES = ("domains:write", "certificates:write")
+#: ... and listing needs domains:read too, since the listed URLs grant verification and issuance.
+LIST_SCOPES = ("domains:write", "certificates:write", "domains:read")
+
+_TOKEN_IN_PATH = re.compile(r"^(/v1/public/verification-links/)[^/]+")
+
+
+class LinkListHandler(ApiHandler):
+    @require(scopes=LIST_SCOPES, roles=WRITERS)
+    async def get(self) -> None:
+        raw = self.get_query_argument("domainId", None)
+        domain_id = None
+        if raw is not None:
+            try:
+                domain_id = uuid.UUID(raw)
+            except ValueError:
+                raise ValidationError.field("domainId", "Invalid uuid") from None
+        self.send_json(verification_links.list_links(self.services, workspace=self.principal.workspace, domain_id=domain_id))
+
+    @require(scopes=LINK_SCOPES, roles=WRITERS)
+    async def post(self) -> None:
+        request = self.body(verification_links.CreateLink)
+        link = verification_links.create(self.services, workspace=self.principal.workspace, request=request)
+        self.send_json(link, status=201)
+
+
+class LinkRemindHandler(ApiHandler):
+    @require(scopes=LINK_SCOPES, roles=WRITERS)
+    async def post(self, link_id: str) -> None:
+        link = await verification_links.remind(
+            self.services, workspace=self.principal.workspace, link_id=parse_id(link_id, "Verification link")
+        )
+        self.send_json(link)
+
+
+class LinkRevokeHandler(ApiHandler):
+    @require(scopes=LINK_SCOPES, roles=WRITERS)
+    async def post(self, link_id: str) -> None:
+        verification_links.revoke(
+            self.services, workspace=self.principal.workspace, link_id=parse_id(link_id, "Verification link")
+        )
+        self.send_empty()
+
+
+class _PublicHandler(ApiHandler):
+    async def prepare(self) -> None:
+        # The token is a credential: the access log (which shows the path) must not hold it.
+        # The rate limiter reads the path too, and the redacted one keeps its bucket's prefix.
+        self.request.path = _TOKEN_IN_PATH.sub(r"\1<token>", self.request.path)
+        await super().prepare()
+
+
+class PublicLinkHandler(_PublicHandler):
+    async def get(self, token: str) -> None:
+        self.send_json(verification_links.view(self.services, token))
+
+
+class PublicLinkVerifyHandler(_PublicHandler):
+    async def post(self, token: str) -> None:
+        self.send_json(await verification_links.verify(self.services, token))
+
+
+class PublicLinkNotFoundHandler(_PublicHandler):
+    """Any other path under a token: the JSON 404, with the token kept out of the log here too."""
+
+    async def prepare(self) -> None:
+        await super().prepare()
+        raise NotFound(f"No endpoint {self.request.method} {self.request.path}.")
+
+
+routes = [
+    (r"/v1/verification-links", LinkListHandler),
+    (r"/v1/verification-links/([^/]+)/remind", LinkRemindHandler),
+    (r"/v1/verification-links/([^/]+)/revoke", LinkRevokeHandler),
+    (r"/v1/public/verification-links/([^/]+)", PublicLinkHandler),
+    (r"/v1/public/verification-links/([^/]+)/verify", PublicLinkVerifyHandler),
+    (r"/v1/public/verification-links/.+", PublicLinkNotFoundHandler),
+]

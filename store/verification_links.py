@@ -1,0 +1,75 @@
+"""Verification links: the keyed hash and the encrypted copy of each token, never the token."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+import sqlite_utils
+
+from store._rows import from_ts, select, ts, uid
+from store.records import VerificationLinkRow
+
+_SELECT = """SELECT verification_links.*, domains.apex AS apex
+             FROM verification_links JOIN domains ON domains.id = verification_links.domain_id"""
+
+
+def _link(r: dict[str, Any]) -> VerificationLinkRow:
+    return VerificationLinkRow(
+        id=uuid.UUID(r["id"]),
+        workspace_id=uuid.UUID(r["workspace_id"]),
+        domain_id=uuid.UUID(r["domain_id"]),
+        apex=r["apex"],
+        token_hash=r["token_hash"],
+        token_ciphertext=r["token_ciphertext"],
+        recipient_email=r["recipient_email"],
+        created_at=from_ts(r["created_at"]),
+        expires_at=from_ts(r["expires_at"]),
+        last_reminded_at=from_ts(r["last_reminded_at"]),
+        revoked_at=from_ts(r["revoked_at"]),
+    )
+
+
+class VerificationLinkRepo:
+    def __init__(self, db: sqlite_utils.Database) -> None:
+        self.db = db
+
+    def insert(self, link: VerificationLinkRow) -> None:
+        self.db.execute(
+            """INSERT INTO verification_links (id, workspace_id, domain_id, token_hash, token_ciphertext,
+                   recipient_email, created_at, expires_at, last_reminded_at, revoked_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [uid(link.id), uid(link.workspace_id), uid(link.domain_id), link.token_hash, link.token_ciphertext,
+             link.recipient_email, ts(link.created_at), ts(link.expires_at), ts(link.last_reminded_at),
+             ts(link.revoked_at)],
+        )
+
+    def get(self, workspace_id: uuid.UUID, link_id: uuid.UUID) -> VerificationLinkRow | None:
+        """A link of this workspace; another workspace's link is as good as missing."""
+        rows = select(
+            self.db, f"{_SELECT} WHERE verification_links.id = ? AND verification_links.workspace_id = ?",
+            [uid(link_id), uid(workspace_id)],
+        )
+        return _link(rows[0]) if rows else None
+
+    def by_hash(self, token_hash: str) -> VerificationLinkRow | None:
+        rows = select(self.db, f"{_SELECT} WHERE verification_links.token_hash = ?", [token_hash])
+        return _link(rows[0]) if rows else None
+
+    def list(self, workspace_id: uuid.UUID, domain_id: uuid.UUID | None = None) -> list[VerificationLinkRow]:
+        """Newest first; links made in the same millisecond in reverse order of insertion."""
+        sql, params = f"{_SELECT} WHERE verification_links.workspace_id = ?", [uid(workspace_id)]
+        if domain_id is not None:
+            sql, params = sql + " AND verification_links.domain_id = ?", [*params, uid(domain_id)]
+        rows = select(self.db, sql + " ORDER BY verification_links.created_at DESC, verification_links.rowid DESC", params)
+        return [_link(r) for r in rows]
+
+    def set_reminded(self, link_id: uuid.UUID, at: dt.datetime) -> None:
+        self.db.execute("UPDATE verification_links SET last_reminded_at = ? WHERE id = ?", [ts(at), uid(link_id)])
+
+    def revoke(self, link_id: uuid.UUID, at: dt.datetime) -> None:
+        """Mark a link revoked; one revoked already keeps its first ``revoked_at``."""
+        self.db.execute(
+            "UPDATE verification_links SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [ts(at), uid(link_id)]
+        )
