@@ -15,9 +15,8 @@ from collections import OrderedDict
 
 import attrs
 
-from core.domains import DnsRecord, delegation_record, ownership_record
+from core.domains import DnsRecord, Validation
 from core.hostnames import relative_name, zone_of
-from store.records import DomainRow
 
 SIGNIN_SECONDS = 600
 MAX_PENDING = 10_000
@@ -86,6 +85,7 @@ def _view(record: DnsRecord, zone: str) -> RecordView:
                       value=record.value, ttl=record.ttl)
 
 
-def dns_instructions(row: DomainRow) -> DnsInstructions:
-    zone = zone_of(row.apex)
-    return DnsInstructions(zone=zone, delegation=_view(delegation_record(row), zone), ownership=_view(ownership_record(row), zone))
+def dns_instructions(apex: str, validation: Validation) -> DnsInstructions:
+    """The two records of a domain as its DNS page and its public verification page show them."""
+    zone = zone_of(apex)
+    return DnsInstructions(zone=zone, delegation=_view(validation.delegation, zone), ownership=_view(validation.ownership, zone))

@@ -1,16 +1,19 @@
 """The access log: one scrubbed line per request.
 
 Only the path is logged, never the query string, headers or body, so bearer tokens, codes and
-secrets cannot leak into logs.
+secrets cannot leak into logs; verification-link tokens, which travel in paths (the public API and
+the public page), are replaced before the path is written.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 
 from tornado.web import RequestHandler
 
 access_log = logging.getLogger("access")
+_LINK_TOKEN = re.compile(r"vl_[A-Za-z0-9_-]+")
 
 
 def log_request(handler: RequestHandler) -> None:
@@ -29,7 +32,7 @@ def log_request(handler: RequestHandler) -> None:
         "%d %s %s (%s@%s) %.1fms rid=%s",
         status,
         handler.request.method,
-        handler.request.path,
+        _LINK_TOKEN.sub("vl_<redacted>", handler.request.path),
         who,
         ip,
         1000.0 * handler.request.request_time(),

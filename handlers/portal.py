@@ -1,4 +1,5 @@
-"""The signed-in portal: domains, the DNS instructions page with "Check now", and API keys.
+"""The portal: domains, the DNS instructions page with "Check now" and "Share", API keys, and the
+public page a verification link opens for a DNS administrator (no account).
 
 Roles apply as in the API: every member sees; owner, admin and operator check and add domains;
 owners and admins manage API keys. Another workspace's domain is a 404 page. Actions are POST
@@ -13,7 +14,7 @@ from urllib.parse import urlencode
 
 from tornado.web import HTTPError, authenticated
 
-from core import api_keys, domain_query, domains, portal, verification
+from core import api_keys, domain_query, domains, portal, verification, verification_links
 from core.auth import Principal
 from core.errors import ApiError, NotFound
 from core.scopes import MANAGERS, SCOPES, WRITERS
@@ -90,9 +91,13 @@ class DnsPage(PortalHandler):
     async def get(self, domain_id: str) -> None:
         row = self.domain_row(domain_id)
         principal = self.member()
+        domain = domains.present(row)
+        can_write = principal.role in WRITERS
+        # read_only may not retrieve link capabilities (spec, Authentication rule 4).
+        links = verification_links.list_links(self.services, workspace=principal.workspace, domain_id=row.id) if can_write else []
         self.render_page(
-            "dns.html", domain=domains.present(row), dns=portal.dns_instructions(row),
-            can_write=principal.role in WRITERS,
+            "dns.html", domain=domain, dns=portal.dns_instructions(domain.apex, domain.validation),
+            can_write=can_write, links=[link for link in links if link.status == "active"],
         )
 
 
@@ -106,6 +111,53 @@ class CheckNow(PortalHandler):
         result = await verification.verify(self.services, workspace=principal.workspace, domain_id=row.id)
         self.flash(result.message)
         self.redirect(f"/site/{row.id}/dns")
+
+
+class ShareLink(PortalHandler):
+    """"Share with your DNS administrator": a verification link (optionally for an e-mail)."""
+
+    @authenticated
+    async def post(self, domain_id: str) -> None:
+        row = self.domain_row(domain_id)
+        principal = self.member(WRITERS)
+        recipient = self.get_body_argument("recipientEmail", "").strip() or None
+        try:
+            verification_links.create(
+                self.services, workspace=principal.workspace,
+                request=verification_links.CreateLink(domain_id=row.id, recipient_email=recipient),
+            )
+        except ApiError as exc:
+            message = "; ".join(p for ps in getattr(exc, "field_errors", {}).values() for p in ps) or exc.message
+            self.flash(f"No link was created: {message}")
+        else:
+            self.flash("A verification link was created: send it to your DNS administrator.")
+        self.redirect(f"/site/{row.id}/dns")
+
+
+class PublicLinkPage(PageHandler):
+    """``/verify/<token>``: what a verification link opens; the token is the only credential."""
+
+    def view_or_explain(self, token: str) -> verification_links.PublicView | None:
+        self.hit_rate_limit("/v1/public/verification-links/")
+        try:
+            return verification_links.view(self.services, token)
+        except ApiError as exc:  # unknown (404), expired or revoked (410): say which, plainly
+            self.set_status(exc.status)
+            self.render_page("link_gone.html", message=exc.message)
+            return None
+
+    async def get(self, token: str) -> None:
+        view = self.view_or_explain(token)
+        if view is not None:
+            self.render_page("verify.html", view=view, dns=portal.dns_instructions(view.apex, view.validation), token=token)
+
+    async def post(self, token: str) -> None:
+        """The page's "Check now"."""
+        if self.view_or_explain(token) is None:
+            return
+        result = await verification_links.verify(self.services, token)
+        self.flash(result.message)
+        self.redirect(f"/verify/{token}")
 
 
 class KeysPage(PortalHandler):
@@ -153,6 +205,8 @@ routes = [
     (r"/domains", DomainsPage),
     (r"/site/([^/]+)/dns", DnsPage),
     (r"/site/([^/]+)/dns/check", CheckNow),
+    (r"/site/([^/]+)/dns/share", ShareLink),
+    (r"/verify/([^/]+)", PublicLinkPage),
     (r"/account/keys", KeysPage),
     (r"/account/keys/([^/]+)/revoke", RevokeKey),
 ]

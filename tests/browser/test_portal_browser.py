@@ -2,11 +2,14 @@
 downloaded). The service runs as ``python app.py --config FILE`` with the built-in development
 identity provider, the sandbox provider, and the test DNS server as its resolver.
 
-The screenshots the README shows are taken here (tests/browser/screenshots/).
+The screenshots the README shows are taken here; they are written to tests/browser/screenshots/
+when ``UPDATE_SCREENSHOTS=1`` is set (otherwise to the test's temporary folder, so a test run
+leaves the checkout unchanged).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -18,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
+KEPT_SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: Flags for a root user in a closed network (see the environment notes: no sandbox as root,
 #: no background connections that the network would refuse).
@@ -75,6 +78,13 @@ activation_delay_seconds = 1.0
 
 
 @pytest.fixture
+def screenshots(tmp_path) -> Path:
+    folder = KEPT_SCREENSHOTS if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture
 def browser():
     from playwright.sync_api import sync_playwright
 
@@ -88,7 +98,7 @@ def browser():
 class TestFromSignUpToAnActiveCertificate:
     """What a new user does in the browser."""
 
-    def test_sign_up_sign_in_publish_check_and_see_the_certificate_active(self, service, browser, dns):
+    def test_sign_up_sign_in_publish_check_and_see_the_certificate_active(self, service, browser, dns, screenshots):
         browser.grant_permissions(["clipboard-read", "clipboard-write"], origin=service)
         page = browser.new_page()
         page.goto(service + "/")
@@ -122,8 +132,7 @@ class TestFromSignUpToAnActiveCertificate:
         page.click("#check-now")
         page.wait_for_selector("#cert-status:has-text('active')")
         assert "Sandbox CA" in page.inner_text("#cert-summary")
-        SCREENSHOTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / "dns-page.png"), full_page=True)
+        page.screenshot(path=str(screenshots / "dns-page.png"), full_page=True)
 
     def test_a_signed_out_visitor_to_the_dns_page_signs_in_and_comes_back(self, service, browser):
         page = browser.new_page()
@@ -143,3 +152,34 @@ class TestFromSignUpToAnActiveCertificate:
             assert "back.example.com" in visitor.inner_text("h1")
         finally:
             fresh.close()
+
+
+class TestTheDnsAdministratorsLink:
+    """A DNS administrator without an account, from the link the owner shared."""
+
+    def test_the_link_page_shows_the_records_and_verifies(self, service, browser, dns, screenshots):
+        page = browser.new_page()
+        page.goto(service + "/")
+        page.fill("input[name=email]", "owner@shop-owner.com")
+        page.fill("input[name=domain]", "www.example.com")
+        page.click("button:has-text('Sign up')")
+        page.click("a.button:has-text('Sign in')")
+        page.click("button:has-text('Sign in')")
+        page.wait_for_url("**/site/*/dns")
+        page.fill("input[name=recipientEmail]", "dns-admin@customer-test.com")
+        page.click("#share")
+        link = page.inner_text("#link-1")
+
+        admin = browser.browser.new_context(viewport={"width": 1000, "height": 1300})
+        try:
+            visit = admin.new_page()
+            visit.goto(link)
+            assert visit.inner_text("h1") == "www.example.com" and "Sign out" not in visit.content()
+            dns.publish(visit.inner_text("#delegation-host"), "CNAME", visit.inner_text("#delegation-value"))
+            dns.publish(visit.inner_text("#ownership-host"), "TXT", visit.inner_text("#ownership-value"))
+            visit.click("#check-now")
+            visit.wait_for_selector(".flash")
+            assert visit.inner_text("#validation-status") == "verified"
+            visit.screenshot(path=str(screenshots / "verification-link-page.png"), full_page=True)
+        finally:
+            admin.close()

@@ -280,3 +280,61 @@ class TestHeaders:
             assert r.headers["X-Frame-Options"] == "DENY" and "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
             assert r.headers["Referrer-Policy"] == "no-referrer" and r.headers["X-Content-Type-Options"] == "nosniff"
             assert r.headers["X-Request-Id"] and r.headers["Cache-Control"] == "no-store"
+
+
+class TestShareAndPublicPage:
+    """"Share with your DNS administrator" and the page its link opens."""
+
+    async def shared(self, browser, services, world, api):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        sign_in(browser, services, owner)
+        assert (await browser.post(f"/site/{d['id']}/dns/share", {"recipientEmail": "dns@customer-test.com"})).code == 302
+        page = (await browser.get(f"/site/{d['id']}/dns")).body.decode()
+        url = re.search(r'<code id="link-1">(http[^<]+/verify/vl_[\w-]+)</code>', page).group(1)
+        return owner, d, urlsplit(url).path
+
+    @pytest.mark.gen_test
+    async def test_sharing_shows_the_link_on_the_dns_page(self, browser, services, world, api):
+        _, _, path = await self.shared(browser, services, world, api)
+        assert path.startswith("/verify/vl_")
+
+    @pytest.mark.gen_test
+    async def test_read_only_may_neither_share_nor_see_links(self, browser, services, world, api):
+        owner, d, path = await self.shared(browser, services, world, api)
+        reader = Browser(browser.client, browser.base)
+        sign_in(reader, services, world.member(owner.workspace, "read_only"))
+        page = (await reader.get(f"/site/{d['id']}/dns")).body.decode()
+        assert path not in page and 'id="share"' not in page
+        assert (await reader.post(f"/site/{d['id']}/dns/share")).code == 403
+
+    @pytest.mark.gen_test
+    async def test_the_public_page_shows_the_records_and_nothing_of_the_workspace(self, browser, services, world, api, http_client, base_url):
+        owner, d, path = await self.shared(browser, services, world, api)
+        stranger = Browser(http_client, base_url)
+        page = (await stranger.get(path)).body.decode()
+        assert d["validation"]["delegation"]["value"] in page and d["validation"]["ownership"]["value"] in page
+        assert "_acme-challenge.shop</code>" in page and owner.workspace.name not in page and "Sign out" not in page
+
+    @pytest.mark.gen_test
+    async def test_check_now_on_the_public_page_verifies(self, browser, services, world, api, http_client, base_url, dns):
+        _, d, path = await self.shared(browser, services, world, api)
+        dns.publish("_acme-challenge.shop.example.com", "CNAME", d["validation"]["delegation"]["value"])
+        dns.publish("_service-verify.shop.example.com", "TXT", d["validation"]["ownership"]["value"])
+        stranger = Browser(http_client, base_url)
+        await stranger.get(path)
+        assert (await stranger.post(path)).code == 302
+        page = (await stranger.get(path)).body.decode()
+        assert '<strong id="validation-status">verified</strong>' in page and "Both DNS records are in place" in page
+
+    @pytest.mark.gen_test
+    async def test_an_expired_link_says_so(self, browser, services, world, api, clock):
+        _, _, path = await self.shared(browser, services, world, api)
+        clock.advance(8 * 86400)
+        r = await browser.get(path)
+        assert r.code == 410 and b"expired on" in r.body
+
+    @pytest.mark.gen_test
+    async def test_an_unknown_link_is_not_found(self, browser):
+        r = await browser.get("/verify/vl_" + "x" * 43)
+        assert r.code == 404 and b"does not exist" in r.body
