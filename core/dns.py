@@ -60,11 +60,27 @@ class Resolver(Protocol):
     async def lookup(self, name: str, rtype: str) -> Lookup:
         """Query ``rtype`` records at ``name``; never raises."""
 
+    async def lookup_many(self, queries: list[tuple[str, str]]) -> list[Lookup]:
+        """Several (name, type) queries made together, in order; never raises."""
+
+
+#: Queries in flight at once. A burst beyond what a resolver buffers is dropped, and a dropped UDP
+#: query costs a whole timeout; queued here, it costs only its turn.
+MAX_IN_FLIGHT = 64
+
 
 class DnsChecker:
     def __init__(self, config: DnsConfig) -> None:
         self.timeout = config.timeout_seconds
         self.nameservers = [self._format(ns) for ns in config.nameservers]
+        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+
+    def _in_flight(self) -> asyncio.Semaphore:
+        """The gate of the running loop (a semaphore belongs to one loop)."""
+        loop = asyncio.get_running_loop()
+        if self._gate is None or self._gate[0] is not loop:
+            self._gate = (loop, asyncio.Semaphore(MAX_IN_FLIGHT))
+        return self._gate[1]
 
     @staticmethod
     def _format(entry: str) -> str:
@@ -73,9 +89,15 @@ class DnsChecker:
 
     async def lookup(self, name: str, rtype: str) -> Lookup:
         """Query ``rtype`` records at ``name``."""
+        [found] = await self.lookup_many([(name, rtype)])
+        return found
+
+    async def lookup_many(self, queries: list[tuple[str, str]]) -> list[Lookup]:
+        """Several (name, type) queries at once, through one fresh channel: a channel costs more
+        than its queries (pycares gives each its own thread), and nothing is cached beyond the call."""
         resolver = aiodns.DNSResolver(nameservers=self.nameservers or None, timeout=self.timeout, tries=1)
         try:
-            return await self._query(resolver, name, rtype)
+            return list(await asyncio.gather(*(self._query(resolver, name, rtype) for name, rtype in queries)))
         finally:
             await resolver.close()
 
@@ -84,14 +106,15 @@ class DnsChecker:
 
         An empty list means none were found; the lookups say why (nxdomain, nodata, timeout, error).
         """
-        lookups = list(await asyncio.gather(*(self.lookup(name, rtype) for rtype in rtypes)))
+        lookups = await self.lookup_many([(name, rtype) for rtype in rtypes])
         found = [value for lookup in lookups for value in lookup.values]
         return list(dict.fromkeys(found)), lookups
 
     async def _query(self, resolver: aiodns.DNSResolver, name: str, rtype: str) -> Lookup:
         try:
-            # The resolver has its own timeout; this bound also covers a resolver that hangs.
-            result = await asyncio.wait_for(resolver.query_dns(name, rtype), self.timeout * 2 + 1)
+            async with self._in_flight():
+                # The resolver has its own timeout; this bound also covers a resolver that hangs.
+                result = await asyncio.wait_for(resolver.query_dns(name, rtype), self.timeout * 2 + 1)
         except aiodns.error.DNSError as exc:
             code = exc.args[0] if exc.args else None
             outcome = _ERRORS.get(code, "error")

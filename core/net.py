@@ -163,7 +163,7 @@ class _BodyTooLong(HTTPInputError):
 class OutboundClient:
     """HTTPS requests to user-supplied destinations, through the guard, on a bounded pool of its own."""
 
-    def __init__(self, network: NetworkConfig, dns: DnsConfig, max_clients: int = 32,
+    def __init__(self, network: NetworkConfig, dns: DnsConfig, max_clients: int = 64,
                  max_body_bytes: int = 64 * 1024) -> None:
         self.policy = AddressPolicy(network.allow_private_ranges)
         self.resolver = GuardedResolver(dns=DnsChecker(dns), policy=self.policy)

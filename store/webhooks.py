@@ -162,10 +162,11 @@ class WebhookRepo:
     # --- attempts -----------------------------------------------------------------------------
 
     def insert_attempt(self, delivery_id: uuid.UUID, a: WebhookAttempt) -> None:
+        """Record an attempt, numbered after the delivery's previous ones (``a.number`` is ignored)."""
         self.db.execute(
             """INSERT INTO webhook_attempts (delivery_id, number, started_at, duration_ms, status_code, error)
-               VALUES (?, ?, ?, ?, ?, ?)""",
-            [uid(delivery_id), a.number, ts(a.started_at), a.duration_ms, a.status_code, a.error],
+               SELECT ?, coalesce(max(number), 0) + 1, ?, ?, ?, ? FROM webhook_attempts WHERE delivery_id = ?""",
+            [uid(delivery_id), ts(a.started_at), a.duration_ms, a.status_code, a.error, uid(delivery_id)],
         )
 
     def attempts(self, delivery_id: uuid.UUID) -> list[WebhookAttempt]:
@@ -175,6 +176,3 @@ class WebhookRepo:
                            status_code=r["status_code"], error=r["error"])
             for r in rows
         ]
-
-    def attempt_count(self, delivery_id: uuid.UUID) -> int:
-        return self.db.execute("SELECT count(*) FROM webhook_attempts WHERE delivery_id = ?", [uid(delivery_id)]).fetchone()[0]

@@ -8,8 +8,6 @@ block: the provider checks CAA again itself, and the message says what could not
 
 from __future__ import annotations
 
-import asyncio
-
 import attrs
 
 from core.dns import CaaRecord, Resolver
@@ -54,7 +52,7 @@ async def preflight(dns: Resolver, hostname: str, issuers: list[str]) -> CaaVerd
     """Check CAA for ``hostname`` and its parents, all looked up at once."""
     labels = hostname.split(".")
     names = [".".join(labels[i:]) for i in range(len(labels))]
-    lookups = await asyncio.gather(*(dns.lookup(name, "CAA") for name in names))
+    lookups = await dns.lookup_many([(name, "CAA") for name in names])
     for name, lookup in zip(names, lookups):
         if lookup.outcome == "found":
             return _judge(name, lookup.caa, [i.lower() for i in issuers])

@@ -9,6 +9,7 @@ the values the service asked for. A new user can then see sign-up, verification 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 
@@ -50,3 +51,6 @@ class SimulatedDns:
                 return Lookup(name=name, rtype=rtype, outcome="nodata")
             return Lookup(name=name, rtype=rtype, outcome="found", values=values)
         return Lookup(name=name, rtype=rtype, outcome="nxdomain")
+
+    async def lookup_many(self, queries: list[tuple[str, str]]) -> list[Lookup]:
+        return list(await asyncio.gather(*(self.lookup(name, rtype) for name, rtype in queries)))
