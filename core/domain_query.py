@@ -12,6 +12,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import idna
 
 from core import cursors
 from core.domains import CERT_STATUSES, OPS_STATUSES, VALIDATION_STATUSES, Domain, clean_tags, present
@@ -74,6 +75,9 @@ def _validate(request: QueryDomains) -> tuple[DomainFilter, Sort, Page]:
     q = (request.q or "").strip()
     if len(q) > Q_MAX:
         errors.setdefault("q", []).append(f"Must be at most {Q_MAX} characters")
+    if any(not ch.isprintable() for ch in q):
+        # A NUL would cut SQLite's LIKE pattern short and match everything.
+        errors.setdefault("q", []).append("Must not contain control characters")
     tags = clean_tags(request.tags, errors) or []
     sort = request.sort or Sort()
     if sort.by not in SORT_COLUMNS:
@@ -87,6 +91,7 @@ def _validate(request: QueryDomains) -> tuple[DomainFilter, Sort, Page]:
         raise ValidationError(field_errors=errors)
     domain_filter = DomainFilter(
         q=q.lower() or None,
+        q_hostname=_as_hostname(q.lower()),
         ops_status=request.status,
         validation_status=request.validation_status,
         cert_status=request.cert_status,
@@ -94,6 +99,16 @@ def _validate(request: QueryDomains) -> tuple[DomainFilter, Sort, Page]:
         tags=tuple(sorted(tags)),
     )
     return domain_filter, sort, page
+
+
+def _as_hostname(text: str) -> str | None:
+    """``bücher`` -> ``xn--bcher-kva``: the form a Unicode name is stored in, when it has one."""
+    if text.isascii():
+        return None
+    try:
+        return idna.encode(text, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError):
+        return None
 
 
 def _binding(workspace: Workspace, domain_filter: DomainFilter, sort: Sort) -> str:

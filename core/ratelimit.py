@@ -64,14 +64,23 @@ def client_ip(peer: str, forwarded_for: str | None, trusted: list[ipaddress._Bas
     return hops[0] if hops else peer
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
 @functools.lru_cache(maxsize=4096)
 def _partition(address: str) -> str:
-    """IPv6 clients are counted per /64, since one host commonly holds a whole /64."""
+    """IPv6 clients are counted per /64, since one host commonly holds a whole /64; but an IPv4
+    client seen over IPv6 (IPv4-mapped through a dual-stack proxy, or NAT64) is its IPv4 address,
+    or every such client would share one bucket."""
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return address
     if ip.version == 6:
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        if ip in _NAT64:
+            return str(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
         return str(ipaddress.ip_network(f"{ip}/64", strict=False))
     return str(ip)
 

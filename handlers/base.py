@@ -147,6 +147,7 @@ class ApiHandler(BaseHandler):
                     raise ValidationError(form_errors=[f"Malformed JSON body: {exc}"]) from None
                 except RecursionError:
                     raise ValidationError(form_errors=["Malformed JSON body: nested too deeply"]) from None
+                refuse_lone_surrogates(self._json_body)
         return self._json_body
 
     def body(self, cls: type[T]) -> T:
@@ -196,7 +197,45 @@ class ApiHandler(BaseHandler):
         if details is not None:
             envelope["details"] = details
         self.clear_header("Content-Length")
-        self.finish(json.dumps(envelope, separators=(",", ":"), ensure_ascii=False))
+        try:
+            body = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode()
+        except UnicodeEncodeError:  # text that is not valid Unicode echoed in a message: escape it
+            body = json.dumps(envelope, separators=(",", ":")).encode()
+        self.finish(body)
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def refuse_lone_surrogates(data: Any) -> None:
+    """JSON may carry ``"\udc00"``, which is no text at all: SQLite and UTF-8 cannot hold it, so it
+    is refused here, once, for every endpoint, naming the field where it was found."""
+    problem = "Contains a lone UTF-16 surrogate (an escape like \\udc00 that is not a character)"
+    field_errors: dict[str, list[str]] = {}
+    form_errors: list[str] = []
+
+    def walk(value: Any, field: str | None, inner: str) -> None:
+        if isinstance(value, str) and _has_lone_surrogate(value):
+            if field is None:
+                form_errors.append(problem)
+            else:
+                field_errors.setdefault(field, []).append(f"{inner}: {problem}" if inner else problem)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if _has_lone_surrogate(key):
+                    form_errors.append("A field name contains a lone UTF-16 surrogate")
+                elif field is None:
+                    walk(item, key, "")
+                else:
+                    walk(item, field, f"{inner}.{key}" if inner else key)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, field, f"{inner}[{index}]")
+
+    walk(data, None, "")
+    if field_errors or form_errors:
+        raise ValidationError(form_errors=form_errors, field_errors=field_errors)
 
 
 Method = Callable[..., Awaitable[None]]

@@ -29,6 +29,9 @@ _SELECT = "SELECT d.*, w.ownership_token FROM domains d JOIN workspaces w ON w.i
 @attrs.frozen
 class DomainFilter:
     q: str | None = None
+    "Searched in the apex, the notes and each tag (case-insensitive for ASCII letters)."
+    q_hostname: str | None = None
+    "``q`` as a hostname's ASCII form (IDNA), when that differs: searched in the apex too."
     ops_status: str | None = None
     validation_status: str | None = None
     cert_status: str | None = None
@@ -118,11 +121,13 @@ def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = Tr
             clauses.append("EXISTS (SELECT 1 FROM domain_tags t WHERE t.domain_id = d.id AND t.tag = ?)")
             params.append(tag)
     if f.q:
-        # LIKE is case-insensitive for ASCII, and stored hostnames are ASCII (A-labels).
+        # LIKE is case-insensitive for ASCII, and stored hostnames are ASCII (A-labels). Tags are
+        # matched one by one as values, never through the JSON text they are stored in.
         clauses.append(
-            "(d.apex LIKE ? ESCAPE '\\' OR d.notes LIKE ? ESCAPE '\\' OR d.tags LIKE ? ESCAPE '\\')"
+            "(d.apex LIKE ? ESCAPE '\\' OR d.apex LIKE ? ESCAPE '\\' OR d.notes LIKE ? ESCAPE '\\'"
+            " OR EXISTS (SELECT 1 FROM domain_tags t WHERE t.domain_id = d.id AND t.tag LIKE ? ESCAPE '\\'))"
         )
-        params += [_like(f.q)] * 3
+        params += [_like(f.q), _like(f.q_hostname or f.q), _like(f.q), _like(f.q)]
     return " AND ".join(clauses), params
 
 

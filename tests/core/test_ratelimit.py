@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import ipaddress
 
 from core.config import RateLimitsConfig
@@ -60,6 +62,17 @@ class TestLimiter:
         limiter = RateLimiter(RateLimitsConfig(api=1), FakeClock())
         assert limiter.hit("/v1/x", "2001:db8::1").exceeded is None
         assert limiter.hit("/v1/x", "2001:db8::2").exceeded is not None
+
+    @pytest.mark.parametrize("one, other", [("::ffff:192.0.2.1", "::ffff:192.0.2.2"), ("64:ff9b::c000:201", "64:ff9b::c000:202")])
+    def test_ipv4_clients_seen_over_ipv6_are_counted_one_by_one(self, one, other):
+        limiter = RateLimiter(RateLimitsConfig(api=1), FakeClock())
+        assert limiter.hit("/v1/x", one).exceeded is None
+        assert limiter.hit("/v1/x", other).exceeded is None
+
+    def test_an_ipv4_mapped_client_shares_the_bucket_of_its_ipv4_address(self):
+        limiter = RateLimiter(RateLimitsConfig(api=1), FakeClock())
+        limiter.hit("/v1/x", "192.0.2.1")
+        assert limiter.hit("/v1/x", "::ffff:192.0.2.1").exceeded is not None
 
     def test_a_request_refused_by_the_shared_bucket_does_not_count_in_the_inner_one(self):
         limiter = RateLimiter(RateLimitsConfig(api=1, auth=5), FakeClock())
