@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 
 import idna
 from publicsuffixlist import PublicSuffixList
@@ -19,6 +20,10 @@ MAX_LENGTH = 253
 MAX_LABEL = 63
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 _psl = PublicSuffixList()
+#: Top-level labels no public CA issues for (RFC 6761, 6762, 7686, 8375, 9476; ICANN's .internal).
+SPECIAL_USE = frozenset({"arpa", "alt", "example", "internal", "invalid", "local", "localhost", "onion", "test"})
+#: Scripts with many letters that look alike: a label mixing them is how lookalike names are made.
+CONFUSABLE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
 
 
 class HostnameError(ValueError):
@@ -52,8 +57,32 @@ def normalise(raw: str) -> str:
     except UnicodeError:
         raise HostnameError(f"'{shown}' is not a valid hostname: a label is empty or too long.") from None
     _check_labels(name)
+    _check_special_use(name)
+    _check_scripts(name)
     _check_registrable(name)
     return name
+
+
+def _check_special_use(name: str) -> None:
+    tld = name.rsplit(".", 1)[-1]
+    if tld in SPECIAL_USE:
+        raise HostnameError(f"'{name}' is a special-use name (.{tld}): no public certificate authority issues for it.")
+
+
+def _check_scripts(name: str) -> None:
+    """Refuse a label mixing Latin, Cyrillic or Greek letters (``pаypal`` with a Cyrillic ``а``);
+    a label in one script, or mixing others (Japanese kana and kanji), is fine."""
+    for label in name.split("."):
+        if not label.startswith("xn--"):
+            continue
+        text = idna.decode(label)
+        scripts = {unicodedata.name(ch, "").split(" ")[0] for ch in text if ch.isalpha()}
+        mixed = [s for s in CONFUSABLE_SCRIPTS if s in scripts]
+        if len(mixed) > 1:
+            raise HostnameError(
+                f"The label '{text}' mixes {' and '.join(s.title() for s in mixed)} letters, as lookalikes of other "
+                "names do; use one script per label."
+            )
 
 
 def _is_ip_address(name: str) -> bool:

@@ -62,7 +62,7 @@ class TestCreate:
             ("192.0.2.10", "is an IP address"),
             ("co.uk", "is a public suffix"),
             ("localhost", "single label"),
-            ("shop.internal", "not a public top-level domain"),
+            ("shop.internal", "special-use"),
             ("shop..example.com", "not a valid hostname"),
             ("a" * 64 + ".example.com", "not a valid hostname"),
             ("https://shop.example.com/", "leave out the scheme"),

@@ -39,7 +39,8 @@ class TestRefusals:
             ("com", "single label"),
             ("co.uk", "is a public suffix"),
             ("github.io", "is a public suffix"),
-            ("shop.local", "not a public top-level domain"),
+            ("shop.local", "special-use"),
+            ("shop.corp", "not a public top-level domain"),
             ("a.b.1234", "numeric label"),
             ("a..example.com", "not a valid hostname"),
             ("-shop.example.com", "not a valid hostname"),
@@ -55,3 +56,29 @@ class TestRefusals:
         with pytest.raises(HostnameError) as info:
             normalise(raw)
         assert reason in str(info.value)
+
+
+class TestSpecialUse:
+    """Special-use names (RFC 6761, 6762, 7686, 8375, 9476) and lookalikes (review finding 12)."""
+
+    @pytest.mark.parametrize(
+        "raw",
+        ["example.onion", "shop.local", "x.localhost", "a.invalid", "shop.test", "shop.example", "router.home.arpa",
+         "1.0.0.127.in-addr.arpa", "x.alt", "host.internal"],
+    )
+    def test_special_use_names_are_refused_with_the_reason(self, raw):
+        with pytest.raises(HostnameError, match="special-use"):
+            normalise(raw)
+
+    def test_documentation_domains_under_real_tlds_stay_allowed(self):
+        assert normalise("shop.example.com") == "shop.example.com"
+
+    def test_a_label_mixing_latin_and_cyrillic_is_refused(self):
+        with pytest.raises(HostnameError, match="mixes Latin and Cyrillic"):
+            normalise("p\u0430ypal.com")  # a Cyrillic "а" among Latin letters
+
+    def test_a_wholly_cyrillic_label_is_allowed(self):
+        assert normalise("\u043f\u0440\u0438\u043c\u0435\u0440.\u0440\u0444") == "xn--e1afmkfd.xn--p1ai"
+
+    def test_japanese_scripts_may_mix(self):
+        assert normalise("日本語テスト.jp").startswith("xn--")

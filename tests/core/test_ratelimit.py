@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 import ipaddress
+
+import pytest
 
 from core.config import RateLimitsConfig
 from core.ratelimit import RateLimiter, buckets_for, client_ip
