@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
+import importlib.metadata
 import logging
 import signal
+import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -79,15 +82,28 @@ def start_jobs(services: Services) -> dict[str, PeriodicCallback]:
     return jobs
 
 
+def version() -> str:
+    try:
+        return importlib.metadata.version("certificate-provisioning-service")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout without pip install
+        return "unknown"
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Certificate Provisioning Service")
     parser.add_argument("--config", metavar="FILE", help="TOML configuration file (default: embedded defaults)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     return parser.parse_args(argv)
 
 
 def load(argv: list[str] | None) -> tuple[Config, Services]:
     args = parse_args(argv)
     config = load_config(args.config)
+    log.info(
+        "configuration %s; database %s; secret key file %s",
+        Path(args.config).resolve() if args.config else "(embedded defaults)",
+        Path(config.storage.path).resolve(), Path(config.storage.secret_key_file).resolve(),
+    )
     try:
         services = build_services(config)
     except sqlite3.Error as exc:
@@ -95,10 +111,20 @@ def load(argv: list[str] | None) -> tuple[Config, Services]:
     return config, services
 
 
-async def serve(config: Config, services: Services) -> None:
+def bind(config: Config) -> list[socket.socket]:
+    """The listening sockets; a port in use is a one-line start-up error, like a config mistake."""
+    try:
+        return bind_sockets(config.server.port, address=config.server.host, backlog=LISTEN_BACKLOG)
+    except OSError as exc:
+        where = f"{config.server.host}:{config.server.port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"server.port: {where} is already in use; stop the other program or choose another port") from None
+        raise ConfigError(f"server.host: cannot listen on {where}: {exc.strerror}") from None
+
+
+async def serve(config: Config, services: Services, sockets: list[socket.socket]) -> None:
     app = make_app(services)
     server = HTTPServer(app, max_body_size=MAX_BODY_BYTES)
-    sockets = bind_sockets(config.server.port, address=config.server.host, backlog=LISTEN_BACKLOG)
     server.add_sockets(sockets)
     port = sockets[0].getsockname()[1]  # the one the OS picked when the config says 0
     log.info("listening on http://%s:%d (base_url %s)", config.server.host, port, config.server.base_url)
@@ -123,7 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, SecretKeyError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(serve(config, services))
+    try:
+        sockets = bind(config)
+    except ConfigError as exc:
+        services.close()
+        print(f"start-up error: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(config, services, sockets))
     return 0
 
 

@@ -95,12 +95,21 @@ class ServerConfig:
     "Address to listen on."
     port: int = attrs.field(default=8080, validator=_check("server.port", lambda p: 0 <= p < 65536, "must be 0 to 65535"))
     "TCP port; 0 picks a free one."
-    base_url: str = attrs.field(default="http://127.0.0.1:8080", validator=_check("server.base_url", _is_http_url, "must be an http(s) URL"))
-    "Public address of the API, ``{base_url}``."
-    portal_url: str = attrs.field(default="http://127.0.0.1:8080", validator=_check("server.portal_url", _is_http_url, "must be an http(s) URL"))
-    "Public address of the portal, ``{portal_url}``."
+    base_url: str = attrs.field(default="", validator=_check("server.base_url", lambda v: v == "" or _is_http_url(v), "must be empty or an http(s) URL"))
+    "Public address of the API, ``{base_url}``; empty means ``http://{host}:{port}``."
+    portal_url: str = attrs.field(default="", validator=_check("server.portal_url", lambda v: v == "" or _is_http_url(v), "must be empty or an http(s) URL"))
+    "Public address of the portal, ``{portal_url}``; empty means ``base_url``."
     trusted_proxies: list[str] = attrs.field(factory=list, validator=_check("server.trusted_proxies", _all(_is_network), "must list IP addresses or CIDRs"))
     "Peers whose X-Forwarded-For is believed when finding the client IP."
+
+    def __attrs_post_init__(self) -> None:
+        # Set only the port and everything follows it: sign-in must not redirect to another port.
+        if not self.base_url:
+            host = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+            host = f"[{host}]" if ":" in host else host
+            object.__setattr__(self, "base_url", f"http://{host}:{self.port}")
+        if not self.portal_url:
+            object.__setattr__(self, "portal_url", self.base_url)
 
 
 @attrs.frozen
@@ -254,6 +263,16 @@ class Config:
             raise ConfigError(
                 "oidc.issuer: required unless server.host and server.base_url are loopback addresses "
                 "(the built-in development identity provider serves loopback only)"
+            )
+        if not self.oidc.issuer and not is_loopback(urlsplit(self.server.portal_url).hostname or ""):
+            raise ConfigError(
+                "oidc.issuer: required unless server.portal_url is a loopback address "
+                "(the built-in development identity provider serves loopback only)"
+            )
+        if not self.oidc.issuer and self.server.trusted_proxies:
+            raise ConfigError(
+                "oidc.issuer: required when server.trusted_proxies is set "
+                "(the built-in development identity provider serves loopback only, never behind a proxy)"
             )
         if self.provider.kind == "cloudflare":
             if self.provider.sandbox.simulate_dns:

@@ -24,11 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def all_fields(cls: type, prefix: str = "") -> dict[str, object]:
-    """Every leaf key of a config class with its default, dotted."""
+    """Every leaf key of a config class with its declared default (before derived values), dotted."""
     out: dict[str, object] = {}
-    instance = cls()
     for field in attrs.fields(cls):
-        value = getattr(instance, field.name)
+        value = field.default.factory() if isinstance(field.default, attrs.Factory) else field.default  # type: ignore[union-attr]
         if attrs.has(type(value)):
             out.update(all_fields(type(value), f"{prefix}{field.name}."))
         else:
@@ -142,6 +141,21 @@ class TestStartUp:
         assert result.stderr.strip() == "config error: rate_limits.api: Expected integer, received string"
 
 
+class TestDerivedAddresses:
+    """base_url and portal_url follow host and port unless set (review finding 14)."""
+
+    def test_setting_only_the_port_moves_both_urls(self):
+        config = config_from_dict({"server": {"port": 9090}})
+        assert (config.server.base_url, config.server.portal_url) == ("http://127.0.0.1:9090", "http://127.0.0.1:9090")
+
+    def test_an_explicit_base_url_is_kept_and_the_portal_follows_it(self):
+        config = config_from_dict({"server": {"base_url": "https://certs.example.com"}, "oidc": {"issuer": "https://idp.example.com", "client_id": "x"}})
+        assert config.server.portal_url == "https://certs.example.com"
+
+    def test_the_defaults_are_the_documented_ones(self):
+        assert Config().server.base_url == "http://127.0.0.1:8080"
+
+
 class TestSecretKeyFile:
     """storage.secret_key_file."""
 
@@ -185,6 +199,37 @@ class TestServe:
         finally:
             assert self.stop(proc) == 0
         assert (tmp_path / "db" / "x.sqlite3").exists() and (tmp_path / "db" / "k").exists()
+
+    def test_a_port_in_use_is_one_line_and_exit_2(self, tmp_path):
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            path = tmp_path / "c.toml"
+            path.write_text(f'[server]\nport = {port}\n[storage]\npath = "x.sqlite3"\nsecret_key_file = "k"\n')
+            result = subprocess.run([sys.executable, str(ROOT / "app.py"), "--config", str(path)], cwd=tmp_path,
+                                    capture_output=True, text=True, timeout=30, check=False)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        errors = [line for line in result.stderr.splitlines() if " INFO " not in line and " WARNING " not in line]
+        assert errors == [f"start-up error: server.port: 127.0.0.1:{port} is already in use; stop the other program or choose another port"]
+
+    def test_version(self, tmp_path):
+        result = subprocess.run([sys.executable, str(ROOT / "app.py"), "--version"], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=30, check=False)
+        assert result.returncode == 0 and re.fullmatch(r"app\.py \S+\n", result.stdout)
+
+    def test_the_log_names_the_configuration_and_the_database(self, tmp_path):
+        path = tmp_path / "c.toml"
+        path.write_text('[server]\nport = 0\n[storage]\npath = "db/x.sqlite3"\nsecret_key_file = "db/k"\n')
+        proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--config", str(path)], cwd=tmp_path,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            first = proc.stderr.readline()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(10)
+            proc.stderr.close()
+        assert f"configuration {path}" in first and str(tmp_path / "db" / "x.sqlite3") in first
 
     def test_starts_on_embedded_defaults(self, tmp_path):
         with socket.socket() as probe:
