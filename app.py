@@ -29,6 +29,7 @@ from core.crypto import SecretKeyError
 from core.services import Services, build_services
 from core.webhooks.worker import WebhookWorker
 from handlers import idp
+from handlers.base import StaticHandler
 from handlers.log import log_request
 from handlers.pages import PageNotFoundHandler
 
@@ -54,6 +55,7 @@ def make_app(services: Services) -> tornado.web.Application:
         default_handler_class=PageNotFoundHandler,
         default_handler_args=deps,
         static_path=str(ROOT / "static"),
+        static_handler_class=StaticHandler,
         log_function=log_request,
         # Every portal form carries the XSRF token; the JSON API authenticates by bearer only
         # (it never reads cookies), so ApiHandler opts out.

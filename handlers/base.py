@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeVar
 
 from tornado import httputil
-from tornado.web import HTTPError, RequestHandler
+from tornado.web import HTTPError, RequestHandler, StaticFileHandler
 
 from core.auth import Principal, authenticate, authorize, check_scope_names
 from core.errors import (
@@ -59,6 +59,7 @@ class BaseHandler(RequestHandler):
         # Also called by clear() before an error page, so headers that must survive errors
         # (request id, rate limits) are set here as well as in prepare().
         self.set_header("X-Content-Type-Options", "nosniff")
+        self.clear_header("Server")  # no software version for scanners to match
         self.set_request_headers()
 
     def set_request_headers(self) -> None:
@@ -284,3 +285,18 @@ class ApiNotFoundHandler(ApiHandler):
     async def prepare(self) -> None:
         await super().prepare()
         raise NotFound(f"No endpoint {self.request.method} {self.request.path}.")
+
+
+class StaticHandler(StaticFileHandler):
+    """``/static/``: the same safe headers and request id as every other response."""
+
+    def initialize(self, path: str, default_filename: str | None = None) -> None:
+        super().initialize(path, default_filename)
+        self.request_id = uuid.uuid4().hex
+        self.set_header(REQUEST_ID_HEADER, self.request_id)
+
+    def set_default_headers(self) -> None:
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.clear_header("Server")
+        if getattr(self, "request_id", None):
+            self.set_header(REQUEST_ID_HEADER, self.request_id)

@@ -7,6 +7,7 @@ only a power cut may roll back the last commits, and the database stays consiste
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,10 +28,18 @@ from store.verification_links import VerificationLinkRepo
 from store.webhooks import WebhookRepo
 
 
+def _create_private(path: Path) -> None:
+    """The database holds e-mails, notes and ownership tokens: its folder, when created here, is
+    0700 and the file 0600. SQLite gives its -wal and -shm files the database file's mode."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    os.chmod(path, 0o600)
+
+
 class Store:
     def __init__(self, path: str | Path) -> None:
         if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            _create_private(Path(path))
         # isolation_level=None: transactions are begun and ended here, explicitly, not by
         # sqlite3's implicit rules.
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)

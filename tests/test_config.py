@@ -117,7 +117,7 @@ class TestStartUp:
 
     def run_app(self, *args: str, cwd: Path) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, str(ROOT / "app.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=30
+            [sys.executable, str(ROOT / "app.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=30, check=False
         )
 
     def test_an_unknown_key_stops_start_up_with_one_line(self, tmp_path):

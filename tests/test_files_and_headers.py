@@ -1,0 +1,49 @@
+"""What an operator's disk and a browser see (review finding 11): private database files, and the
+same safe headers on static files as on pages, with no server version."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from store import Store
+
+
+class TestDatabaseFiles:
+    """The database holds e-mails, notes and ownership tokens."""
+
+    def test_the_database_and_its_wal_files_are_private(self, tmp_path):
+        path = tmp_path / "data" / "service.sqlite3"
+        store = Store(path)
+        with store.transaction():
+            store.db.execute("CREATE TABLE t (x)")
+        try:
+            for name in ("service.sqlite3", "service.sqlite3-wal", "service.sqlite3-shm"):
+                assert stat.S_IMODE(os.stat(path.parent / name).st_mode) == 0o600, name
+            assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+        finally:
+            store.close()
+
+    def test_an_existing_readable_database_is_made_private(self, tmp_path):
+        path = tmp_path / "service.sqlite3"
+        path.touch(mode=0o644)
+        os.chmod(path, 0o644)
+        Store(path).close()
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+class TestStaticFiles:
+    """/static/..."""
+
+    @pytest.mark.gen_test
+    async def test_static_files_carry_nosniff_and_a_request_id(self, http_client, base_url):
+        r = await http_client.fetch(base_url + "/static/portal.css")
+        assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["X-Request-Id"]
+
+    @pytest.mark.gen_test
+    async def test_no_response_names_the_server_software(self, http_client, base_url):
+        for path in ("/static/portal.css", "/", "/v1/openapi.json", "/nowhere", "/v1/nowhere"):
+            r = await http_client.fetch(base_url + path, raise_error=False)
+            assert "Server" not in r.headers, path
