@@ -97,6 +97,24 @@ class ApiHandler(BaseHandler):
         # Responses may carry secrets shown once; no cache may keep them.
         self.set_header("Cache-Control", "no-store")
 
+    def compute_etag(self) -> None:
+        """No ETags: answers are ``no-store`` and often carry secrets; a 304 would only confuse."""
+        return None
+
+    def decode_argument(self, value: bytes, name: str | None = None) -> str:
+        # A path id that is not UTF-8 names nothing: it reaches parse_id and is a 404, like any
+        # malformed id, instead of Tornado's bare 400.
+        try:
+            return super().decode_argument(value, name)
+        except HTTPError:
+            return value.decode("utf-8", "replace")
+
+    async def head(self, *args: Any, **kwargs: Any) -> None:
+        """HEAD is GET without the body (Tornado drops it); on a route without GET it is a 405."""
+        if type(self).get is RequestHandler.get:
+            raise MethodNotAllowed()
+        await self.get(*args, **kwargs)
+
     def check_xsrf_cookie(self) -> None:
         """No XSRF check: the API reads credentials from the Authorization header only, never from
         cookies, so a cross-site form cannot act with a visitor's credentials."""
