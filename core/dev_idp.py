@@ -7,7 +7,9 @@ says so on its pages. The service consumes its tokens exactly like an external p
 discovery document and JWKS over HTTP, the same verification code.
 
 Flow: authorization code with PKCE (S256 only), confidential client (``client_secret_basic``
-or ``client_secret_post``), codes valid for one minute and redeemable once.
+or ``client_secret_post``), codes valid for one minute and redeemable once. Codes live in memory:
+expired ones are dropped whenever a new one is issued, and at most ``MAX_CODES`` are kept (the
+oldest go first), so a flood of sign-in forms cannot grow the process.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import json
 import logging
 import os
 import secrets
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlencode
@@ -35,6 +36,8 @@ from core.clock import Clock
 log = logging.getLogger(__name__)
 
 CODE_SECONDS = 60
+#: Unredeemed codes kept at most; issuing one more drops the oldest.
+MAX_CODES = 10_000
 TOKEN_SECONDS = 3600
 DEFAULT_CLIENT_ID = "dev-portal"
 
@@ -63,6 +66,7 @@ class _Code:
     challenge: str
     nonce: str | None
     expires: float
+    "Timestamp (seconds) of the injected clock after which the code is refused."
 
 
 def load_key(path: Path) -> RSAKey:
@@ -82,7 +86,8 @@ def load_key(path: Path) -> RSAKey:
 
 class DevIdentityProvider:
     def __init__(
-        self, *, issuer: str, client_id: str, client_secret: str, redirect_uri: str, key: RSAKey, clock: Clock
+        self, *, issuer: str, client_id: str, client_secret: str, redirect_uri: str, key: RSAKey, clock: Clock,
+        max_codes: int = MAX_CODES,
     ) -> None:
         self.issuer = issuer
         self.client_id = client_id
@@ -90,12 +95,29 @@ class DevIdentityProvider:
         self.redirect_uri = redirect_uri
         self.key = key
         self.clock = clock
-        self._codes: dict[str, _Code] = {}
+        self.max_codes = max_codes
+        self._codes: dict[str, _Code] = {}  # in issue order, oldest first
         log.warning(
             "identity provider: built-in DEVELOPMENT provider at %s; any e-mail signs in without a "
             "password. Set [oidc] issuer for real use.",
             issuer,
         )
+
+    @property
+    def pending_codes(self) -> int:
+        """How many issued codes are kept, waiting to be redeemed."""
+        return len(self._codes)
+
+    def _keep(self, code: str, entry: _Code) -> None:
+        # Codes are kept in issue order, so expiry order: drop from the oldest end while it is
+        # expired, or while the store is full.
+        now = self.clock.now().timestamp()
+        while self._codes:
+            oldest = next(iter(self._codes))
+            if self._codes[oldest].expires >= now and len(self._codes) < self.max_codes:
+                break
+            del self._codes[oldest]
+        self._codes[code] = entry
 
     def discovery(self) -> dict[str, Any]:
         return {
@@ -137,13 +159,13 @@ class DevIdentityProvider:
         if not valid_email(email):
             raise InvalidEmail("Enter an e-mail address.")
         code = secrets.token_urlsafe(32)
-        self._codes[code] = _Code(
+        self._keep(code, _Code(
             email=email,
             redirect_uri=self.redirect_uri,
             challenge=request["code_challenge"],
             nonce=request.get("nonce"),
-            expires=time.monotonic() + CODE_SECONDS,
-        )
+            expires=self.clock.now().timestamp() + CODE_SECONDS,
+        ))
         query = {"code": code, **({"state": request["state"]} if "state" in request else {})}
         return f"{self.redirect_uri}?{urlencode(query)}"
 
@@ -171,7 +193,7 @@ class DevIdentityProvider:
         if form.get("grant_type") != "authorization_code":
             raise TokenError(400, "unsupported_grant_type", "Only authorization_code is supported.")
         code = self._codes.pop(form.get("code", ""), None)  # single use, even when it then fails
-        if code is None or code.expires < time.monotonic():
+        if code is None or code.expires < self.clock.now().timestamp():
             raise TokenError(400, "invalid_grant", "The code is unknown, expired or already used.")
         if form.get("redirect_uri") != code.redirect_uri:
             raise TokenError(400, "invalid_grant", "redirect_uri does not match the authorization request.")

@@ -1,27 +1,33 @@
 """OpenID Connect ID-token verification against the configured issuer.
 
 The issuer's discovery document and JWKS are fetched over HTTP and cached; an unknown ``kid``
-triggers one refetch (rate-limited, since anyone can send a random ``kid``). Every check of
-OpenID Connect Core 3.1.3.7 that applies to a bearer ID token is made on every request, because
-the spec makes the ID token itself the session credential.
+triggers one refetch (rate-limited, since anyone can send a random ``kid``). At most one fetch of
+each document is in flight: concurrent requests wait for it instead of fetching again. Calls to
+the identity provider (these fetches and the sign-in's token request) go through their own small
+HTTP client, so slow calls elsewhere in the service cannot queue them. Every check of OpenID
+Connect Core 3.1.3.7 that applies to a bearer ID token is made on every request, because the spec
+makes the ID token itself the session credential.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from joserfc import jws, jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.httpclient import HTTPClientError, HTTPRequest
+from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from core.clock import Clock
 from core.errors import InvalidToken, UpstreamError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Asymmetric algorithms only: ``none`` and HMAC (keyed by a shared secret) are never accepted.
 SAFE_ALGORITHMS = frozenset(
@@ -32,6 +38,13 @@ CACHE_SECONDS = 3600
 #: Least time between two forced JWKS refetches caused by unknown ``kid`` values.
 REFETCH_SECONDS = 10
 HTTP_TIMEOUT_SECONDS = 10
+#: Identity-provider requests in flight at once (discovery, JWKS, token exchanges); more wait.
+MAX_CLIENTS = 10
+#: Payload markers of access tokens: Keycloak's ``typ`` and Cognito's ``token_use``.
+_ACCESS_TYPES = frozenset({"bearer", "at+jwt", "application/at+jwt"})
+ACCESS_TOKEN_MESSAGE = (
+    "An access token is not a session token; send the ID token (the 'token' field of the sign-in exchange)."
+)
 
 
 class OidcVerifier:
@@ -46,12 +59,59 @@ class OidcVerifier:
         self._keys: KeySet | None = None
         self._keys_at = 0.0
         self._forced_at = float("-inf")
+        self._fetches: dict[str, asyncio.Task[Any]] = {}
+        self._client: SimpleAsyncHTTPClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def http(self) -> SimpleAsyncHTTPClient:
+        """The client for identity-provider calls, of the running loop: created on first use,
+        since a client belongs to one loop."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            self.close()
+            # force_instance keeps this pool apart from Tornado's shared per-loop client.
+            self._client = SimpleAsyncHTTPClient(force_instance=True, max_clients=MAX_CLIENTS)
+            self._client_loop = loop
+        return self._client
+
+    def close(self) -> None:
+        """Let go of the HTTP client (it is made again on next use)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _now(self) -> float:
+        return self.clock.now().timestamp()
+
+    def _expired(self, fetched_at: float, now: float) -> bool:
+        # A clock that went backwards counts as expired too: refetching is always safe.
+        return not 0 <= now - fetched_at <= CACHE_SECONDS
+
+    def _in_flight(self, kind: str) -> asyncio.Task[Any] | None:
+        task = self._fetches.get(kind)
+        return task if task is not None and task.get_loop() is asyncio.get_running_loop() else None
+
+    async def _once(self, kind: str, fetch: Callable[[], Awaitable[T]]) -> T:
+        """Await the fetch of this kind already in flight on this loop, or start one."""
+        task = self._in_flight(kind)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(fetch())
+            self._fetches[kind] = task
+            task.add_done_callback(lambda done: self._settled(kind, done))
+        # Shielded: a waiter that goes away (client disconnect) does not cancel the others' fetch.
+        return await asyncio.shield(task)
+
+    def _settled(self, kind: str, task: asyncio.Task[Any]) -> None:
+        if self._fetches.get(kind) is task:
+            del self._fetches[kind]
+        if not task.cancelled():
+            task.exception()  # its waiters got it; never "exception was never retrieved"
 
     async def _get_json(self, url: str) -> dict[str, Any]:
         # The issuer is operator configuration, trusted, so no outbound address guard applies.
         request = HTTPRequest(url, connect_timeout=HTTP_TIMEOUT_SECONDS, request_timeout=HTTP_TIMEOUT_SECONDS)
         try:
-            response = await AsyncHTTPClient().fetch(request)
+            response = await self.http().fetch(request)
             data = json.loads(response.body)
         except (HTTPClientError, OSError, ValueError) as exc:
             log.warning("identity provider request %s failed: %s", url, exc)
@@ -62,30 +122,42 @@ class OidcVerifier:
 
     async def discovery(self) -> dict[str, Any]:
         """The issuer's discovery document, cached for an hour."""
-        if self._discovery is None or time.monotonic() - self._discovery_at > CACHE_SECONDS:
-            doc = await self._get_json(self.issuer.rstrip("/") + "/.well-known/openid-configuration")
-            if doc.get("issuer") != self.issuer:
-                log.error("discovery issuer %r differs from configured %r", doc.get("issuer"), self.issuer)
-                raise UpstreamError("The identity provider's discovery document names another issuer.")
-            self._discovery, self._discovery_at = doc, time.monotonic()
+        if self._discovery is None or self._expired(self._discovery_at, self._now()):
+            return await self._once("discovery", self._fetch_discovery)
         return self._discovery
 
+    async def _fetch_discovery(self) -> dict[str, Any]:
+        doc = await self._get_json(self.issuer.rstrip("/") + "/.well-known/openid-configuration")
+        if doc.get("issuer") != self.issuer:
+            log.error("discovery issuer %r differs from configured %r", doc.get("issuer"), self.issuer)
+            raise UpstreamError("The identity provider's discovery document names another issuer.")
+        self._discovery, self._discovery_at = doc, self._now()
+        return doc
+
     async def _key_set(self, *, refresh: bool = False) -> KeySet:
-        now = time.monotonic()
-        stale = self._keys is None or now - self._keys_at > CACHE_SECONDS
-        forced = refresh and now - self._forced_at > REFETCH_SECONDS
-        if forced:
-            self._forced_at = now
-        if stale or forced:
-            doc = await self.discovery()
-            data = await self._get_json(doc["jwks_uri"])
-            try:
-                self._keys = KeySet.import_key_set(data)
-            except (JoseError, ValueError, KeyError, TypeError):
-                raise UpstreamError("The identity provider's JWKS could not be read.") from None
-            self._keys_at = time.monotonic()
-        assert self._keys is not None
-        return self._keys
+        now, keys = self._now(), self._keys
+        if keys is not None and not self._expired(self._keys_at, now):
+            if not refresh:
+                return keys
+            if self._in_flight("jwks") is None:
+                # An unknown kid: refetch, unless one was forced moments ago (anyone can send one).
+                if 0 <= now - self._forced_at <= REFETCH_SECONDS:
+                    return keys
+                self._forced_at = now
+        # Stale, or a refetch: join the fetch in flight, if any, else start one.
+        return await self._once("jwks", self._fetch_keys)
+
+    async def _fetch_keys(self) -> KeySet:
+        uri = (await self.discovery()).get("jwks_uri")
+        if not isinstance(uri, str):
+            raise UpstreamError("The identity provider's discovery document names no JWKS.")
+        data = await self._get_json(uri)
+        try:
+            keys = KeySet.import_key_set(data)
+        except (JoseError, ValueError, KeyError, TypeError):
+            raise UpstreamError("The identity provider's JWKS could not be read.") from None
+        self._keys, self._keys_at = keys, self._now()
+        return keys
 
     async def _allowed_algorithms(self) -> set[str]:
         doc = await self.discovery()
@@ -109,9 +181,7 @@ class OidcVerifier:
         except (JoseError, ValueError, UnicodeError):
             raise InvalidToken("The bearer is neither an API key nor a signed ID token.") from None
         if str(header.get("typ", "")).lower() in ("at+jwt", "application/at+jwt"):
-            raise InvalidToken(
-                "Access tokens are not accepted; send the ID token (the 'token' field of the sign-in exchange)."
-            )
+            raise InvalidToken(ACCESS_TOKEN_MESSAGE)
         alg = header.get("alg")
         if alg not in await self._allowed_algorithms():
             raise InvalidToken(f"The session token's signing algorithm {alg!r} is not allowed.")
@@ -124,6 +194,11 @@ class OidcVerifier:
         return claims
 
     def _check_claims(self, claims: dict[str, Any], *, nonce: str | None) -> None:
+        # Some providers type their access tokens in the payload only, and sign them with the
+        # same keys for the same audience: Keycloak (typ "Bearer"; its ID tokens say "ID") and
+        # Cognito (token_use "access"; its ID tokens say "id").
+        if str(claims.get("typ", "")).lower() in _ACCESS_TYPES or claims.get("token_use", "id") != "id":
+            raise InvalidToken(ACCESS_TOKEN_MESSAGE)
         now = self.clock.now().timestamp()
         if claims.get("iss") != self.issuer:
             raise InvalidToken("The session token comes from another issuer.")

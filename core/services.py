@@ -51,6 +51,7 @@ class Services:
     def close(self) -> None:
         self.provider.close()
         self.outbound.close()
+        self.oidc.close()
         self.store.close()
 
 

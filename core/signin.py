@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from authlib.oauth2.auth import ClientAuth
 from authlib.oauth2.rfc6749.parameters import prepare_token_request
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.httpclient import HTTPClientError, HTTPRequest
 
 from core import accounts
 from core.errors import InvalidGrant, UpstreamError, ValidationError
@@ -81,10 +81,11 @@ async def _redeem(services: Services, request: ExchangeRequest) -> dict[str, Any
     url, headers, body = ClientAuth(client.client_id, client.client_secret, "client_secret_basic").prepare(
         "POST", endpoint, headers, body
     )
-    # The provider is operator configuration, trusted: no outbound address guard, but timeouts.
+    # The provider is operator configuration, trusted: no outbound address guard, but timeouts,
+    # and the identity provider's own bounded client (shared with discovery and JWKS).
     http = HTTPRequest(url, method="POST", headers=headers, body=body, connect_timeout=TIMEOUT_SECONDS, request_timeout=TIMEOUT_SECONDS)
     try:
-        response = await AsyncHTTPClient().fetch(http, raise_error=False)
+        response = await services.oidc.http().fetch(http, raise_error=False)
     except (HTTPClientError, OSError) as exc:
         log.warning("token endpoint %s failed: %s", endpoint, exc)
         raise UpstreamError("The identity provider did not answer; try again shortly.") from None

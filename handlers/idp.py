@@ -7,6 +7,16 @@ from handlers.pages import PageHandler
 
 
 class _IdpHandler(PageHandler):
+    #: Counted in the shared ``api`` rate-limit bucket. Not in ``auth``: a portal sign-in already
+    #: counts there once (the callback), and the token call comes from the service itself. The
+    #: discovery document and the JWKS are static and fetched by the service itself: not counted.
+    rate_limited = True
+
+    async def prepare(self) -> None:
+        if self.rate_limited:
+            self.hit_rate_limit("/v1/idp")
+        await super().prepare()
+
     def check_xsrf_cookie(self) -> None:
         """The development provider stands in for an external identity provider: its token
         endpoint is called server to server, and its form signs in only the e-mail typed into it."""
@@ -21,11 +31,15 @@ class _IdpHandler(PageHandler):
 
 
 class DiscoveryHandler(_IdpHandler):
+    rate_limited = False
+
     async def get(self) -> None:
         self.finish(self.idp.discovery())
 
 
 class JwksHandler(_IdpHandler):
+    rate_limited = False
+
     async def get(self) -> None:
         self.finish(self.idp.jwks())
 

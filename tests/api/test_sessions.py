@@ -131,7 +131,31 @@ class TestIdTokenVerification:
         token = world.session_token(owner.user.email, header={"typ": "at+jwt"})
         r = await session(api, token)
         assert (r.status, r.code) == (401, "invalid_token")
-        assert "Access tokens are not accepted" in r.body["message"]
+        assert "access token is not a session token" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_an_access_token_typed_bearer_in_its_payload_is_not_a_session(self, api, world):
+        owner = world.owner()
+        r = await session(api, world.session_token(owner.user.email, typ="Bearer"))  # as Keycloak types them
+        assert (r.status, r.code) == (401, "invalid_token")
+        assert "access token is not a session token" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_an_access_token_with_token_use_access_is_not_a_session(self, api, world):
+        owner = world.owner()
+        r = await session(api, world.session_token(owner.user.email, token_use="access"))  # as Cognito marks them
+        assert (r.status, r.code) == (401, "invalid_token")
+        assert "access token is not a session token" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_an_id_token_typed_id_in_its_payload_is_a_session(self, api, world):
+        owner = world.owner()
+        assert (await session(api, world.session_token(owner.user.email, typ="ID"))).status == 200  # Keycloak
+
+    @pytest.mark.gen_test
+    async def test_an_id_token_with_token_use_id_is_a_session(self, api, world):
+        owner = world.owner()
+        assert (await session(api, world.session_token(owner.user.email, token_use="id"))).status == 200  # Cognito
 
     @pytest.mark.gen_test
     async def test_alg_none_is_refused(self, api, world):

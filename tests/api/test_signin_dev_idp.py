@@ -9,8 +9,9 @@ import attrs
 import pytest
 from tornado.httpclient import HTTPRequest
 
-from core.config import Config, ConfigError, OidcConfig, ServerConfig, config_from_dict
-from core.dev_idp import DEFAULT_CLIENT_ID
+from core.config import Config, ConfigError, OidcConfig, RateLimitsConfig, ServerConfig, config_from_dict
+from core.dev_idp import CODE_SECONDS, DEFAULT_CLIENT_ID, MAX_CODES, DevIdentityProvider, TokenError
+from tests.servers.oidc import new_key
 from tests.servers.pkce import authorize_params, code_from, new_flow, query
 
 
@@ -146,6 +147,76 @@ class TestProviderPages:
         assert r.code == 401 and b"invalid_client" in r.body
 
 
+class TestCodeStore:
+    """The provider keeps issued codes in memory, but not forever and not without bound."""
+
+    @pytest.fixture
+    def idp(self, clock):
+        return DevIdentityProvider(
+            issuer="http://127.0.0.1:8080/idp", client_id=DEFAULT_CLIENT_ID, client_secret="s3cret",
+            redirect_uri="http://127.0.0.1:8080/auth/callback", key=new_key("dev"), clock=clock, max_codes=5,
+        )
+
+    @staticmethod
+    def issue(idp):
+        flow = new_flow()
+        params = authorize_params(flow, client_id=idp.client_id, redirect_uri=idp.redirect_uri)
+        return code_from(idp.issue_code(params, "a@example.com")), flow
+
+    @staticmethod
+    def redeem(idp, code, flow):
+        form = {"grant_type": "authorization_code", "code": code, "redirect_uri": idp.redirect_uri,
+                "code_verifier": flow["verifier"], "client_id": idp.client_id, "client_secret": idp.client_secret}
+        return idp.token(form, None)
+
+    def test_expired_codes_are_dropped_when_a_new_one_is_issued(self, idp, clock):
+        for _ in range(3):
+            self.issue(idp)
+        clock.advance(CODE_SECONDS + 1)
+        self.issue(idp)
+        assert idp.pending_codes == 1
+
+    def test_the_store_never_exceeds_its_cap(self, idp):
+        for _ in range(12):
+            self.issue(idp)
+            assert idp.pending_codes <= 5
+        assert idp.pending_codes == 5
+
+    def test_a_full_store_drops_the_oldest_code_first(self, idp):
+        codes = [self.issue(idp) for _ in range(6)]
+        with pytest.raises(TokenError, match="unknown, expired or already used"):
+            self.redeem(idp, *codes[0])
+        assert "id_token" in self.redeem(idp, *codes[1])
+        assert "id_token" in self.redeem(idp, *codes[-1])
+
+    def test_the_default_cap_is_ten_thousand_codes(self):
+        assert MAX_CODES == 10_000
+
+
+class TestRateLimit:
+    """The provider's endpoints count in the shared api bucket (a sign-in itself counts once in
+    auth, at the callback: the provider's form and its server-to-server token call do not)."""
+
+    @pytest.fixture
+    def config(self, config):
+        return attrs.evolve(config, rate_limits=RateLimitsConfig(api=3))
+
+    @pytest.mark.gen_test
+    async def test_a_flood_of_sign_in_forms_is_cut_off_with_429(self, http_client, services):
+        params = authorize_params(new_flow(), client_id=DEFAULT_CLIENT_ID, redirect_uri=services.oidc_client.redirect_uri)
+        request = HTTPRequest(f"{services.config.server.base_url}/idp/authorize", method="POST",
+                              body=query({**params, "email": "a@example.com"}), follow_redirects=False)
+        codes = [(await http_client.fetch(request, raise_error=False)).code for _ in range(4)]
+        assert codes == [302, 302, 302, 429]
+
+    @pytest.mark.gen_test
+    async def test_a_flood_of_token_requests_is_cut_off_with_429(self, http_client, services):
+        request = HTTPRequest(f"{services.config.server.base_url}/idp/token", method="POST",
+                              body="grant_type=authorization_code&code=x&client_id=dev-portal&client_secret=wrong")
+        codes = [(await http_client.fetch(request, raise_error=False)).code for _ in range(4)]
+        assert codes == [401, 401, 401, 429]
+
+
 class TestPortalSignIn:
     """GET /login and /auth/callback: the browser flow the portal offers."""
 
@@ -189,6 +260,16 @@ class TestLoopbackOnly:
         with pytest.raises(ConfigError, match="oidc.issuer: required unless"):
             config_from_dict({"server": server})
 
+    def test_start_up_refuses_a_non_loopback_portal_url_without_an_issuer(self):
+        with pytest.raises(ConfigError, match="oidc.issuer: required unless server.portal_url is a loopback address"):
+            config_from_dict({"server": {"portal_url": "https://portal.example.com"}})
+
+    @pytest.mark.parametrize("proxies", [["10.0.0.0/8"], ["127.0.0.1"]])
+    def test_start_up_refuses_trusted_proxies_without_an_issuer(self, proxies):
+        with pytest.raises(ConfigError, match="oidc.issuer: required when server.trusted_proxies is set"):
+            config_from_dict({"server": {"trusted_proxies": proxies}})
+
     def test_an_external_issuer_may_serve_anywhere(self):
-        config = config_from_dict({"server": {"host": "0.0.0.0"}, "oidc": {"issuer": "https://idp.example", "client_id": "x"}})
+        server = {"host": "0.0.0.0", "portal_url": "https://portal.example.com", "trusted_proxies": ["10.0.0.0/8"]}
+        config = config_from_dict({"server": server, "oidc": {"issuer": "https://idp.example", "client_id": "x"}})
         assert isinstance(config, Config)
