@@ -24,7 +24,6 @@ would accept ``127.1`` or ``2130706433`` and consult /etc/hosts.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import ssl
 import time
@@ -34,10 +33,11 @@ import attrs
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.httputil import HTTPInputError
 from tornado.netutil import Resolver
-from tornado.simple_httpclient import HTTPStreamClosedError, HTTPTimeoutError, SimpleAsyncHTTPClient
+from tornado.simple_httpclient import HTTPStreamClosedError, HTTPTimeoutError
 
 from core.config import ConfigError, DnsConfig, NetworkConfig
 from core.dns import DnsChecker, Lookup
+from core.http import OwnClient
 from core.net_policy import (
     AddressPolicy,
     DestinationRefused,
@@ -167,28 +167,12 @@ class OutboundClient:
                  max_body_bytes: int = 64 * 1024) -> None:
         self.policy = AddressPolicy(network.allow_private_ranges)
         self.resolver = GuardedResolver(dns=DnsChecker(dns), policy=self.policy)
-        self.max_clients = max_clients
         self.max_body_bytes = max_body_bytes
         self._tls = _tls_context(network.ca_bundle)
-        self._client: SimpleAsyncHTTPClient | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
-
-    def _http(self) -> SimpleAsyncHTTPClient:
-        """A client of the running loop: created on first use, since a client belongs to one loop."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            self.close()
-            # force_instance keeps this pool apart from Tornado's shared per-loop client.
-            self._client = SimpleAsyncHTTPClient(force_instance=True, max_clients=self.max_clients,
-                                                 resolver=self.resolver)
-            self._client_loop = loop
-        return self._client
+        self.pool = OwnClient(max_clients=max_clients, resolver=self.resolver)
 
     def close(self) -> None:
-        """Let go of the HTTP client (it is made again on next use)."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        self.pool.close()
 
     async def resolve(self, host: str) -> list[IPAddress]:
         """The addresses of a user-supplied ``host`` the service may connect to (for the HTTPS scan)."""
@@ -220,7 +204,7 @@ class OutboundClient:
         )
         started = time.monotonic()
         try:
-            response = await self._http().fetch(request, raise_error=False)
+            response = await self.pool.get().fetch(request, raise_error=False)
         except Exception as exc:  # noqa: BLE001 - every way a request can fail becomes an OutboundFailure
             if capped.truncated and capped.status is not None:
                 return OutboundResponse(status_code=capped.status, body=capped.body(),

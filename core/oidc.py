@@ -25,6 +25,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from core.clock import Clock
 from core.errors import InvalidToken, UpstreamError
+from core.http import OwnClient
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -60,25 +61,14 @@ class OidcVerifier:
         self._keys_at = 0.0
         self._forced_at = float("-inf")
         self._fetches: dict[str, asyncio.Task[Any]] = {}
-        self._client: SimpleAsyncHTTPClient | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._http = OwnClient(max_clients=MAX_CLIENTS)
 
     def http(self) -> SimpleAsyncHTTPClient:
-        """The client for identity-provider calls, of the running loop: created on first use,
-        since a client belongs to one loop."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            self.close()
-            # force_instance keeps this pool apart from Tornado's shared per-loop client.
-            self._client = SimpleAsyncHTTPClient(force_instance=True, max_clients=MAX_CLIENTS)
-            self._client_loop = loop
-        return self._client
+        """The pool for identity-provider calls (discovery, JWKS, the code exchange)."""
+        return self._http.get()
 
     def close(self) -> None:
-        """Let go of the HTTP client (it is made again on next use)."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        self._http.close()
 
     def _now(self) -> float:
         return self.clock.now().timestamp()

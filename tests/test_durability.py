@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import socket
 import sqlite3
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -26,41 +22,17 @@ from core.services import build_services
 from core.webhooks import endpoints
 from store.records import OutboxEvent
 from tests.servers.https import HttpsReceiver
+from tests.servers.service import ServiceProcess
 
-ROOT = Path(__file__).resolve().parent.parent
 EVENTS = 40
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def write_config(tmp_path: Path, dns, receiver: HttpsReceiver) -> Path:
-    path = tmp_path / "service.toml"
-    port = free_port()
-    path.write_text(
-        f"""
-[server]
-port = {port}
-base_url = "http://127.0.0.1:{port}"
-portal_url = "http://127.0.0.1:{port}"
-[storage]
-path = "{tmp_path / 'service.sqlite3'}"
-secret_key_file = "{tmp_path / 'secret.key'}"
-[dns]
-nameservers = ["{dns.address}"]
-timeout_seconds = 0.5
-[webhooks]
-poll_interval_seconds = 0.5
-request_timeout_seconds = 1
-[network]
-allow_private_ranges = ["127.0.0.0/8"]
-ca_bundle = "{receiver.ca_pem_path}"
-"""
+def service(tmp_path: Path, dns, receiver: HttpsReceiver) -> ServiceProcess:
+    return ServiceProcess(
+        tmp_path, dns_address=dns.address,
+        extra="[webhooks]\npoll_interval_seconds = 0.5\nrequest_timeout_seconds = 1\n"
+              f'[network]\nallow_private_ranges = ["127.0.0.0/8"]\nca_bundle = "{receiver.ca_pem_path}"\n',
     )
-    return path
 
 
 async def queue_events(config_path: Path, receiver: HttpsReceiver) -> set[str]:
@@ -85,14 +57,6 @@ async def queue_events(config_path: Path, receiver: HttpsReceiver) -> set[str]:
         services.close()
 
 
-def start(config_path: Path, log: Path) -> subprocess.Popen:
-    with log.open("ab") as out:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(
-            [sys.executable, str(ROOT / "app.py"), "--config", str(config_path)],
-            cwd=config_path.parent, stdout=out, stderr=subprocess.STDOUT,
-        )
-
-
 def marks_received(receiver: HttpsReceiver) -> list[str]:
     return [json.loads(r.body)["data"]["certificateId"] for r in receiver.received]
 
@@ -110,34 +74,30 @@ class TestKilledMidDelivery:
 
     @pytest.mark.gen_test(timeout=60)
     async def test_every_delivery_arrives_after_a_restart(self, tmp_path, dns, receiver):
-        config_path = write_config(tmp_path, dns, receiver)
-        marks = await queue_events(config_path, receiver)
+        running = service(tmp_path, dns, receiver)
+        marks = await queue_events(running.config, receiver)
         receiver.respond_with(200, delay=0.4)  # slow enough that some are in flight when killed
-        log = tmp_path / "service.log"
-        first = start(config_path, log)
+        running.start(wait=False)
         try:
             await receiver.wait_for(5, timeout=20)
             assert receiver.in_flight > 0, "deliveries are in flight at the kill"
         finally:
-            first.send_signal(signal.SIGKILL)
-            first.wait(10)
-        killed_at = len(receiver.received)
-        assert killed_at < EVENTS, "the kill came before everything was delivered"
+            running.kill()
+        assert len(receiver.received) < EVENTS, "the kill came before everything was delivered"
 
         receiver.respond_with(200)
-        second = start(config_path, log)
+        running.start(wait=False)
         try:
             deadline = time.monotonic() + 30
             while not marks <= set(marks_received(receiver)) and time.monotonic() < deadline:
                 await asyncio.sleep(0.2)
         finally:
-            second.send_signal(signal.SIGTERM)
-            second.wait(10)
+            running.stop()
 
         got = marks_received(receiver)
-        assert marks <= set(got), f"lost: {len(marks - set(got))} of {EVENTS}\n{log.read_text()[-2000:]}"
+        assert marks <= set(got), f"lost: {len(marks - set(got))} of {EVENTS}\n{running.log.read_text()[-2000:]}"
         assert max(got.count(m) for m in marks) <= 2, "a crash resends at most once more"
-        db = sqlite3.connect(tmp_path / "service.sqlite3")
+        db = sqlite3.connect(running.database)
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert db.execute("SELECT count(*) FROM webhook_deliveries WHERE status != 'delivered'").fetchone() == (0,)
         assert db.execute("SELECT count(*) FROM outbox_events WHERE dispatched_at IS NULL").fetchone() == (0,)

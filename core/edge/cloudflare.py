@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from tornado.httpclient import HTTPClientError, HTTPRequest, HTTPResponse
-from tornado.simple_httpclient import HTTPTimeoutError, SimpleAsyncHTTPClient
+from tornado.simple_httpclient import HTTPTimeoutError
 
 from core.config import CloudflareConfig
 from core.edge import (
@@ -34,6 +34,7 @@ from core.edge import (
     ProviderUnavailable,
 )
 from core.edge.pacing import Pacer, parse_ratelimit, parse_retry_after
+from core.http import OwnClient
 
 log = logging.getLogger(__name__)
 
@@ -64,22 +65,10 @@ class CloudflareProvider:
         self.pacer = Pacer(config.requests_per_window, config.window_seconds, monotonic=monotonic)
         self._monotonic = monotonic
         self._delegation_id: str | None = None
-        self._client: SimpleAsyncHTTPClient | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
-
-    def _http(self) -> SimpleAsyncHTTPClient:
-        """A client of the running loop: created on first use, since a client belongs to one loop."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            self._client = SimpleAsyncHTTPClient(force_instance=True, max_clients=MAX_CLIENTS)
-            self._client_loop = loop
-        return self._client
+        self._http = OwnClient(max_clients=MAX_CLIENTS)
 
     def close(self) -> None:
-        """Let go of the HTTP client (it is made again on next use)."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        self._http.close()
 
     # -- the operations of EdgeProvider ---------------------------------------------------------
 
@@ -186,7 +175,7 @@ class CloudflareProvider:
         )
         started = time.monotonic()
         try:
-            response = await self._http().fetch(request, raise_error=False)
+            response = await self._http.get().fetch(request, raise_error=False)
         except (HTTPClientError, OSError) as exc:
             log.warning("cloudflare %s %s -> %s after %.0f ms (trace %s)",
                         method, path, exc, _ms(started), trace_id or "-")

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+from tests.servers.service import ServiceProcess
+
 KEPT_SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: Flags for a root user in a closed network (see the environment notes: no sandbox as root,
@@ -31,50 +28,11 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def service(tmp_path, dns):
-    port = free_port()
-    config = tmp_path / "service.toml"
-    config.write_text(
-        f"""
-[server]
-port = {port}
-base_url = "http://127.0.0.1:{port}"
-portal_url = "http://127.0.0.1:{port}"
-[storage]
-path = "{tmp_path / 'service.sqlite3'}"
-secret_key_file = "{tmp_path / 'secret.key'}"
-[dns]
-nameservers = ["{dns.address}"]
-timeout_seconds = 0.5
-[provider.sandbox]
-activation_delay_seconds = 1.0
-"""
-    )
-    log = tmp_path / "service.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--config", str(config)], cwd=tmp_path,
-                                   stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            urllib.request.urlopen(base + "/", timeout=1)
-            break
-        except OSError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise RuntimeError("the service did not start:\n" + log.read_text()) from None
-            time.sleep(0.1)
-    yield base
-    process.terminate()
-    process.wait(10)
+    running = ServiceProcess(tmp_path, dns_address=dns.address, extra="[provider.sandbox]\nactivation_delay_seconds = 1.0\n")
+    yield running.start().base_url
+    running.stop()
 
 
 @pytest.fixture

@@ -1,0 +1,70 @@
+"""The service itself as a separate process, started the way an operator starts it
+(``python app.py --config FILE``), for tests that kill it, restart it, or drive it from a browser.
+
+Its configuration is written here: a free port, storage in the test's folder, the test DNS server
+as its resolver, and whatever tables the test adds.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServiceProcess:
+    def __init__(self, folder: Path, *, dns_address: str, extra: str = "") -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.database = folder / "service.sqlite3"
+        self.log = folder / "service.log"
+        self.config = folder / "service.toml"
+        self.config.write_text(
+            f"[server]\nport = {self.port}\n"
+            f'[storage]\npath = "{self.database}"\nsecret_key_file = "{folder / "secret.key"}"\n'
+            f'[dns]\nnameservers = ["{dns_address}"]\ntimeout_seconds = 0.5\n' + extra
+        )
+        self.process: subprocess.Popen | None = None
+
+    def start(self, *, wait: bool = True) -> ServiceProcess:
+        with self.log.open("ab") as out:  # the child keeps its own copy of the descriptor
+            self.process = subprocess.Popen(
+                [sys.executable, str(ROOT / "app.py"), "--config", str(self.config)],
+                cwd=self.folder, stdout=out, stderr=subprocess.STDOUT,
+            )
+        if wait:
+            self._wait_until_listening()
+        return self
+
+    def _wait_until_listening(self) -> None:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                urllib.request.urlopen(self.base_url + "/", timeout=1)
+                return
+            except OSError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    self.process.kill()
+                    raise RuntimeError("the service did not start:\n" + self.log.read_text()) from None
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up of any kind, as when the machine dies."""
+        self.process.kill()
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
