@@ -13,7 +13,7 @@ events queued, then:
 1. ``await WebhookWorker.tick()`` repeatedly until every delivery is delivered (or no tick makes
    progress), after 64 warm-up deliveries: deliveries/s (events / wall time), failures, p50/p95
    of the attempts' ``duration_ms``, the CPU each process used. ``--concurrency`` sets
-   ``core.webhooks.worker.CONCURRENCY`` and the OutboundClient's pool size for the run.
+   the worker's concurrency and the OutboundClient's pool size for the run.
 2. ``WebhookWorker.fan_out()`` of the same events alone (before 1): its wall time.
 
 Target: >= 500 signed deliveries/s, hence <= 2 ms of sender CPU per delivery on one core.
@@ -142,12 +142,11 @@ async def drain(services, worker: worker_module.WebhookWorker) -> None:
 async def run(args, tmp: Path, proc: subprocess.Popen, receiver: dict) -> dict:
     services = build_services(load_config(write_config(tmp, receiver)))
     try:
-        worker_module.CONCURRENCY = args.concurrency  # read by every tick
         services.outbound.pool.max_clients = args.concurrency  # read when its HTTP client is made, at first use
         workspace, _ = accounts.create_workspace(services, name="bench", owner_email="bench@acme-bench.com")
         webhook = endpoints.CreateWebhook(url=receiver["url"])
         await endpoints.create(services, workspace_id=workspace.id, request=webhook)
-        worker = worker_module.WebhookWorker(services)
+        worker = worker_module.WebhookWorker(services, concurrency=args.concurrency)
         queue(services, workspace.id, WARMUP, WARM)
         await drain(services, worker)  # warm-up, not counted: first connections, caches, the HTTP client
         queue(services, workspace.id, args.events, MEASURED)

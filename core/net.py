@@ -24,6 +24,7 @@ would accept ``127.1`` or ``2130706433`` and consult /etc/hosts.
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 import time
@@ -54,6 +55,9 @@ __all__ = [
     "AddressPolicy", "DestinationRefused", "GuardedResolver", "OutboundClient", "OutboundError",
     "OutboundFailure", "OutboundResponse", "Target", "check_host", "check_url",
 ]
+
+
+log = logging.getLogger(__name__)
 
 
 class OutboundError(OutboundFailure):
@@ -112,7 +116,13 @@ class GuardedResolver(Resolver):
         if not allowed:
             if literal is not None:
                 raise DestinationRefused(f"The host {refused[0]}.")
-            raise DestinationRefused(f"{host} resolves only to non-public addresses ({'; '.join(refused)}).")
+            # The addresses stay in the log: telling callers would make this a lookup tool into
+            # the operator's internal DNS (the scan answers anonymous callers).
+            log.info("refused %s: it resolves only to non-public addresses (%s)", host, "; ".join(refused))
+            raise DestinationRefused(
+                f"{host} resolves only to non-public addresses (loopback, private, link-local or others "
+                "the service may not reach)."
+            )
         return list(dict.fromkeys(allowed))
 
     async def resolve(  # type: ignore[override]

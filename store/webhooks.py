@@ -131,7 +131,7 @@ class WebhookRepo:
         self.db.conn.executemany(
             "UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id = ?", [(ts(lease_until), r["id"]) for r in rows]
         )
-        return [_delivery(r) for r in rows]
+        return [_delivery({**r, "next_attempt_at": ts(lease_until)}) for r in rows]
 
     def get_delivery(self, endpoint_id: uuid.UUID, delivery_id: uuid.UUID) -> WebhookDelivery | None:
         rows = select(

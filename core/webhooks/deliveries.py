@@ -7,6 +7,7 @@ attempt (time, status code or error, duration). Redelivering queues the same del
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,7 @@ class DeliveryPage:
 def _limit(raw: str | None) -> int:
     if raw is None:
         return LIMIT_DEFAULT
-    if not raw.isdigit() or not 1 <= int(raw) <= LIMIT_MAX:
+    if not re.fullmatch(r"[0-9]{1,3}", raw) or not 1 <= int(raw) <= LIMIT_MAX:  # isdigit() accepts "²"
         raise ValidationError.field("limit", f"Must be an integer from 1 to {LIMIT_MAX}")
     return int(raw)
 

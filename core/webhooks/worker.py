@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import attrs
 from tornado.ioloop import IOLoop
 
+from core.clock import truncate_ms
 from core.net import OutboundFailure
 from core.webhooks import signing
 from core.webhooks.endpoints import secret_of, subscribed
@@ -62,9 +63,10 @@ def retry_delay(retry: int, rng: random.Random) -> float:
 
 
 class WebhookWorker:
-    def __init__(self, services: Services, *, rng: random.Random | None = None) -> None:
+    def __init__(self, services: Services, *, rng: random.Random | None = None, concurrency: int = CONCURRENCY) -> None:
         self.services = services
         self.rng = rng or random.Random()
+        self.concurrency = concurrency
         self._running = False
         self._again = False
 
@@ -117,23 +119,22 @@ class WebhookWorker:
         now = self.services.clock.now()
         lease = dt.timedelta(seconds=2 * self.services.config.webhooks.request_timeout_seconds + LEASE_MARGIN_SECONDS)
         with self.services.store.transaction():
-            return self.services.store.webhooks.claim_due(now=now, lease_until=now + lease, limit=BATCH)
+            return self.services.store.webhooks.claim_due(now=now, lease_until=truncate_ms(now + lease), limit=BATCH)
 
     async def _send_all(self, deliveries: list[WebhookDelivery]) -> None:
-        gate = asyncio.Semaphore(CONCURRENCY)
-        # Each endpoint (and its current secret) is read once per batch, when the batch starts.
-        endpoints: dict[uuid.UUID, tuple[WebhookEndpoint, str] | None] = {}
-        for delivery in deliveries:
-            if delivery.endpoint_id not in endpoints:
-                endpoint = self.services.store.webhooks.get_endpoint(delivery.workspace_id, delivery.endpoint_id)
-                endpoints[delivery.endpoint_id] = None if endpoint is None else (endpoint, secret_of(self.services, endpoint))
+        gate = asyncio.Semaphore(self.concurrency)
+        secrets: dict[str, str] = {}  # ciphertext -> secret: decrypted once per batch and secret
 
         async def one(delivery: WebhookDelivery) -> None:
-            target = endpoints[delivery.endpoint_id]
-            if target is None:
-                return  # deleted meanwhile, and its deliveries with it
             async with gate:
-                await self.send(delivery, *target)
+                # Read when the slot is ours, not when the batch began: an endpoint disabled,
+                # deleted, moved or rotated meanwhile must not get this attempt the old way.
+                endpoint = self.services.store.webhooks.get_endpoint(delivery.workspace_id, delivery.endpoint_id)
+                if endpoint is None or endpoint.status != "active":
+                    return  # deleted (its deliveries with it), or disabled: the delivery waits
+                if endpoint.secret_ciphertext not in secrets:
+                    secrets[endpoint.secret_ciphertext] = secret_of(self.services, endpoint)
+                await self.send(delivery, endpoint, secrets[endpoint.secret_ciphertext])
 
         await asyncio.gather(*(one(d) for d in deliveries))
 
@@ -173,6 +174,11 @@ class WebhookWorker:
             if current is None:
                 return
             store.webhooks.insert_attempt(delivery.id, attempt)
+            store.webhooks.record_outcome(delivery.endpoint_id, at=attempt.started_at, status_code=attempt.status_code)
+            if current.next_attempt_at != delivery.next_attempt_at:
+                # Not our lease any more: it was redelivered while this attempt ran, and that new
+                # round (due now, counting from zero) stands.
+                return
             attempts = current.attempt_count + 1
             if attempt.error is None:
                 status, next_at = "delivered", None
@@ -186,6 +192,5 @@ class WebhookWorker:
                     last_status_code=attempt.status_code, last_error=attempt.error,
                 )
             )
-            store.webhooks.record_outcome(delivery.endpoint_id, at=attempt.started_at, status_code=attempt.status_code)
         if attempt.error is not None:
             log.info("webhook delivery %s attempt %d failed: %s", delivery.id, attempts, attempt.error)

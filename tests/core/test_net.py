@@ -201,18 +201,17 @@ class TestResolution:
     """Names resolved through the configured DNS, every address judged."""
 
     @pytest.mark.gen_test
-    async def test_a_name_resolving_to_a_private_address_is_refused_naming_it(self, outbound, dns):
+    async def test_a_name_resolving_to_a_private_address_is_refused_without_revealing_it(self, outbound, dns):
         dns.publish("hooks.example.net", "A", "10.0.0.5")
         with pytest.raises(DestinationRefused) as caught:
             await outbound().check_destination("https://hooks.example.net/hook")
-        assert caught.value.reason == (
-            "hooks.example.net resolves only to non-public addresses (10.0.0.5 is a private address)."
-        )
+        assert caught.value.reason.startswith("hooks.example.net resolves only to non-public addresses")
+        assert "10.0.0.5" not in caught.value.reason
 
     @pytest.mark.gen_test
     async def test_a_private_ipv6_address_is_refused(self, outbound, dns):
         dns.publish("hooks.example.net", "AAAA", "fd00:ec2::254")
-        with pytest.raises(DestinationRefused, match="fd00:ec2::254 is a private address"):
+        with pytest.raises(DestinationRefused, match="resolves only to non-public addresses"):
             await outbound().check_destination("https://hooks.example.net/hook")
 
     @pytest.mark.gen_test
@@ -282,7 +281,7 @@ class TestRebinding:
         dns.remove(HOST)
         dns.publish_sequence(HOST, "A", ["127.0.0.1", "127.0.0.2"])
         await client.check_destination(receiver.url())
-        with pytest.raises(DestinationRefused, match=r"127\.0\.0\.2 is a loopback address"):
+        with pytest.raises(DestinationRefused, match="resolves only to non-public addresses"):
             await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)
         assert receiver.received == []
 
