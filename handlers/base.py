@@ -31,6 +31,7 @@ from core.ratelimit import Decision, client_ip
 from core.scopes import READERS, ROLES
 from core.services import Services
 from core.wire import dumps, structure_body
+from handlers.log import shown_path
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,6 +78,21 @@ class BaseHandler(RequestHandler):
             self.request.remote_ip or "",
             self.request.headers.get("X-Forwarded-For"),
             self.services.trusted_proxies,
+        )
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        """Like Tornado's, but paths go through ``shown_path``: verification-link tokens travel in
+        paths, and a 403 for a missing XSRF token must not write one into the log."""
+        if isinstance(value, ApiError):
+            return  # an expected refusal; the access log records it
+        if isinstance(value, HTTPError) and value.status_code < 500:
+            if value.log_message:
+                log.warning("%d %s %s: %s", value.status_code, self.request.method, shown_path(self.request.path),
+                            value.log_message % value.args)
+            return
+        log.error(
+            "unhandled error, request id %s: %s %s",
+            self.request_id, self.request.method, shown_path(self.request.path), exc_info=(typ, value, tb),
         )
 
     def allowed_methods(self) -> list[str]:
@@ -181,16 +197,6 @@ class ApiHandler(BaseHandler):
         self.set_status(204)
         self.clear_header("Content-Type")
         self.finish()
-
-    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
-        if isinstance(value, ApiError):
-            return  # an expected refusal; the access log records it
-        if isinstance(value, HTTPError) and value.status_code < 500:
-            return
-        log.error(
-            "unhandled error, request id %s: %s %s",
-            self.request_id, self.request.method, self.request.path, exc_info=(typ, value, tb),
-        )
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]

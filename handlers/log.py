@@ -10,10 +10,16 @@ from __future__ import annotations
 import logging
 import re
 
+from tornado.escape import url_unescape
 from tornado.web import RequestHandler
 
 access_log = logging.getLogger("access")
 _LINK_TOKEN = re.compile(r"vl_[A-Za-z0-9_-]+")
+
+
+def shown_path(path: str) -> str:
+    """A request path fit for any log: decoded first (``%76l_`` is ``vl_``), tokens replaced."""
+    return _LINK_TOKEN.sub("vl_<redacted>", url_unescape(path, plus=False))
 
 
 def log_request(handler: RequestHandler) -> None:
@@ -32,7 +38,7 @@ def log_request(handler: RequestHandler) -> None:
         "%d %s %s (%s@%s) %.1fms rid=%s",
         status,
         handler.request.method,
-        _LINK_TOKEN.sub("vl_<redacted>", handler.request.path),
+        shown_path(handler.request.path),
         who,
         ip,
         1000.0 * handler.request.request_time(),

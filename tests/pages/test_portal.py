@@ -338,3 +338,26 @@ class TestShareAndPublicPage:
     async def test_an_unknown_link_is_not_found(self, browser):
         r = await browser.get("/verify/vl_" + "x" * 43)
         assert r.code == 404 and b"does not exist" in r.body
+
+
+class TestTokensStayOutOfLogs:
+    """A verification link's token travels in the path; no log line may hold it."""
+
+    @pytest.mark.gen_test
+    async def test_a_form_without_xsrf_logs_no_token(self, browser, services, world, api, caplog, http_client, base_url):
+        _, _, path = await TestShareAndPublicPage().shared(browser, services, world, api)
+        token = path.rsplit("/", 1)[1]
+        stranger = Browser(http_client, base_url)
+        with caplog.at_level("INFO"):
+            r = await stranger.request("POST", path, {"_xsrf": "missing"})
+        assert r.code == 403
+        assert not any(token in record.getMessage() for record in caplog.records)
+
+    @pytest.mark.gen_test
+    async def test_a_percent_encoded_token_is_redacted_too(self, browser, services, world, api, caplog):
+        _, _, path = await TestShareAndPublicPage().shared(browser, services, world, api)
+        token = path.rsplit("/", 1)[1]
+        with caplog.at_level("INFO", logger="access"):
+            assert (await browser.get(path.replace("/vl_", "/%76l_"))).code == 200
+        lines = [record.getMessage() for record in caplog.records if record.name == "access"]
+        assert lines and not any(token[3:] in line for line in lines)
