@@ -1,25 +1,29 @@
-"""Rules of the server-rendered portal that are not HTTP: pending sign-ins, safe redirects, and
-the DNS instructions as a person reads them.
+"""Rules of the server-rendered portal that are not HTTP: sign-ins in progress, safe redirects,
+and the DNS instructions as a person reads them.
 
-A sign-in in progress (PKCE verifier, nonce, where to go afterwards) is kept here, server-side,
-under its ``state``, and can be consumed once: replaying a callback, or the cookie that started
-it, finds nothing. Entries expire after ``SIGNIN_SECONDS`` and there are at most ``MAX_PENDING``
-(the oldest go first), so abandoned sign-ins cannot grow memory.
+A sign-in in progress (its state, nonce, PKCE verifier and where to go afterwards) travels in the
+browser's cookie, encrypted and authenticated (AES-GCM under a subkey of the secret key file), so
+starting sign-ins costs the server nothing and no flood of ``/login`` can push a real one out. The
+server remembers only the states already used, for as long as a sign-in may take, so each one
+works once: a replayed callback, even with the cookie that started it, is refused.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections import OrderedDict
 
 import attrs
 
+from core.crypto import Keyring
 from core.domains import DnsRecord, Validation
 from core.hostnames import relative_name, zone_of
 
 SIGNIN_SECONDS = 600
-MAX_PENDING = 10_000
+MAX_USED = 100_000
+_PURPOSE = "portal-signin"
 
 
 @attrs.frozen
@@ -28,30 +32,45 @@ class PendingSignin:
     verifier: str
     nonce: str
     next_path: str
-    created: float
+    started: float
+    "Unix time the sign-in began."
 
 
-class PendingSignins:
+def start_signin(next_path: str) -> PendingSignin:
+    return PendingSignin(
+        state=secrets.token_urlsafe(24), verifier=secrets.token_urlsafe(48), nonce=secrets.token_urlsafe(24),
+        next_path=next_path, started=time.time(),
+    )
+
+
+def seal(keyring: Keyring, pending: PendingSignin) -> str:
+    return keyring.encrypt(_PURPOSE, json.dumps(attrs.asdict(pending)), bound_to=_PURPOSE)
+
+
+def unseal(keyring: Keyring, sealed: str) -> PendingSignin | None:
+    """The sign-in a cookie carries, or ``None`` when it was altered, is not ours or is too old."""
+    try:
+        pending = PendingSignin(**json.loads(keyring.decrypt(_PURPOSE, sealed, bound_to=_PURPOSE)))
+    except (ValueError, TypeError):
+        return None
+    return pending if 0 <= time.time() - pending.started <= SIGNIN_SECONDS else None
+
+
+class UsedStates:
+    """States of finished sign-ins, until they could no longer be used anyway."""
+
     def __init__(self) -> None:
-        self._pending: OrderedDict[str, PendingSignin] = OrderedDict()
+        self._used: OrderedDict[str, float] = OrderedDict()
 
-    def start(self, next_path: str) -> PendingSignin:
-        now = time.monotonic()
-        while self._pending and (len(self._pending) >= MAX_PENDING or next(iter(self._pending.values())).created < now - SIGNIN_SECONDS):
-            self._pending.popitem(last=False)
-        pending = PendingSignin(
-            state=secrets.token_urlsafe(24), verifier=secrets.token_urlsafe(48), nonce=secrets.token_urlsafe(24),
-            next_path=next_path, created=now,
-        )
-        self._pending[pending.state] = pending
-        return pending
-
-    def finish(self, state: str) -> PendingSignin | None:
-        """The sign-in started with ``state``, once; ``None`` when unknown, used or expired."""
-        pending = self._pending.pop(state, None)
-        if pending is None or pending.created < time.monotonic() - SIGNIN_SECONDS:
-            return None
-        return pending
+    def use(self, state: str) -> bool:
+        """True the first time a state is used, false ever after (while it could still be valid)."""
+        now = time.time()
+        while self._used and (len(self._used) >= MAX_USED or next(iter(self._used.values())) < now - SIGNIN_SECONDS):
+            self._used.popitem(last=False)
+        if state in self._used:
+            return False
+        self._used[state] = now
+        return True
 
 
 def safe_next(path: str | None, default: str = "/domains") -> str:

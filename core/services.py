@@ -18,7 +18,7 @@ from core.edge import EdgeProvider, make_provider
 from core.edge.simulated_dns import SimulatedDns
 from core.net import OutboundClient
 from core.oidc import OidcVerifier
-from core.portal import PendingSignins
+from core.portal import UsedStates
 from core.ratelimit import RateLimiter
 from core.signin import OidcClient
 from store import Store
@@ -45,8 +45,8 @@ class Services:
     outbound: OutboundClient
     "The only client for user-supplied destinations (webhook URLs, scans): see core/net.py."
     key_cache: KeyCache = attrs.Factory(KeyCache)
-    pending_signins: PendingSignins = attrs.Factory(PendingSignins)
-    "Portal sign-ins in progress, each usable once."
+    used_signin_states: UsedStates = attrs.Factory(UsedStates)
+    "States of finished portal sign-ins: each works once."
 
     def close(self) -> None:
         self.provider.close()

@@ -9,6 +9,7 @@ service and work without JavaScript; ``static/portal.js`` only adds copy buttons
 
 from __future__ import annotations
 
+import hmac
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -133,10 +134,11 @@ class LoginHandler(PageHandler):
             endpoint = (await self.services.oidc.discovery())["authorization_endpoint"]
         except (ApiError, KeyError):
             raise HTTPError(502) from None
-        pending = self.services.pending_signins.start(portal.safe_next(self.get_argument("next", None)))
+        self.hit_rate_limit("/v1/portal/login")  # the shared api bucket
+        pending = portal.start_signin(portal.safe_next(self.get_argument("next", None)))
         self.set_signed_cookie(
-            SIGNIN_COOKIE, pending.state, expires_days=portal.SIGNIN_SECONDS / 86400, httponly=True, samesite="Lax",
-            secure=self.secure_cookies,
+            SIGNIN_COOKIE, portal.seal(self.services.keyring, pending), expires_days=portal.SIGNIN_SECONDS / 86400,
+            httponly=True, samesite="Lax", secure=self.secure_cookies,
         )
         client = self.services.oidc_client
         extra = {"login_hint": self.get_argument("login_hint")} if self.get_argument("login_hint", "") else {}
@@ -158,9 +160,14 @@ class CallbackHandler(PageHandler):
         cookie = self.get_signed_cookie(SIGNIN_COOKIE, max_age_days=1)
         self.clear_cookie(SIGNIN_COOKIE)
         state = self.get_argument("state", "")
-        # The state ties the answer to a sign-in this browser started (CSRF); it is used up here.
-        pending = self.services.pending_signins.finish(state) if cookie and cookie.decode() == state else None
-        if pending is None:
+        pending = portal.unseal(self.services.keyring, cookie.decode()) if cookie else None
+        # The state ties the answer to a sign-in this browser started (CSRF), compared in constant
+        # time, and is used up here.
+        if (
+            pending is None
+            or not hmac.compare_digest(state.encode(), pending.state.encode())
+            or not self.services.used_signin_states.use(pending.state)
+        ):
             self.set_status(400)
             self.render_page("signin.html", error="This sign-in link is stale, was already used, or was not started here. Start again.")
             return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.scopes import MANAGERS, WRITERS
+from core.scopes import MANAGERS, READERS
 from core.webhooks import deliveries, endpoints
 from core.wire import dump
 from handlers.base import ApiHandler, parse_id, require
@@ -17,8 +17,8 @@ def _with_secret(endpoint: WebhookEndpoint, secret: str) -> dict[str, Any]:
 
 
 class WebhookListHandler(ApiHandler):
-    # Like API keys: metadata of credentials, not a domain, client or certificate record.
-    @require(scopes=("*",), roles=WRITERS)
+    # The spec: "session, or * API key"; metadata only, never a secret.
+    @require(scopes=("*",), roles=READERS)
     async def get(self) -> None:
         self.send_json(endpoints.list_endpoints(self.services, workspace_id=self.principal.workspace_id))
 

@@ -196,10 +196,11 @@ class TestAccess:
         assert (await api.get("/v1/webhooks", token=operator.token)).status == 200
 
     @pytest.mark.gen_test
-    async def test_read_only_may_not_list(self, api, world):
+    async def test_read_only_may_list_but_not_register(self, api, world, hook):
         owner = world.owner()
-        r = await api.get("/v1/webhooks", token=world.member(owner.workspace, "read_only").token)
-        assert r.code == "forbidden"
+        reader = world.member(owner.workspace, "read_only")
+        assert (await api.get("/v1/webhooks", token=reader.token)).status == 200
+        assert (await api.post("/v1/webhooks", {"url": hook.url()}, token=reader.token)).code == "forbidden"
 
 
 class TestUrlRules:

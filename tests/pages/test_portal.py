@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import attrs
 import pytest
 from tornado.httpclient import HTTPRequest
-from tornado.web import create_signed_value
+from tornado.web import create_signed_value, decode_signed_value
 
 from core.config import ServerConfig
 
@@ -113,17 +113,34 @@ class TestSignIn:
     async def test_a_callback_is_single_use(self, browser, services):
         r = await browser.get("/login")
         state = parse_qs(urlsplit(r.headers["Location"]).query)["state"][0]
-        pending = services.pending_signins.finish(state)  # as the first callback does
-        assert pending is not None
+        cookie = dict(browser.cookies)
+        first = await browser.get(f"/auth/callback?code=x&state={state}")
+        assert b"already used" not in first.body  # the code is refused by the provider, the state is used up
+        browser.cookies = cookie  # replay the very cookie that started it
         again = await browser.get(f"/auth/callback?code=x&state={state}")
         assert again.code == 400 and b"already used" in again.body
 
     @pytest.mark.gen_test
+    async def test_a_flood_of_sign_in_starts_keeps_nothing_on_the_server(self, browser, services):
+        r = await browser.get("/login")
+        state = parse_qs(urlsplit(r.headers["Location"]).query)["state"][0]
+        cookie = dict(browser.cookies)
+        flood = Browser(browser.client, browser.base)
+        for _ in range(50):
+            await flood.get("/login")
+        browser.cookies = cookie
+        answer = await browser.get(f"/auth/callback?code=x&state={state}")
+        assert b"stale" not in answer.body  # the first sign-in was not pushed out
+
+    @pytest.mark.gen_test
     async def test_next_never_leaves_the_site(self, browser, services):
+        from core import portal
+
         for target in ("//evil.example/", "https://evil.example/", "/\\evil.example"):
-            r = await browser.get("/login?" + urlencode({"next": target}))
-            state = parse_qs(urlsplit(r.headers["Location"]).query)["state"][0]
-            assert services.pending_signins.finish(state).next_path == "/domains"
+            await browser.get("/login?" + urlencode({"next": target}))
+            sealed = decode_signed_value(services.keyring.subkey("cookie").hex(), "cps_signin",
+                                         browser.cookies["cps_signin"].strip('"')).decode()
+            assert portal.unseal(services.keyring, sealed).next_path == "/domains"
 
     @pytest.mark.gen_test
     async def test_sign_out_ends_the_session(self, browser, services, world):
