@@ -42,6 +42,7 @@ _TOKEN_SHAPE = re.compile(r"vl_[A-Za-z0-9_-]{43}")
 _HASH_PURPOSE = "verification-link"
 _TOKEN_PURPOSE = "verification-link-token"
 DEFAULT_DAYS = 7
+REMIND_INTERVAL = dt.timedelta(hours=1)
 MIN_DAYS = 1
 MAX_DAYS = 30
 STATUSES = ("active", "expired", "revoked")
@@ -240,6 +241,10 @@ async def remind(services: Services, *, workspace: Workspace, link_id: uuid.UUID
         raise Conflict(
             "no_recipient", "This link has no recipientEmail; create a link with one, or share its URL yourself."
         )
+    # One e-mail per link per hour: the service's mail server is no megaphone.
+    if link.last_reminded_at is not None and services.clock.now() - link.last_reminded_at < REMIND_INTERVAL:
+        next_at = _human_time(link.last_reminded_at + REMIND_INTERVAL)
+        raise Conflict("reminded_recently", f"A reminder for this link was sent less than an hour ago; send another after {next_at}.")
     domain = _domain(services, workspace.id, link.domain_id)
     message = mail.new_message(
         smtp,

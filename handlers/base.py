@@ -115,7 +115,6 @@ class ApiHandler(BaseHandler):
 
     def compute_etag(self) -> None:
         """No ETags: answers are ``no-store`` and often carry secrets; a 304 would only confuse."""
-        return None
 
     def decode_argument(self, value: bytes, name: str | None = None) -> str:
         # A path id that is not UTF-8 names nothing: it reaches parse_id and is a 404, like any

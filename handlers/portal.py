@@ -70,6 +70,7 @@ class DomainsPage(PortalHandler):
     @authenticated
     async def post(self) -> None:
         """Add a domain, then show its DNS page."""
+        self.hit_rate_limit("/v1/domains")
         principal = self.member(WRITERS)
         apex = self.get_body_argument("apex", "")
         try:
@@ -106,6 +107,7 @@ class CheckNow(PortalHandler):
 
     @authenticated
     async def post(self, domain_id: str) -> None:
+        self.hit_rate_limit("/v1/domains")
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
         result = await verification.verify(self.services, workspace=principal.workspace, domain_id=row.id)
@@ -118,6 +120,7 @@ class ShareLink(PortalHandler):
 
     @authenticated
     async def post(self, domain_id: str) -> None:
+        self.hit_rate_limit("/v1/verification-links")
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
         recipient = self.get_body_argument("recipientEmail", "").strip() or None
@@ -170,6 +173,7 @@ class KeysPage(PortalHandler):
 
     @authenticated
     async def post(self) -> None:
+        self.hit_rate_limit("/v1/api-keys")
         principal = self.member(MANAGERS)
         request = api_keys.CreateKeyRequest(
             name=self.get_body_argument("name", "").strip(), scopes=self.get_body_arguments("scopes")

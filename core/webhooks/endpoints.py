@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core.errors import NotFound, ValidationError
+from core.errors import Conflict, NotFound, ValidationError
 from core.net import DestinationRefused
 from store.records import WebhookEndpoint
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 SECRET_PREFIX = "whsec_"
 _SECRET_PURPOSE = "webhook-secret"
 EVENTS_MAX = 50
+ENDPOINTS_MAX = 20
 EVENT_NAME_MAX = 100
 URL_MAX = 2048
 STATUSES = ("active", "disabled")
@@ -102,6 +103,9 @@ async def create(services: Services, *, workspace_id: uuid.UUID, request: Create
     events = _clean_events(request.events, errors)
     if errors:
         raise ValidationError(field_errors=errors)
+    if len(services.store.webhooks.endpoints(workspace_id)) >= ENDPOINTS_MAX:
+        # Every event fans out to every endpoint: the number a workspace can ask for is bounded.
+        raise Conflict("too_many_webhooks", f"A workspace may register at most {ENDPOINTS_MAX} webhook endpoints; delete one first.")
     url = await _checked_url(services, request.url)
     now = services.clock.now()
     endpoint_id = uuid.uuid4()

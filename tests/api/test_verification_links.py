@@ -269,6 +269,16 @@ class TestRemind:
         assert (r.status, r.body["lastRemindedAt"], r.body["url"]) == (200, "2026-11-22T10:01:30.000Z", link["url"])
 
     @pytest.mark.gen_test
+    async def test_one_reminder_per_link_per_hour(self, api, world, smtp, clock):
+        owner, _, link = await owner_with_link(api, world, recipientEmail=RECIPIENT)
+        assert (await api.post(f"{LINKS}/{link['id']}/remind", token=owner.token)).status == 200
+        clock.advance(3599)
+        again = await api.post(f"{LINKS}/{link['id']}/remind", token=owner.token)
+        assert (again.status, again.code) == (409, "reminded_recently") and len(smtp.messages) == 1
+        clock.advance(1)
+        assert (await api.post(f"{LINKS}/{link['id']}/remind", token=owner.token)).status == 200
+
+    @pytest.mark.gen_test
     @pytest.mark.parametrize("smtp_settings", [SmtpConfig()])
     async def test_without_smtp_it_is_a_conflict(self, api, world):
         owner, _, link = await owner_with_link(api, world, recipientEmail=RECIPIENT)

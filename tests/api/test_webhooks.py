@@ -133,6 +133,14 @@ class TestEndpoints:
         assert rotated["secret"].startswith("whsec_") and rotated["secret"] != created["secret"]
 
     @pytest.mark.gen_test
+    async def test_a_workspace_has_at_most_20_endpoints(self, api, world, hook):
+        owner = world.owner()
+        for _ in range(20):
+            await register(api, owner, hook)
+        r = await api.post("/v1/webhooks", {"url": hook.url()}, token=owner.token)
+        assert (r.status, r.code) == (409, "too_many_webhooks")
+
+    @pytest.mark.gen_test
     async def test_delete_then_not_found(self, api, world, hook):
         owner = world.owner()
         created = await register(api, owner, hook)

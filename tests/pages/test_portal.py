@@ -260,6 +260,24 @@ class TestDnsPage:
         assert (await browser.get("/site/not-a-uuid/dns")).code == 404
 
 
+class TestPageActionsAreRateLimited:
+    """A page action counts in the bucket of the API call it stands for."""
+
+    @pytest.fixture
+    def config(self, config):
+        from core.config import RateLimitsConfig
+
+        return attrs.evolve(config, rate_limits=RateLimitsConfig(api=3))
+
+    @pytest.mark.gen_test
+    async def test_check_now_floods_are_cut_off(self, browser, services, world, api):
+        owner = world.owner()
+        d = await new_domain(api, owner)  # one api hit
+        sign_in(browser, services, owner)
+        codes = [(await browser.post(f"/site/{d['id']}/dns/check")).code for _ in range(3)]
+        assert codes == [302, 302, 429]
+
+
 class TestKeysPage:
     """/account/keys for owners and admins."""
 
