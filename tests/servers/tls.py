@@ -16,6 +16,7 @@ construction until ``stop()`` and are context managers.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import datetime as dt
@@ -67,8 +68,9 @@ def self_signed(hostname: str) -> ssl.SSLContext:
     return context
 
 
-class _LoopServer:
-    """An asyncio stream server on 127.0.0.1 in a thread of its own."""
+class _LoopServer(abc.ABC):
+    """An asyncio stream server on 127.0.0.1 in a thread of its own; subclasses say what it does
+    with each connection."""
 
     def __init__(self, tls: ssl.SSLContext | None, name: str) -> None:
         self._tls = tls
@@ -80,8 +82,9 @@ class _LoopServer:
         if not self._ready.wait(5):
             raise RuntimeError(f"the {name} server did not start")
 
+    @abc.abstractmethod
     async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        raise NotImplementedError
+        """Serve one connection."""
 
     async def _guarded(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
