@@ -39,6 +39,12 @@ TEMPLATES = jinja2.Environment(
 _CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 
+def refusal_text(exc: ApiError) -> str:
+    """What a form shows for a refused request: each field's problem, or the error's message."""
+    problems = [problem for problems in getattr(exc, "field_errors", {}).values() for problem in problems]
+    return "; ".join(problems) or exc.message
+
+
 class PageHandler(BaseHandler):
     principal: Principal | None
 
@@ -114,11 +120,8 @@ class SignupPageHandler(PageHandler):
             result = await signup.signup(self.services, signup.SignupRequest(email=email, domain=domain))
         except ApiError as exc:
             self.set_status(exc.status)
-            message = exc.message
-            if getattr(exc, "field_errors", None):
-                message = "; ".join(problem for problems in exc.field_errors.values() for problem in problems)
             base_url = self.services.config.server.base_url
-            self.render_page("home.html", base_url=base_url, error=message, email=email, domain=domain)
+            self.render_page("home.html", base_url=base_url, error=refusal_text(exc), email=email, domain=domain)
             return
         next_path = urlsplit(result.portal_url).path if isinstance(result, signup.SignedUp) else "/domains"
         login = "/login?" + urlencode({"next": next_path, "login_hint": result.user_email})

@@ -18,7 +18,7 @@ from core import api_keys, domain_query, domains, portal, verification, verifica
 from core.auth import Principal
 from core.errors import ApiError, NotFound
 from core.scopes import MANAGERS, SCOPES, WRITERS
-from handlers.pages import PageHandler
+from handlers.pages import PageHandler, refusal_text
 
 PAGE_SIZE = 50
 FILTERS = ("q", "status", "validationStatus", "certStatus", "tag")
@@ -77,7 +77,7 @@ class DomainsPage(PortalHandler):
             domain = await domains.create(self.services, workspace=principal.workspace, request=domains.CreateDomain(apex=apex))
         except ApiError as exc:
             self.set_status(exc.status)
-            message = "; ".join(p for ps in getattr(exc, "field_errors", {}).values() for p in ps) or exc.message
+            message = refusal_text(exc)
             page = domain_query.query(self.services, workspace=principal.workspace, request=domain_query.QueryDomains())
             self.render_page("domains.html", page=page, args=dict.fromkeys(FILTERS, ""), next_link=None, error=None,
                              can_write=True, add_error=message, apex=apex)
@@ -130,8 +130,7 @@ class ShareLink(PortalHandler):
                 request=verification_links.CreateLink(domain_id=row.id, recipient_email=recipient),
             )
         except ApiError as exc:
-            message = "; ".join(p for ps in getattr(exc, "field_errors", {}).values() for p in ps) or exc.message
-            self.flash(f"No link was created: {message}")
+            self.flash(f"No link was created: {refusal_text(exc)}")
         else:
             self.flash("A verification link was created: send it to your DNS administrator.")
         self.redirect(f"/site/{row.id}/dns")
@@ -182,8 +181,7 @@ class KeysPage(PortalHandler):
             _, secret = api_keys.create(self.services, workspace_id=principal.workspace_id, request=request)
         except ApiError as exc:
             self.set_status(exc.status)
-            message = "; ".join(p for ps in getattr(exc, "field_errors", {}).values() for p in ps) or exc.message
-            self.render_keys(principal, secret=None, error=message)
+            self.render_keys(principal, secret=None, error=refusal_text(exc))
             return
         # Shown here once, never stored in clear: this answer is not cached (Cache-Control: no-store).
         self.render_keys(principal, secret=secret, error=None)

@@ -8,10 +8,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import attrs
 import pytest
 
-from core.domains import ops_status
+from tests.helpers import mark_verified
 
 WRITE = ["certificates:write"]
 READ = ["certificates:read"]
@@ -19,15 +18,6 @@ READ = ["certificates:read"]
 
 async def new_domain(api, owner, apex="shop.example.com"):
     return (await api.post("/v1/domains", {"apex": apex}, token=owner.token)).body
-
-
-def mark_verified(services, d):
-    """DNS verified without the verification call (which would start issuance itself)."""
-    row = services.store.domains.get(uuid.UUID(d["orgId"]), uuid.UUID(d["id"]))
-    with services.store.transaction():
-        services.store.domains.update(
-            attrs.evolve(row, validation_status="verified", ops_status=ops_status("verified", row.cert_status))
-        )
 
 
 async def verified_domain(api, world, services, apex="shop.example.com"):

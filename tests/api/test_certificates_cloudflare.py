@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 from core.config import CloudflareConfig, ProviderConfig
-from core.domains import ops_status
+from tests.helpers import mark_verified
 from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
 
 APEX = "shop.example.com"
@@ -50,12 +50,6 @@ async def verified(api, world, dns, apex=APEX):
     dns.publish(f"_acme-challenge.{apex}", "CNAME", d["validation"]["delegation"]["value"])
     dns.publish(f"_service-verify.{apex}", "TXT", d["validation"]["ownership"]["value"])
     return owner, d
-
-
-def mark_verified(services, d):
-    row = services.store.domains.get(uuid.UUID(d["orgId"]), uuid.UUID(d["id"]))
-    with services.store.transaction():
-        services.store.domains.update(attrs.evolve(row, validation_status="verified", ops_status=ops_status("verified", "none")))
 
 
 async def marked_verified(api, world, services, apex=APEX):

@@ -9,15 +9,14 @@ trusted CAs (a generic one and one named "Sandbox CA", like the sandbox provider
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 
 import attrs
 import pytest
 import trustme
 
 from core.config import NetworkConfig, RateLimitsConfig, SiteScanConfig
-from core.domains import ops_status
 from core.wire import format_timestamp
+from tests.helpers import mark_verified
 from tests.servers.tls import TcpServer, TlsServer, closed_port, self_signed
 
 SCAN = "/v1/site-scan/https"
@@ -278,9 +277,7 @@ async def active_domain(api, world, services, clock, apex="shop.example.com"):
     """An owner whose domain ``apex`` has an active sandbox certificate; and that certificate."""
     owner = world.owner()
     d = (await api.post("/v1/domains", {"apex": apex}, token=owner.token)).body
-    row = services.store.domains.get(owner.workspace.id, uuid.UUID(d["id"]))
-    with services.store.transaction():
-        services.store.domains.update(attrs.evolve(row, validation_status="verified", ops_status=ops_status("verified", row.cert_status)))
+    mark_verified(services, d)
     summary = (await api.post(f"/v1/domains/{d['id']}/certificates/issue", {}, token=owner.token)).body
     clock.advance(10)
     refreshed = (await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)).body

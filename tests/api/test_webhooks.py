@@ -20,8 +20,8 @@ import attrs
 import pytest
 
 from core.config import NetworkConfig, WebhooksConfig
-from core.domains import ops_status
 from core.webhooks.worker import WebhookWorker, retry_delay
+from tests.helpers import mark_verified
 from tests.servers.https import HttpsReceiver
 
 README = Path(__file__).resolve().parent.parent.parent / "README.md"
@@ -79,9 +79,7 @@ async def register(api, owner, hook, **fields):
 async def issue_certificate(api, services, owner, apex="shop.example.com"):
     """A new issuance request (sandbox: pending), which queues one cert.issue_pending event."""
     d = (await api.post("/v1/domains", {"apex": apex}, token=owner.token)).body
-    row = services.store.domains.get(owner.workspace.id, uuid.UUID(d["id"]))
-    with services.store.transaction():
-        services.store.domains.update(attrs.evolve(row, validation_status="verified", ops_status=ops_status("verified", "none")))
+    mark_verified(services, d)
     return (await api.post(f"/v1/domains/{d['id']}/certificates/issue", {}, token=owner.token)).body
 
 
