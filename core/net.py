@@ -15,8 +15,9 @@ module, which defends against:
   then dials, so the addresses connected to are exactly the ones judged; and every request
   resolves again, since a check at registration proves nothing at send time.
 - Redirects: never followed (a Location header could point anywhere); a 3xx is an answer.
-- Exhaustion: a bounded connection pool, timeouts on connecting and on the whole request, and at
-  most ``max_body_bytes`` of an answer read.
+- Exhaustion: a bounded pool of kept connections (core/http.py ``KeepAliveClient``, reused only
+  for an address the latest lookup still allows), one deadline on the whole request, and at most
+  ``max_body_bytes`` of an answer read.
 
 Names are resolved only through ``[dns] nameservers`` (core/dns.py), never getaddrinfo, which
 would accept ``127.1`` or ``2130706433`` and consult /etc/hosts.
@@ -31,14 +32,11 @@ import time
 from typing import Any
 
 import attrs
-from tornado.httpclient import HTTPClientError, HTTPRequest
-from tornado.httputil import HTTPInputError
 from tornado.netutil import Resolver
-from tornado.simple_httpclient import HTTPStreamClosedError, HTTPTimeoutError
 
 from core.config import ConfigError, DnsConfig, NetworkConfig
 from core.dns import DnsChecker, Lookup
-from core.http import OwnClient
+from core.http import KeepAliveClient, RequestTimeout
 from core.net_policy import (
     AddressPolicy,
     DestinationRefused,
@@ -137,39 +135,6 @@ class GuardedResolver(Resolver):
         """Nothing to let go of: each lookup opens and closes its own channel."""
 
 
-class _CappedBody:
-    """Keeps the first ``limit`` bytes of an answer and stops the request after that."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.status: int | None = None
-        self.truncated = False
-
-    def header_line(self, line: str) -> None:
-        if line.startswith("HTTP/"):
-            self.status = int(line.split(" ", 2)[1])
-
-    def chunk(self, data: bytes) -> None:
-        room = self.limit - self.size
-        if room > 0:
-            self.chunks.append(data[:room])
-        self.size += len(data)
-        if self.size > self.limit:
-            # A destination must not make the service read (or wait for) an endless answer:
-            # raising here ends the request and closes the connection; the status is known.
-            self.truncated = True
-            raise _BodyTooLong(f"answer longer than {self.limit} bytes; the rest is not read")
-
-    def body(self) -> bytes:
-        return b"".join(self.chunks)
-
-
-class _BodyTooLong(HTTPInputError):
-    """Ends a request whose answer is over the cap (Tornado closes the connection without a fuss)."""
-
-
 class OutboundClient:
     """HTTPS requests to user-supplied destinations, through the guard, on a bounded pool of its own."""
 
@@ -178,8 +143,8 @@ class OutboundClient:
         self.policy = AddressPolicy(network.allow_private_ranges)
         self.resolver = GuardedResolver(dns=DnsChecker(dns), policy=self.policy)
         self.max_body_bytes = max_body_bytes
-        self._tls = _tls_context(network.ca_bundle)
-        self.pool = OwnClient(max_clients=max_clients, resolver=self.resolver)
+        self.pool = KeepAliveClient(max_clients=max_clients, ssl_context=_tls_context(network.ca_bundle),
+                                    max_body_bytes=max_body_bytes)
 
     def close(self) -> None:
         self.pool.close()
@@ -203,25 +168,19 @@ class OutboundClient:
     async def post(self, url: str, *, body: bytes, headers: dict[str, str], timeout: float) -> OutboundResponse:
         """POST ``body`` to ``url``; any answer (3xx included) is returned, failures raise ``OutboundFailure``."""
         target = check_url(url, policy=self.policy)  # again: the rules may have changed since registration
-        capped = _CappedBody(self.max_body_bytes)
-        request = HTTPRequest(
-            target.url, method="POST", body=body, headers=headers,
-            follow_redirects=False,  # a redirect to an internal address must not be a way in
-            connect_timeout=timeout, request_timeout=timeout,
-            validate_cert=True, ssl_options=self._tls,
-            decompress_response=False,  # read as sent: no decompression bomb behind the size cap
-            header_callback=capped.header_line, streaming_callback=capped.chunk,
-        )
         started = time.monotonic()
+        addresses = await self.resolver.resolve(target.host, target.port)  # and the DNS answer too
         try:
-            response = await self.pool.get().fetch(request, raise_error=False)
+            # No redirect is followed (a Location could point anywhere: a 3xx is the answer) and
+            # nothing is decompressed (no decompression bomb behind the size cap).
+            answer = await self.pool.request(
+                "POST", host=target.host, port=target.port, path=target.path_and_query, addresses=addresses,
+                headers=headers, body=body, timeout=timeout,
+            )
         except Exception as exc:  # noqa: BLE001 - every way a request can fail becomes an OutboundFailure
-            if capped.truncated and capped.status is not None:
-                return OutboundResponse(status_code=capped.status, body=capped.body(),
-                                        duration_ms=_ms(started), truncated=True)
             raise _failure(exc, target, timeout) from None
-        return OutboundResponse(status_code=response.code, body=capped.body(), duration_ms=_ms(started),
-                                truncated=capped.truncated)
+        return OutboundResponse(status_code=answer.code, body=answer.body, duration_ms=_ms(started),
+                                truncated=answer.truncated)
 
 
 def _ms(started: float) -> float:
@@ -245,18 +204,16 @@ def _failure(exc: Exception, target: Target, timeout: float) -> OutboundFailure:
     if isinstance(exc, OutboundFailure):
         return exc  # from the resolver: refused addresses or a failed lookup
     where = target.host if target.port == 443 else f"{target.host}:{target.port}"
-    if isinstance(exc, HTTPTimeoutError):
-        return OutboundError(f"The request to {where} timed out after {timeout:g} s ({exc.message.lower()}).")
+    if isinstance(exc, RequestTimeout):
+        return OutboundError(f"The request to {where} timed out after {timeout:g} s ({exc.phase}).")
     if isinstance(exc, ssl.SSLCertVerificationError):
         return OutboundError(f"TLS certificate verification failed: {str(exc.verify_message).rstrip('.')}.")
     if isinstance(exc, ssl.SSLError):
         return OutboundError(f"The TLS handshake with {where} failed: {exc.reason or exc}.")
     if isinstance(exc, ConnectionRefusedError):
         return OutboundError(f"{where} refused the connection.")
-    if isinstance(exc, HTTPStreamClosedError):
+    if isinstance(exc, ConnectionResetError):
         return OutboundError(f"{where} closed the connection before answering.")
     if isinstance(exc, OSError):
         return OutboundError(f"Could not connect to {where}: {exc.strerror or exc}.")
-    if isinstance(exc, HTTPClientError):
-        return OutboundError(f"The request to {where} failed: {exc.message}.")
     return OutboundError(f"{where} sent an answer that could not be read ({exc}).")

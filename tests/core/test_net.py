@@ -19,7 +19,7 @@ from core.net import (
     Target,
     check_url,
 )
-from tests.servers.https import HttpsReceiver
+from tests.servers.https import Answer, HttpsReceiver
 
 HOST = "hooks.receiver-test.com"
 LOOPBACK = ["127.0.0.0/8"]
@@ -394,3 +394,97 @@ class TestPost:
     def test_an_unreadable_ca_bundle_stops_start_up(self, tmp_path, dns):
         with pytest.raises(ConfigError, match="^network.ca_bundle: cannot load"):
             OutboundClient(NetworkConfig(ca_bundle=str(tmp_path / "missing.pem")), DnsConfig())
+
+
+class TestKeptConnections:
+    """A finished connection is reused for the next request to the same place, but never against the guard."""
+
+    @pytest.mark.gen_test
+    async def test_requests_one_after_another_share_one_connection(self, client, receiver):
+        for _ in range(3):
+            assert (await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)).status_code == 200
+        assert receiver.connections == 1
+
+    @pytest.mark.gen_test
+    async def test_every_request_still_looks_the_name_up(self, client, dns, receiver):
+        await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)
+        before = len(dns.zone.queries)
+        await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)
+        assert dns.zone.queries[before:].count((HOST, "A")) == 1
+
+    @pytest.mark.gen_test
+    async def test_a_kept_connection_is_not_used_once_the_name_points_elsewhere(self, client, dns, receiver):
+        await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)
+        dns.remove(HOST)
+        dns.publish(HOST, "A", "127.0.0.3")  # allowed, but nothing listens there
+        with pytest.raises(OutboundError, match="refused the connection"):
+            await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)
+        assert len(receiver.received) == 1
+
+    @pytest.mark.gen_test
+    async def test_a_kept_connection_is_not_used_once_the_address_is_refused(self, outbound, dns, receiver):
+        client = outbound(["127.0.0.1/32"], receiver.ca_pem_path)
+        await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)
+        dns.remove(HOST)
+        dns.publish(HOST, "A", "127.0.0.2")
+        with pytest.raises(DestinationRefused):
+            await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)
+        assert len(receiver.received) == 1
+
+    @pytest.mark.gen_test
+    async def test_an_answer_with_connection_close_ends_the_connection(self, client, receiver):
+        receiver.plan([Answer(200, close=True)])
+        for _ in range(2):
+            await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)
+        assert receiver.connections == 2
+
+    @pytest.mark.gen_test
+    async def test_a_truncated_answer_ends_the_connection(self, outbound, receiver):
+        client = outbound(LOOPBACK, receiver.ca_pem_path, max_body_bytes=10)
+        receiver.plan([Answer(200, body=b"z" * 100)])
+        assert (await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)).truncated
+        assert (await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)).status_code == 200
+        assert receiver.connections == 2
+
+    @pytest.mark.gen_test
+    async def test_a_connection_idle_too_long_is_not_reused(self, outbound, receiver):
+        client = outbound(LOOPBACK, receiver.ca_pem_path)
+        client.pool.idle_seconds = 0.1
+        await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)
+        await asyncio.sleep(0.2)
+        await client.post(receiver.url(), body=b"{}", headers={}, timeout=2)
+        assert receiver.connections == 2
+
+    @pytest.mark.gen_test
+    async def test_a_connection_the_receiver_closed_is_replaced_and_the_request_sent_once(self, outbound, dns):
+        with HttpsReceiver(HOST, idle_timeout=0.1) as receiver:
+            dns.publish(HOST, "A", "127.0.0.1")
+            client = outbound(LOOPBACK, receiver.ca_pem_path)
+            await client.post(receiver.url(), body=b"1", headers={}, timeout=2)
+            await asyncio.sleep(0.4)  # the receiver has closed the kept connection by now
+            response = await client.post(receiver.url(), body=b"2", headers={}, timeout=2)
+            assert response.status_code == 200
+            assert [r.body for r in receiver.received] == [b"1", b"2"]
+            assert receiver.connections == 2
+
+    @pytest.mark.gen_test
+    async def test_a_kept_connection_closed_before_any_answer_is_replaced_once(self, client, receiver):
+        receiver.plan([200, Answer(drop=True)])
+        await client.post(receiver.url(), body=b"1", headers={}, timeout=2)
+        response = await client.post(receiver.url(), body=b"2", headers={}, timeout=2)
+        assert response.status_code == 200
+        assert [r.body for r in receiver.received] == [b"1", b"2", b"2"]
+        assert receiver.connections == 2
+
+    @pytest.mark.gen_test
+    async def test_a_new_connection_closed_before_any_answer_is_an_error(self, client, receiver):
+        receiver.plan([Answer(drop=True)])
+        with pytest.raises(OutboundError, match="closed the connection before answering"):
+            await client.post(receiver.url(), body=b"1", headers={}, timeout=2)
+        assert len(receiver.received) == 1
+
+    @pytest.mark.gen_test
+    async def test_a_timeout_says_what_was_under_way(self, client, receiver):
+        receiver.respond_with(200, delay=3)
+        with pytest.raises(OutboundError, match=r"timed out after 0\.5 s \(waiting for the answer\)"):
+            await client.post(receiver.url(), body=b"{}", headers={}, timeout=0.5)

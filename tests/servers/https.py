@@ -44,6 +44,10 @@ class Answer(NamedTuple):
     delay: float = 0.0
     "Seconds to wait before answering (other requests are served meanwhile)."
     location: str | None = None
+    close: bool = False
+    "Answer with ``Connection: close``: the client may not send another request on this connection."
+    drop: bool = False
+    "Close the connection without answering, as a server does with a kept connection it gave up on."
 
 
 class _Handler(tornado.web.RequestHandler):
@@ -51,16 +55,22 @@ class _Handler(tornado.web.RequestHandler):
         self.receiver = receiver
 
     async def _answer(self) -> None:
-        answer = self.receiver._arrived(self.request.headers, self.request.body)
+        peer = self.request.connection.context.address  # type: ignore[union-attr]
+        answer = self.receiver._arrived(self.request.headers, self.request.body, peer)
         try:
             if answer.delay:
                 try:  # a delay ends early when the receiver stops, so no handler outlives it
                     await asyncio.wait_for(self.receiver._stop.wait(), answer.delay)
                 except TimeoutError:
                     pass
+            if answer.drop:
+                self.request.connection.stream.close()  # type: ignore[union-attr]
+                return
             self.set_status(answer.status)
             if answer.location is not None:
                 self.set_header("Location", answer.location)
+            if answer.close:
+                self.set_header("Connection", "close")
             self.finish(answer.body)
         finally:
             self.receiver._left()
@@ -69,8 +79,11 @@ class _Handler(tornado.web.RequestHandler):
 
 
 class HttpsReceiver:
-    def __init__(self, hostname: str = "hooks.receiver-test.com", *, ca: trustme.CA | None = None) -> None:
+    def __init__(self, hostname: str = "hooks.receiver-test.com", *, ca: trustme.CA | None = None,
+                 idle_timeout: float | None = None) -> None:
         self.hostname = hostname
+        self.idle_timeout = idle_timeout
+        "Seconds after which the receiver closes a kept-alive connection with no request."
         self.ca = ca or trustme.CA()
         self._folder = Path(tempfile.mkdtemp(prefix="https-receiver-"))
         self.ca_pem_path = str(self._folder / "ca.pem")
@@ -81,6 +94,7 @@ class HttpsReceiver:
         self.port: int = self._sockets[0].getsockname()[1]
         self._lock = threading.Lock()
         self._received: list[Received] = []
+        self._peers: set[tuple[str, int]] = set()
         self._plans: deque[Answer] = deque()
         self._standing = Answer()
         self.in_flight = 0
@@ -104,6 +118,12 @@ class HttpsReceiver:
         with self._lock:
             return list(self._received)
 
+    @property
+    def connections(self) -> int:
+        """How many connections requests came on since the last ``reset()``."""
+        with self._lock:
+            return len(self._peers)
+
     def respond_with(self, status: int, *, body: bytes = b"", delay: float = 0.0, location: str | None = None) -> None:
         """The answer to every request that has no planned answer."""
         with self._lock:
@@ -118,6 +138,7 @@ class HttpsReceiver:
         """Forget requests and plans; answer 200 again."""
         with self._lock:
             self._received.clear()
+            self._peers.clear()
             self._plans.clear()
             self._standing = Answer()
             self.peak_in_flight = self.in_flight
@@ -133,8 +154,9 @@ class HttpsReceiver:
 
     # -- called by the handler, on the receiver's thread ----------------------------------------
 
-    def _arrived(self, headers: object, body: bytes) -> Answer:
+    def _arrived(self, headers: object, body: bytes, peer: tuple[str, int]) -> Answer:
         with self._lock:
+            self._peers.add(peer)
             self._received.append(Received(dict(headers), body, time.monotonic()))  # type: ignore[call-overload]
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
@@ -152,7 +174,7 @@ class HttpsReceiver:
             self._stop = asyncio.Event()
             # No access log: it would cost more than the answer itself in a benchmark.
             app = tornado.web.Application([(r".*", _Handler, {"receiver": self})], log_function=lambda _: None)
-            server = HTTPServer(app, ssl_options=self._tls)
+            server = HTTPServer(app, ssl_options=self._tls, idle_connection_timeout=self.idle_timeout)
             server.add_sockets(self._sockets)
             self._started.set()
             await self._stop.wait()
