@@ -24,7 +24,7 @@ from store.records import OutboxEvent
 from tests.servers.https import HttpsReceiver
 from tests.servers.service import ServiceProcess
 
-EVENTS = 40
+EVENTS = 100  # more than the worker sends at once (64), so some are still queued at the kill
 
 
 def service(tmp_path: Path, dns, receiver: HttpsReceiver) -> ServiceProcess:
