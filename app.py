@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import tornado.web
-from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop, PeriodicCallback
 from tornado.netutil import bind_sockets
 
@@ -30,13 +29,12 @@ from core.services import Services, build_services
 from core.webhooks.worker import WebhookWorker
 from handlers import idp
 from handlers.base import StaticHandler
+from handlers.limits import LimitedHTTPServer
 from handlers.log import log_request
 from handlers.pages import PageNotFoundHandler
 
 log = logging.getLogger("app")
 ROOT = Path(__file__).resolve().parent
-#: Largest body the server reads at all; the API answers 413 above its own 1 MiB limit.
-MAX_BODY_BYTES = 8 * 1024 * 1024
 #: Pending connections the kernel queues for us: a burst of 500 clients must not overflow it
 #: (Tornado's default of 128 makes the overflow retry after a second or three).
 LISTEN_BACKLOG = 1024
@@ -126,7 +124,7 @@ def bind(config: Config) -> list[socket.socket]:
 
 async def serve(config: Config, services: Services, sockets: list[socket.socket]) -> None:
     app = make_app(services)
-    server = HTTPServer(app, max_body_size=MAX_BODY_BYTES)
+    server = LimitedHTTPServer(app)
     server.add_sockets(sockets)
     port = sockets[0].getsockname()[1]  # the one the OS picked when the config says 0
     log.info("listening on http://%s:%d (base_url %s)", config.server.host, port, config.server.base_url)

@@ -141,6 +141,12 @@ class PayloadTooLarge(ApiError):
     default_message = "The request body is too large."
 
 
+class HeaderFieldsTooLarge(ApiError):
+    status = 431
+    code = "header_fields_too_large"
+    default_message = "The request headers are too large."
+
+
 class Conflict(ApiError):
     """409 with a code chosen by the caller (idempotency, bundles, unverified delegation)."""
 

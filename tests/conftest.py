@@ -18,6 +18,7 @@ import pytest
 from app import make_app
 from core.config import Config, DnsConfig, OidcConfig, StorageConfig
 from core.services import build_services
+from handlers.limits import LimitedHTTPServer
 from tests.fakes import FakeClock
 from tests.helpers import Api, World
 from tests.servers.dns import DnsServer
@@ -78,3 +79,13 @@ def api(http_client, base_url):
 @pytest.fixture
 def world(services, oidc_issuer, clock):
     return World(services, oidc_issuer, clock)
+
+
+@pytest.fixture
+def http_server(request, io_loop, _unused_port, app):
+    """The service's own server class (its limits included), in place of pytest-tornado's plain one."""
+    server = LimitedHTTPServer(app)
+    server.add_socket(_unused_port[0])
+    yield server
+    server.stop()
+    io_loop.run_sync(server.close_all_connections, timeout=5)
