@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from core.errors import Forbidden
-from store.records import Invitation, Membership, User, Workspace
+from core.errors import Forbidden, NotFound
+from store.records import Membership, User, Workspace
 
 if TYPE_CHECKING:
     from core.auth import Principal
@@ -80,53 +80,48 @@ def add_member(services: Services, *, workspace_id: uuid.UUID, email: str, role:
     return user
 
 
-def session_member(services: Services, claims: dict[str, Any]) -> tuple[User, Membership]:
-    """The user and membership behind verified ID-token claims.
+NO_ACCOUNT = "This account belongs to no workspace: sign up, or ask a workspace owner to invite you."
 
-    A user is recognised by issuer + subject. A user known only by e-mail (the owner created at
-    sign-up) is bound to the identity at the first sign-in with that verified e-mail; pending
-    invitations for the verified e-mail become memberships at that moment.
+
+def person(services: Services, claims: dict[str, Any]) -> User:
+    """The user behind verified ID-token claims, bound to that identity on first sign-in.
+
+    A user is recognised by issuer + subject. A user known only by e-mail (an owner created at
+    sign-up, a member added by an operator, or one the operator unbound with ``rebind-user``) is
+    bound at the first sign-in with that verified e-mail. Someone unknown with a pending
+    invitation becomes a user (with no workspace until they accept one). Anyone else is refused.
     """
     store = services.store
     issuer, subject = claims["iss"], claims["sub"]
-    email = normalise_email(claims["email"])
     user = store.accounts.user_by_subject(issuer, subject)
-    invitations = store.team.invitations_for_email(email)
-    if user is None or invitations:
-        with store.transaction():
-            if user is None:
-                user = _bind_identity(services, email=email, issuer=issuer, subject=subject, invited=bool(invitations))
-            if user is not None:
-                _accept_invitations(services, user, invitations)
-    memberships = store.accounts.memberships_of_user(user.id) if user else []
-    if user is None or not memberships:
-        raise Forbidden(
-            "This account belongs to no workspace: sign up, or ask a workspace owner to invite you."
-        )
-    return user, memberships[0]
-
-
-def _bind_identity(services: Services, *, email: str, issuer: str, subject: str, invited: bool) -> User | None:
-    store = services.store
-    known = store.accounts.user_by_email(email)
-    if known is not None and known.subject is None:
-        store.accounts.link_user(known.id, issuer=issuer, subject=subject)
-    elif known is None and invited:
-        store.accounts.insert_user(
-            User(id=uuid.uuid4(), email=email, issuer=issuer, subject=subject, created_at=services.clock.now())
-        )
-    return store.accounts.user_by_subject(issuer, subject)
-
-
-def _accept_invitations(services: Services, user: User, invitations: list[Invitation]) -> None:
-    store = services.store
-    joined = {m.workspace_id for m in store.accounts.memberships_of_user(user.id)}
-    for invitation in invitations:
-        if invitation.workspace_id not in joined:
-            store.accounts.insert_membership(
-                Membership(
-                    workspace_id=invitation.workspace_id, user_id=user.id, role=invitation.role,
-                    created_at=services.clock.now(),
-                )
+    if user is not None:
+        return user
+    email = normalise_email(claims["email"])
+    with store.transaction():
+        known = store.accounts.user_by_email(email)
+        if known is not None and known.subject is None:
+            store.accounts.link_user(known.id, issuer=issuer, subject=subject)
+        elif known is None and store.team.invitations_for_email(email):
+            store.accounts.insert_user(
+                User(id=uuid.uuid4(), email=email, issuer=issuer, subject=subject, created_at=services.clock.now())
             )
-        store.team.delete_invitation(invitation.id)
+        user = store.accounts.user_by_subject(issuer, subject)
+    if user is None:
+        # Unknown, or this e-mail is bound to another identity (another issuer: see rebind-user).
+        raise Forbidden(NO_ACCOUNT)
+    return user
+
+
+def membership_in(services: Services, user: User, workspace_id: uuid.UUID | None) -> Membership:
+    """The user's membership in the workspace a request names, or in the one they joined first."""
+    memberships = services.store.accounts.memberships_of_user(user.id)
+    if workspace_id is not None:
+        for membership in memberships:
+            if membership.workspace_id == workspace_id:
+                return membership
+        raise NotFound("Workspace not found.")
+    if not memberships:
+        if services.store.team.invitations_for_email(user.email):
+            raise Forbidden("You belong to no workspace yet: accept an invitation (GET /v1/invitations) or sign up.")
+        raise Forbidden(NO_ACCOUNT)
+    return memberships[0]

@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core import accounts, api_keys
-from core.errors import Forbidden, InsufficientScope, Unauthorized
+from core.errors import Forbidden, InsufficientScope, NotFound, Unauthorized
 from core.scopes import SCOPES
 from store.records import ApiKey, User, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
-
 
 
 @attrs.frozen
@@ -70,14 +69,42 @@ def authorize(principal: Principal | None, *, scopes: Collection[str] | None, ro
     return principal
 
 
-async def authenticate(services: Services, bearer: str) -> Principal:
-    """Turn a bearer credential into a Principal, or raise the matching 401/403."""
+@attrs.frozen
+class Caller:
+    """Who a bearer credential names, before a workspace is chosen: a person or an API key."""
+
+    user: User | None = None
+    api_key: ApiKey | None = None
+    key_workspace: Workspace | None = None
+
+
+async def identify(services: Services, bearer: str) -> Caller:
+    """The person or key behind a bearer credential, or the matching 401/403."""
     if bearer.startswith(api_keys.KEY_PREFIX):
         key, workspace = api_keys.authenticate(services, bearer)
-        return Principal(workspace=workspace, api_key=key)
+        return Caller(api_key=key, key_workspace=workspace)
     claims = await services.oidc.verify(bearer)
-    user, membership = accounts.session_member(services, claims)
+    return Caller(user=accounts.person(services, claims))
+
+
+def act_in(services: Services, caller: Caller, workspace_id: uuid.UUID | None) -> Principal:
+    """The caller acting in the workspace the request names (``X-Workspace-Id``), or its default.
+
+    A key acts in its own workspace only; a person in any workspace they belong to, by default
+    the one they joined first. Any other workspace is 404, like every resource of another tenant.
+    """
+    if caller.api_key is not None:
+        assert caller.key_workspace is not None
+        if workspace_id is not None and workspace_id != caller.key_workspace.id:
+            raise NotFound("Workspace not found.")
+        return Principal(workspace=caller.key_workspace, api_key=caller.api_key)
+    assert caller.user is not None
+    membership = accounts.membership_in(services, caller.user, workspace_id)
     workspace = services.store.accounts.get_workspace(membership.workspace_id)
     assert workspace is not None
-    return Principal(workspace=workspace, user=user, role=membership.role)
+    return Principal(workspace=workspace, user=caller.user, role=membership.role)
 
+
+async def authenticate(services: Services, bearer: str, workspace_id: uuid.UUID | None = None) -> Principal:
+    """Turn a bearer credential into a Principal, or raise the matching 401/403/404."""
+    return act_in(services, await identify(services, bearer), workspace_id)

@@ -20,7 +20,7 @@ from authlib.oauth2.rfc6749.parameters import prepare_token_request
 from tornado.httpclient import HTTPClientError, HTTPRequest
 
 from core import accounts
-from core.errors import InvalidGrant, UpstreamError, ValidationError
+from core.errors import Forbidden, InvalidGrant, UpstreamError, ValidationError
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -116,8 +116,13 @@ async def exchange(services: Services, request: ExchangeRequest) -> ExchangeResu
     _validate(request)
     data = await _redeem(services, request)
     claims = await services.oidc.verify(data["id_token"], nonce=request.nonce)
-    # Binds a first sign-in to its user and turns invitations into memberships; 403 otherwise.
-    accounts.session_member(services, claims)
+    # Binds a first sign-in to its user. Someone with neither a workspace nor a pending
+    # invitation has nothing to sign in to (403); with invitations only, they may sign in to
+    # accept or decline them.
+    user = accounts.person(services, claims)
+    store = services.store
+    if not store.accounts.memberships_of_user(user.id) and not store.team.invitations_for_email(user.email):
+        raise Forbidden(accounts.NO_ACCOUNT)
     expires = max(0, int(claims["exp"] - services.clock.now().timestamp()))
     return ExchangeResult(
         token=data["id_token"],

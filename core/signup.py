@@ -80,16 +80,21 @@ def _validate(request: SignupRequest) -> str:
 
 
 def _known(services: Services, email: str) -> bool:
-    """An e-mail with a user, or with a pending invitation, signs in instead of signing up."""
+    """Someone who already belongs to a workspace signs in instead of signing up.
+
+    A pending invitation does not count (it is the inviter's offer, not the invitee's account),
+    nor does a user who left or was removed from every workspace: both may sign up.
+    """
     store = services.store
-    return store.accounts.user_by_email(email) is not None or bool(store.team.invitations_for_email(email))
+    user = store.accounts.user_by_email(email)
+    return user is not None and bool(store.accounts.memberships_of_user(user.id))
 
 
 def _sign_in_required(services: Services, email: str) -> SignInRequired:
     return SignInRequired(
         user_email=email,
         status="sign_in_required",
-        message="This e-mail address already has an account (or an invitation): sign in, then add domains with POST /v1/domains.",
+        message="This e-mail address already has an account: sign in, then add domains with POST /v1/domains.",
         portal_url=_portal(services) + "/login",
         auth_provider=_auth_provider(services),
     )

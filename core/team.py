@@ -1,7 +1,8 @@
 """Team management (owner/admin sessions): members, roles and invitations.
 
 Rules: only an owner grants, changes or removes the owner role; a workspace always keeps at
-least one owner; an invitation becomes a membership at the first sign-in with its e-mail.
+least one owner; an invitation becomes a membership only when its invitee accepts it
+(core/workspaces.py).
 """
 
 from __future__ import annotations
@@ -94,9 +95,10 @@ def _load_member(services: Services, principal: Principal, user_id: uuid.UUID) -
     return member
 
 
-def _keep_an_owner(services: Services, principal: Principal, member: Member) -> None:
-    if member.role == "owner" and services.store.team.owner_count(principal.workspace_id) <= 1:
-        raise Conflict("last_owner", "The workspace's last owner cannot be removed or demoted; make another owner first.")
+def keep_an_owner(services: Services, workspace_id: uuid.UUID, member: Member) -> None:
+    """A workspace always keeps an owner: its last one can be neither demoted nor removed, nor leave."""
+    if member.role == "owner" and services.store.team.owner_count(workspace_id) <= 1:
+        raise Conflict("last_owner", "The workspace's last owner cannot be removed, demoted or leave; make another owner first.")
 
 
 def change_role(services: Services, *, principal: Principal, user_id: uuid.UUID, request: RoleChange) -> Member:
@@ -108,7 +110,7 @@ def change_role(services: Services, *, principal: Principal, user_id: uuid.UUID,
         if member.role == request.role:
             return member
         if request.role != "owner":
-            _keep_an_owner(services, principal, member)
+            keep_an_owner(services, principal.workspace_id, member)
         store.team.set_role(principal.workspace_id, user_id, request.role)
     return attrs.evolve(member, role=request.role)
 
@@ -118,5 +120,5 @@ def remove_member(services: Services, *, principal: Principal, user_id: uuid.UUI
     with store.transaction():
         member = _load_member(services, principal, user_id)
         _owner_only(principal, member.role == "owner")
-        _keep_an_owner(services, principal, member)
+        keep_an_owner(services, principal.workspace_id, member)
         store.team.remove_member(principal.workspace_id, user_id)

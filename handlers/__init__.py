@@ -15,6 +15,7 @@ from handlers import (
     team,
     verification_links,
     webhooks,
+    workspaces,
 )
 from handlers.base import ApiNotFoundHandler
 
@@ -26,6 +27,7 @@ routes = [
     *certificates.routes,
     *clients.routes,
     *team.routes,
+    *workspaces.routes,
     *webhooks.routes,
     *verification_links.routes,
     *site_scan.routes,

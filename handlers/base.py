@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 from tornado import httputil
 from tornado.web import HTTPError, RequestHandler, StaticFileHandler
 
-from core.auth import Principal, authenticate, authorize, check_scope_names
+from core.auth import Caller, Principal, act_in, authorize, check_scope_names, identify
 from core.errors import (
     ApiError,
+    Forbidden,
     MethodNotAllowed,
     NotFound,
     RateLimited,
@@ -31,11 +32,14 @@ from core.scopes import READERS, ROLES
 from core.services import Services
 from core.wire import dumps, structure_body
 from handlers.log import shown_path
+from store.records import User
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 REQUEST_ID_HEADER = "X-Request-Id"
+#: Names the workspace a person's request acts in (default: the one they joined first).
+WORKSPACE_HEADER = "X-Workspace-Id"
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
@@ -102,6 +106,7 @@ class ApiHandler(BaseHandler):
     def initialize(self, services: Services) -> None:
         super().initialize(services)
         self._auth_error: ApiError | None = None
+        self.caller: Caller | None = None
 
     def set_default_headers(self) -> None:
         super().set_default_headers()
@@ -145,10 +150,30 @@ class ApiHandler(BaseHandler):
             self._auth_error = Unauthorized("The Authorization header must be 'Bearer <token>'.")
             return
         try:
-            self.principal = await authenticate(self.services, token)
+            self.caller = await identify(self.services, token)
+            self.principal = act_in(self.services, self.caller, self.chosen_workspace())
         except ApiError as exc:
             # Kept, not raised: a public endpoint ignores credentials it does not need.
             self._auth_error = exc
+
+    def chosen_workspace(self) -> uuid.UUID | None:
+        """The workspace named by the ``X-Workspace-Id`` header; a malformed one names none (404)."""
+        value = self.request.headers.get(WORKSPACE_HEADER)
+        if value is None:
+            return None
+        try:
+            return uuid.UUID(value.strip())
+        except ValueError:
+            raise NotFound("Workspace not found.") from None
+
+    def person(self) -> User:
+        """The signed-in person, whether or not they act in a workspace (their invitations, their
+        workspaces): unlike ``authenticated()``, a session without a workspace is enough."""
+        if self.caller is None:
+            raise self._auth_error or Unauthorized()
+        if self.caller.user is None:
+            raise Forbidden("This is about a person's own account: it needs a session, not an API key.")
+        return self.caller.user
 
     @property
     def has_credentials(self) -> bool:

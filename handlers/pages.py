@@ -10,6 +10,7 @@ service and work without JavaScript; ``static/portal.js`` only adds copy buttons
 from __future__ import annotations
 
 import hmac
+import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -19,14 +20,16 @@ from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from markupsafe import Markup
 from tornado import httputil
-from tornado.web import HTTPError, authenticated
+from tornado.web import HTTPError
 
-from core import accounts, portal, signin, signup
-from core.auth import Principal, authenticate
-from core.errors import ApiError
+from core import portal, signin, signup, workspaces
+from core.auth import Caller, Principal, act_in, identify
+from core.errors import ApiError, NotFound
 from handlers.base import BaseHandler
+from store.records import User
 
 SESSION_COOKIE = "cps_session"
+WORKSPACE_COOKIE = "cps_workspace"
 SIGNIN_COOKIE = "cps_signin"
 FLASH_COOKIE = "cps_flash"
 
@@ -47,6 +50,9 @@ def refusal_text(exc: ApiError) -> str:
 
 class PageHandler(BaseHandler):
     principal: Principal | None
+    user: User | None = None
+    "The signed-in person, also when they belong to no workspace yet (invited only)."
+    caller: Caller | None = None
 
     def set_default_headers(self) -> None:
         super().set_default_headers()
@@ -66,12 +72,43 @@ class PageHandler(BaseHandler):
         if token is None:
             return
         try:
-            self.principal = await authenticate(self.services, token.decode())
-        except ApiError:  # expired, or its user lost the workspace: signed out
+            self.caller = await identify(self.services, token.decode())
+        except ApiError:  # expired, or no longer anyone's: signed out
             self.clear_cookie(SESSION_COOKIE)
+            return
+        self.user = self.caller.user
+        self.principal = self.act_in(self.chosen_workspace_id())
+
+    def act_in(self, workspace_id: uuid.UUID | None) -> Principal | None:
+        """The person in the workspace the portal shows (the one chosen, else the default), if any."""
+        assert self.caller is not None
+        for choice in (workspace_id, None):
+            try:
+                return act_in(self.services, self.caller, choice)
+            except NotFound:  # left it, or removed from it since: the default instead
+                continue
+            except ApiError:  # in no workspace yet: the account page shows their invitations
+                return None
+        return None
+
+    def chosen_workspace_id(self) -> uuid.UUID | None:
+        chosen = self.get_signed_cookie(WORKSPACE_COOKIE, max_age_days=365)
+        try:
+            return uuid.UUID(chosen.decode()) if chosen else None
+        except ValueError:
+            return None
+
+    def choose_workspace(self, workspace_id: uuid.UUID) -> None:
+        """Show this workspace from now on (the API's X-Workspace-Id, remembered by the browser)."""
+        self.set_signed_cookie(WORKSPACE_COOKIE, str(workspace_id), expires_days=365, httponly=True,
+                               samesite="Lax", secure=self.secure_cookies)
 
     def get_current_user(self) -> Principal | None:
         return self.principal
+
+    def get_login_url(self) -> str:
+        # Signed in but in no workspace yet: the account page, with their invitations, not a sign-in loop.
+        return "/account" if self.user is not None else super().get_login_url()
 
     def hit_rate_limit(self, api_path: str) -> None:
         """Count a page request in the bucket of the API call it stands for (sign-in, sign-up)."""
@@ -91,6 +128,7 @@ class PageHandler(BaseHandler):
         if flash is not None:
             self.clear_cookie(FLASH_COOKIE)
         context.setdefault("principal", self.principal)
+        context.setdefault("user", self.user)
         context.setdefault("flash", flash.decode() if flash else None)
         context["xsrf"] = Markup(self.xsrf_form_html())
         self.finish(TEMPLATES.get_template(name).render(**context))
@@ -199,16 +237,53 @@ class LogoutHandler(PageHandler):
 
 
 class AccountHandler(PageHandler):
-    """Who is signed in, and the session token for those who want to call the API with it."""
+    """Who is signed in, their workspaces and invitations, and the session token for the API."""
 
-    @authenticated
     async def get(self) -> None:
-        principal = self.principal
-        assert principal is not None
-        session = accounts.session_of(self.services, principal)
+        if self.user is None:
+            self.redirect(self.get_login_url() + "?" + urlencode({"next": "/account"}))
+            return
         token = self.get_signed_cookie(SESSION_COOKIE, max_age_days=1)
-        self.render_page("account.html", session=session, role=principal.role, token=token.decode() if token else "",
-                         base_url=self.services.config.server.base_url)
+        self.render_page(
+            "account.html", user=self.user, principal=self.principal,
+            joined=workspaces.workspaces_of(self.services, self.user),
+            offers=workspaces.offers_for(self.services, self.user),
+            token=token.decode() if token else "", base_url=self.services.config.server.base_url,
+        )
+
+
+class AccountAction(PageHandler):
+    """The account page's buttons: switch workspace, leave one, accept or decline an invitation."""
+
+    async def post(self, action: str, target: str) -> None:
+        if self.user is None:
+            raise HTTPError(403)
+        try:
+            target_id = uuid.UUID(target)
+        except ValueError:
+            raise HTTPError(404) from None
+        api_path = {"switch": "/v1/workspaces", "leave": "/v1/workspaces", "accept": "/v1/invitations",
+                    "decline": "/v1/invitations"}[action]
+        self.hit_rate_limit(api_path)
+        try:
+            if action == "switch":
+                if target_id not in {j.org.id for j in workspaces.workspaces_of(self.services, self.user)}:
+                    raise NotFound("Workspace not found.")
+                self.choose_workspace(target_id)
+                self.flash("Switched workspace.")
+            elif action == "leave":
+                workspaces.leave(self.services, self.user, target_id)
+                self.flash("You left the workspace.")
+            elif action == "accept":
+                joined = workspaces.accept(self.services, self.user, target_id)
+                self.choose_workspace(joined.org.id)
+                self.flash(f"You joined {joined.org.name} as {joined.role}.")
+            else:
+                workspaces.decline(self.services, self.user, target_id)
+                self.flash("Invitation declined.")
+        except ApiError as exc:
+            self.flash(refusal_text(exc))
+        self.redirect("/account")
 
 
 class PageNotFoundHandler(PageHandler):
@@ -223,4 +298,5 @@ routes = [
     (r"/auth/callback", CallbackHandler),
     (r"/logout", LogoutHandler),
     (r"/account", AccountHandler),
+    (r"/account/(switch|leave|accept|decline)/([^/]+)", AccountAction),
 ]

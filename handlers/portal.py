@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from tornado.web import HTTPError, authenticated
 
-from core import api_keys, domain_query, domains, portal, verification, verification_links
+from core import api_keys, domain_query, domains, portal, verification, verification_links, workspaces
 from core.auth import Principal
 from core.errors import ApiError, NotFound
 from core.scopes import MANAGERS, SCOPES, WRITERS
@@ -33,10 +33,29 @@ class PortalHandler(PageHandler):
         return self.principal
 
     def domain_row(self, domain_id: str):
+        """The domain in the workspace shown, or in another of the person's workspaces, which is
+        then shown (a link to a DNS page works whichever workspace the portal was showing)."""
         try:
-            return domains.load(self.services, self.member().workspace, uuid.UUID(domain_id))
-        except (ValueError, NotFound):
+            wanted = uuid.UUID(domain_id)
+        except ValueError:
             raise HTTPError(404) from None
+        current = self.member()
+        try:
+            return domains.load(self.services, current.workspace, wanted)
+        except NotFound:
+            pass
+        assert self.user is not None
+        for joined in workspaces.workspaces_of(self.services, self.user):
+            if joined.org.id == current.workspace_id:
+                continue
+            try:
+                row = domains.load(self.services, joined.org, wanted)
+            except NotFound:
+                continue
+            self.principal = self.act_in(joined.org.id)
+            self.choose_workspace(joined.org.id)
+            return row
+        raise HTTPError(404)
 
 
 class DomainsPage(PortalHandler):

@@ -59,6 +59,20 @@ class AccountRepo:
             [uid(user.id), user.email, user.issuer, user.subject, ts(user.created_at)],
         )
 
+    def get_user(self, user_id: uuid.UUID) -> User | None:
+        rows = select(self.db, "SELECT * FROM users WHERE id = ?", [uid(user_id)])
+        return _user(rows[0]) if rows else None
+
+    def unbind_users(self, *, email: str | None = None, issuer: str | None = None) -> list[str]:
+        """Forget the identity of the user with this e-mail, or of every user of this issuer.
+
+        The e-mails of the users unbound, whose next sign-in with a verified e-mail binds again.
+        """
+        where, params = ("email = ?", [email]) if email is not None else ("issuer = ?", [issuer])
+        rows = select(self.db, f"SELECT email FROM users WHERE subject IS NOT NULL AND {where} ORDER BY email", params)
+        self.db.execute(f"UPDATE users SET issuer = NULL, subject = NULL WHERE subject IS NOT NULL AND {where}", params)
+        return [r["email"] for r in rows]
+
     def user_by_email(self, email: str) -> User | None:
         rows = select(self.db, "SELECT * FROM users WHERE email = ?", [email])
         return _user(rows[0]) if rows else None
@@ -84,7 +98,7 @@ class AccountRepo:
         """Oldest first: a session acts in the user's first workspace."""
         rows = select(
             self.db,
-            "SELECT * FROM memberships WHERE user_id = ? ORDER BY created_at, workspace_id",
+            "SELECT * FROM memberships WHERE user_id = ? ORDER BY created_at, rowid",
             [uid(user_id)],
         )
         return [_membership(r) for r in rows]

@@ -108,7 +108,7 @@ class DomainRow:
 
 @attrs.frozen
 class Invitation:
-    """A pending membership: it becomes one at the first sign-in with this e-mail."""
+    """An offer of membership to an e-mail: it becomes one when its invitee accepts it."""
 
     id: uuid.UUID
     email: str

@@ -101,6 +101,17 @@ class TestExchange:
         assert (r.status, r.code) == (403, "forbidden")
         assert "sign up" in r.body["message"] and "invite" in r.body["message"]
 
+    @pytest.mark.gen_test
+    async def test_someone_only_invited_signs_in_to_answer_the_invitation(self, api, http_client, services):
+        signed_up = await api.post("/v1/public/signup", {"email": "owner@example.com", "domain": "shop.example.com"})
+        owner = await exchange(api, *await sign_in(http_client, services, "owner@example.com"))
+        invited = await api.post("/v1/team/invitations", {"email": "guest@example.com", "role": "admin"}, token=owner.body["token"])
+        assert invited.status == 201
+        r = await exchange(api, *await sign_in(http_client, services, "guest@example.com"))
+        assert r.status == 200
+        invitations = (await api.get("/v1/invitations", token=r.body["token"])).body["invitations"]
+        assert [(i["org"]["id"], i["role"]) for i in invitations] == [(signed_up.body["domain"]["orgId"], "admin")]
+
 
 class TestProviderPages:
     """The provider's own endpoints."""

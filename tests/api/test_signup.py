@@ -62,10 +62,23 @@ class TestKnownEmail:
         assert rows == 1
 
     @pytest.mark.gen_test
-    async def test_an_invited_email_must_sign_in(self, api, world):
+    async def test_a_pending_invitation_does_not_block_sign_up(self, api, world):
+        inviter = world.owner()
+        await api.post("/v1/team/invitations", {"email": "invited@example.com", "role": "operator"}, token=inviter.token)
+        r = await signup(api, "invited@example.com", "mine.example.com")
+        assert r.status == 201
+        session = (await api.get("/v1/auth/session", token=world.session_token("invited@example.com"))).body
+        assert session["org"]["id"] == r.body["domain"]["orgId"] != str(inviter.workspace.id)
+        team = (await api.get("/v1/team", token=inviter.token)).body
+        assert [i["email"] for i in team["invitations"]] == ["invited@example.com"]  # still only an offer
+        assert "invited@example.com" not in [m["email"] for m in team["members"]]
+
+    @pytest.mark.gen_test
+    async def test_someone_who_left_every_workspace_may_sign_up_again(self, api, world):
         owner = world.owner()
-        await api.post("/v1/team/invitations", {"email": "invited@example.com", "role": "operator"}, token=owner.token)
-        assert (await signup(api, "invited@example.com")).status == 202
+        member = world.member(owner.workspace, "operator", "leaver@example.com")
+        assert (await api.post(f"/v1/workspaces/{owner.workspace.id}/leave", token=member.token)).status == 204
+        assert (await signup(api, "leaver@example.com", "again.example.com")).status == 201
 
 
 class TestRefusals:

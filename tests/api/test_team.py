@@ -37,29 +37,31 @@ class TestTeam:
 
 
 class TestInvitations:
-    """Invite, accept at first sign-in, revoke."""
+    """Invite (an offer the invitee accepts or declines: tests/api/test_workspaces.py), revoke."""
 
     @pytest.mark.gen_test
-    async def test_an_invitation_becomes_a_membership_at_first_sign_in(self, api, world):
+    async def test_an_invitation_is_only_an_offer_until_accepted(self, api, world):
         owner = world.owner()
         r = await invite(api, owner, "op@example.com", "operator")
         assert r.status == 201 and r.body["role"] == "operator"
         token = world.session_token("op@example.com")
+        assert (await api.get("/v1/auth/session", token=token)).code == "forbidden"  # no workspace yet
+        team = (await api.get("/v1/team", token=owner.token)).body
+        assert "op@example.com" not in [m["email"] for m in team["members"]]
+
+    @pytest.mark.gen_test
+    async def test_an_accepted_invitation_gives_its_role_at_once(self, api, world):
+        owner = world.owner()
+        invitation = (await invite(api, owner, "op@example.com", "operator")).body
+        token = world.session_token("op@example.com")
+        assert (await api.post(f"/v1/invitations/{invitation['id']}/accept", token=token)).status == 200
         assert (await api.get("/v1/auth/session", token=token)).body["org"]["id"] == str(owner.workspace.id)
         team = (await api.get("/v1/team", token=owner.token)).body
         assert ("op@example.com", "operator") in [(m["email"], m["role"]) for m in team["members"]]
         assert team["invitations"] == []
-        # The role applies at once: an operator may add domains but not manage keys.
+        # An operator may add domains but not manage keys.
         assert (await api.post("/v1/domains", {"apex": "a.example.com"}, token=token)).status == 201
         assert (await api.post("/v1/api-keys", {"name": "x"}, token=token)).code == "forbidden"
-
-    @pytest.mark.gen_test
-    async def test_an_existing_user_joins_another_workspace_on_sign_in(self, api, world):
-        first, second = world.owner(), world.owner()
-        await invite(api, second, first.user.email, "admin")
-        assert (await api.get("/v1/auth/session", token=first.token)).status == 200
-        team = (await api.get("/v1/team", token=second.token)).body
-        assert (first.user.email, "admin") in [(m["email"], m["role"]) for m in team["members"]]
 
     @pytest.mark.gen_test
     async def test_inviting_a_member_is_a_conflict(self, api, world):

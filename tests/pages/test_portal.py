@@ -12,6 +12,8 @@ import pytest
 from tornado.httpclient import HTTPRequest
 from tornado.web import create_signed_value, decode_signed_value
 
+from core import team
+from core.auth import Principal
 from core.config import ServerConfig
 
 SESSION = "cps_session"
@@ -155,6 +157,84 @@ class TestSignIn:
         sign_in(browser, services, owner)
         page = (await browser.get("/account")).body.decode()
         assert owner.token in page and "owner" in page
+
+
+class TestWorkspacesAndInvitations:
+    """The account page: invitations to answer, workspaces to show or leave."""
+
+    @pytest.fixture
+    def invited(self, world, services):
+        """Someone invited to a workspace who belongs to none yet, signed in."""
+        owner = world.owner(name="Acme Corp")
+        invitation = team.invite(services, principal=Principal(workspace=owner.workspace, user=owner.user, role="owner"),
+                                 request=team.Invite(email="guest@example.com", role="admin"))
+        return owner, invitation, attrs.evolve(owner, token=world.session_token("guest@example.com"))
+
+    @pytest.mark.gen_test
+    async def test_someone_only_invited_is_led_to_their_invitations(self, browser, services, invited):
+        _, _, guest = invited
+        sign_in(browser, services, guest)
+        r = await browser.get("/domains")
+        assert (r.code, r.headers["Location"].split("?")[0]) == (302, "/account")
+        page = (await browser.get("/account")).body.decode()
+        assert "Acme Corp" in page and "invites you as" in page and "no workspace yet" in page
+
+    @pytest.mark.gen_test
+    async def test_accepting_on_the_account_page_joins_and_shows_the_workspace(self, browser, services, invited):
+        _, invitation, guest = invited
+        sign_in(browser, services, guest)
+        r = await browser.post(f"/account/accept/{invitation.id}")
+        assert (r.code, r.headers["Location"]) == (302, "/account")
+        page = (await browser.get("/account")).body.decode()
+        assert "You joined Acme Corp as admin." in page and "Showing workspace <strong>Acme Corp</strong>" in page
+        assert (await browser.get("/domains")).code == 200
+
+    @pytest.mark.gen_test
+    async def test_declining_on_the_account_page_leaves_nothing(self, browser, services, invited):
+        owner, invitation, guest = invited
+        sign_in(browser, services, guest)
+        await browser.post(f"/account/decline/{invitation.id}")
+        page = (await browser.get("/account")).body.decode()
+        assert "Invitation declined." in page and "invites you as" not in page
+        assert services.store.team.invitations(owner.workspace.id) == []
+
+    @pytest.mark.gen_test
+    async def test_switching_shows_the_other_workspaces_domains(self, browser, services, world, api):
+        mine = world.owner("both@example.com", name="Mine")
+        theirs = world.owner(name="Theirs")
+        world.member(theirs.workspace, "operator", "both@example.com")
+        await new_domain(api, theirs, "theirs.example.com")
+        sign_in(browser, services, mine)
+        assert "theirs.example.com" not in (await browser.get("/domains")).body.decode()
+        await browser.post(f"/account/switch/{theirs.workspace.id}")
+        assert "theirs.example.com" in (await browser.get("/domains")).body.decode()
+
+    @pytest.mark.gen_test
+    async def test_a_dns_page_of_another_of_ones_workspaces_opens_and_switches(self, browser, services, world, api):
+        mine = world.owner("both@example.com", name="Mine")
+        theirs = world.owner(name="Theirs")
+        world.member(theirs.workspace, "operator", "both@example.com")
+        domain = await new_domain(api, theirs, "theirs.example.com")
+        sign_in(browser, services, mine)
+        assert (await browser.get(f"/site/{domain['id']}/dns")).code == 200
+        assert "theirs.example.com" in (await browser.get("/domains")).body.decode()
+
+    @pytest.mark.gen_test
+    async def test_switching_to_a_workspace_one_is_not_in_does_nothing(self, browser, services, world):
+        mine, stranger = world.owner(name="Mine"), world.owner(name="Stranger")
+        sign_in(browser, services, mine)
+        await browser.post(f"/account/switch/{stranger.workspace.id}")
+        page = (await browser.get("/account")).body.decode()
+        assert "Workspace not found." in page and "Showing workspace <strong>Mine</strong>" in page
+
+    @pytest.mark.gen_test
+    async def test_leaving_on_the_account_page(self, browser, services, world):
+        owner = world.owner(name="Acme")
+        member = world.member(owner.workspace, "admin")
+        sign_in(browser, services, member)
+        await browser.post(f"/account/leave/{owner.workspace.id}")
+        page = (await browser.get("/account")).body.decode()
+        assert "You left the workspace." in page and "no workspace yet" in page
 
 
 class TestCookies:
