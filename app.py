@@ -2,6 +2,7 @@
 
 ``python app.py`` runs on embedded defaults; ``python app.py --config FILE`` reads a TOML file.
 A configuration problem stops start-up with one line naming the key, and no traceback.
+``python app.py COMMAND --config FILE`` runs one of the operator's commands (core/admin.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tornado.ioloop import IOLoop, PeriodicCallback
 from tornado.netutil import bind_sockets
 
 import handlers
+from core import admin
 from core.certificates import idempotency
 from core.config import Config, ConfigError, load_config
 from core.crypto import SecretKeyError
@@ -90,14 +92,50 @@ def version() -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Certificate Provisioning Service")
-    parser.add_argument("--config", metavar="FILE", help="TOML configuration file (default: embedded defaults)")
+    config = argparse.ArgumentParser(add_help=False)
+    config.add_argument("--config", metavar="FILE", help="TOML configuration file (default: embedded defaults)")
+    parser = argparse.ArgumentParser(
+        description="Certificate Provisioning Service. Without a command it serves; the commands are "
+                    "the operator's tools and are safe while the service runs.",
+        parents=[config],
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser("serve", parents=[config], help="run the service (the default)")
+    commands.add_parser("check-config", parents=[config], help="load the configuration, key file and database, and say what would run")
+    backup = commands.add_parser("backup", parents=[config], help="an online, consistent copy of the database")
+    backup.add_argument("path", help="the new file to write (must not exist)")
+    key = commands.add_parser("create-api-key", parents=[config], help="an API key for automation, printed once")
+    key.add_argument("--workspace", required=True, help="the workspace id")
+    key.add_argument("--scopes", required=True, help="comma-separated scopes, e.g. domains:read,domains:write or *")
+    key.add_argument("--name", default="automation", help="a label for the key (default: automation)")
+    key.add_argument("--expires-at", help="ISO 8601 time with offset, e.g. 2027-01-01T00:00:00Z")
+    rebind = commands.add_parser("rebind-user", parents=[config],
+                                 help="after switching identity provider: let users bind again by verified e-mail")
+    who = rebind.add_mutually_exclusive_group(required=True)
+    who.add_argument("--email", help="one user")
+    who.add_argument("--from-issuer", metavar="URL", help="every user bound to this (old) issuer")
+    purge = commands.add_parser("purge", parents=[config], help="drop old idempotency records and delivered webhook deliveries")
+    purge.add_argument("--webhook-days", type=int, default=30, help="keep delivered deliveries this many days (default 30)")
     return parser.parse_args(argv)
 
 
-def load(argv: list[str] | None) -> tuple[Config, Services]:
-    args = parse_args(argv)
+def run_command(args: argparse.Namespace, config: Config, services: Services) -> list[str]:
+    if args.command == "check-config":
+        return admin.check_config(config, services)
+    if args.command == "backup":
+        return admin.backup(services, args.path)
+    if args.command == "create-api-key":
+        scopes = [scope.strip() for scope in args.scopes.split(",") if scope.strip()]
+        return admin.create_api_key(services, workspace=args.workspace, name=args.name, scopes=scopes,
+                                    expires_at=args.expires_at)
+    if args.command == "rebind-user":
+        return admin.rebind_users(services, email=args.email, from_issuer=args.from_issuer)
+    assert args.command == "purge"
+    return admin.purge(services, webhook_days=args.webhook_days)
+
+
+def load(args: argparse.Namespace) -> tuple[Config, Services]:
     config = load_config(args.config)
     log.info(
         "configuration %s; database %s; secret key file %s",
@@ -143,12 +181,25 @@ async def serve(config: Config, services: Services, sockets: list[socket.socket]
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    serving = args.command in (None, "serve")
+    # A command prints its own result; the log says only what went wrong.
+    logging.basicConfig(level=logging.INFO if serving else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config, services = load(argv)
+        config, services = load(args)
     except (ConfigError, SecretKeyError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
+    if not serving:
+        try:
+            print("\n".join(run_command(args, config, services)))
+        except admin.CommandError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        finally:
+            services.close()
+        return 0
     try:
         sockets = bind(config)
     except ConfigError as exc:

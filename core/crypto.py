@@ -35,7 +35,7 @@ def load_or_create_master_key(path: str | Path) -> bytes:
     """Read the master key, creating it (mode 0600, never overwritten) on first start."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # beside secrets: private
         # O_EXCL: two processes starting at once cannot both write a key.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

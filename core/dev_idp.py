@@ -73,7 +73,7 @@ def load_key(path: Path) -> RSAKey:
     """The signing key kept under the storage folder (created with mode 0600 when missing)."""
     if not path.exists():
         key = RSAKey.generate_key(2048, parameters={"kid": secrets.token_hex(8), "use": "sig", "alg": "RS256"})
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # beside secrets: private
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:

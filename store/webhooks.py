@@ -155,6 +155,13 @@ class WebhookRepo:
     def count_deliveries(self, endpoint_id: uuid.UUID) -> int:
         return self.db.execute("SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = ?", [uid(endpoint_id)]).fetchone()[0]
 
+    def purge_delivered(self, *, before: dt.datetime) -> int:
+        """Delete delivered deliveries last attempted before the cut-off (their attempts go with them)."""
+        cursor = self.db.execute(
+            "DELETE FROM webhook_deliveries WHERE status = 'delivered' AND last_attempt_at < ?", [ts(before)]
+        )
+        return cursor.rowcount
+
     @staticmethod
     def page_key(d: WebhookDelivery) -> tuple[str, str]:
         return ts(d.created_at) or "", str(d.id)

@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 import stat
 
+import attrs
 import pytest
 
+from core.config import load_config
+from core.services import build_services
 from store import Store
 
 
@@ -25,6 +28,14 @@ class TestDatabaseFiles:
             assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
         finally:
             store.close()
+
+    def test_the_default_data_folder_is_private_whichever_file_creates_it(self, tmp_path):
+        config = load_config(None)
+        data = tmp_path / "data"
+        config = attrs.evolve(config, storage=attrs.evolve(
+            config.storage, path=str(data / "service.sqlite3"), secret_key_file=str(data / "secret.key")))
+        build_services(config).close()  # the key file, made first, creates the folder
+        assert stat.S_IMODE(os.stat(data).st_mode) == 0o700
 
     def test_an_existing_readable_database_is_made_private(self, tmp_path):
         path = tmp_path / "service.sqlite3"

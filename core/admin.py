@@ -1,0 +1,134 @@
+"""The operator's commands (``python app.py COMMAND --config FILE``): what someone running the
+service needs without a browser, safe on a live database (SQLite in WAL mode takes a second
+connection while the service runs).
+
+Each returns the lines to print; a refusal is a ``CommandError`` with one line to print (exit 2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core import api_keys
+from core.certificates import idempotency
+from core.errors import ApiError, ValidationError
+from core.wire import parse_timestamp
+
+if TYPE_CHECKING:
+    from core.config import Config
+    from core.services import Services
+
+
+class CommandError(Exception):
+    """A refusal, worded for the operator."""
+
+
+def check_config(config: Config, services: Services) -> list[str]:
+    """What the service would run with; reaching here means the config, key file and database loaded."""
+    store = services.store
+    count = store.db.execute("SELECT count(*) FROM domains").fetchone()[0]
+    workspaces = store.db.execute("SELECT count(*) FROM workspaces").fetchone()[0]
+    issuer = config.oidc.issuer or f"{config.server.base_url}/idp (the built-in development provider)"
+    return [
+        "configuration OK",
+        f"  listens on {config.server.host}:{config.server.port}",
+        f"  base_url {config.server.base_url}; portal_url {config.server.portal_url}",
+        f"  database {Path(config.storage.path).resolve()} ({workspaces} workspaces, {count} domains)",
+        f"  secret key file {Path(config.storage.secret_key_file).resolve()}",
+        f"  identity provider {issuer}",
+        f"  edge provider {config.provider.kind}",
+        f"  DNS resolvers {', '.join(config.dns.nameservers) or '(the system resolver)'}",
+    ]
+
+
+def backup(services: Services, target: str) -> list[str]:
+    """An online, consistent copy through SQLite's backup API, private (0600) like the original."""
+    path = Path(target)
+    if path.exists():
+        raise CommandError(f"backup: {path} already exists; choose a new file")
+    if not path.parent.is_dir():
+        raise CommandError(f"backup: the folder {path.parent} does not exist")
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    copy = sqlite3.connect(path)
+    try:
+        services.store.db.conn.backup(copy)
+        ok = copy.execute("PRAGMA integrity_check").fetchone()[0]
+    except sqlite3.Error as exc:
+        copy.close()
+        path.unlink(missing_ok=True)
+        raise CommandError(f"backup: {exc}") from None
+    copy.close()
+    return [
+        f"backed up to {path} ({path.stat().st_size} bytes, integrity {ok})",
+        "keep the secret key file with it: webhook secrets and link tokens are encrypted under that key",
+    ]
+
+
+def create_api_key(services: Services, *, workspace: str, name: str, scopes: list[str],
+                   expires_at: str | None) -> list[str]:
+    """A key for automation set up without a browser; its secret is printed once."""
+    try:
+        workspace_id = uuid.UUID(workspace)
+    except ValueError:
+        raise CommandError(f"create-api-key: --workspace must be a workspace id (a UUID), not {workspace!r}") from None
+    if services.store.accounts.get_workspace(workspace_id) is None:
+        raise CommandError(f"create-api-key: no workspace {workspace_id}")
+    try:
+        expires = parse_timestamp(expires_at) if expires_at else None
+        request = api_keys.CreateKeyRequest(name=name, scopes=scopes, expires_at=expires)
+        key, secret = api_keys.create(services, workspace_id=workspace_id, request=request)
+    except (ApiError, ValueError) as exc:
+        raise CommandError(f"create-api-key: {_reason(exc)}") from None
+    return [
+        f"API key {key.id} ({key.name}, scopes {' '.join(key.scopes)}) for workspace {workspace_id}",
+        secret,
+        "the secret is shown this once; store it now",
+    ]
+
+
+def rebind_users(services: Services, *, email: str | None, from_issuer: str | None) -> list[str]:
+    """Unbind users from their identity-provider account so the next sign-in binds them again.
+
+    Users are bound to an issuer and subject at their first sign-in. After a switch of identity
+    provider (typically from the built-in development one to a real one) nobody's new identity
+    matches; unbinding lets each user's next sign-in with a verified e-mail at the new provider
+    bind again, exactly as a first sign-in does.
+    """
+    if (email is None) == (from_issuer is None):
+        raise CommandError("rebind-user: give either --email ADDRESS or --from-issuer URL")
+    with services.store.transaction():
+        unbound = services.store.accounts.unbind_users(
+            email=email.strip().lower() if email else None, issuer=from_issuer
+        )
+    if not unbound:
+        return ["no bound user matched; nothing changed"]
+    return [
+        f"unbound {len(unbound)} user(s): {', '.join(unbound)}",
+        "each is bound again at their next sign-in with that verified e-mail address",
+    ]
+
+
+def purge(services: Services, *, webhook_days: int) -> list[str]:
+    """Old idempotency records, and delivered webhook deliveries (with their attempts) older than
+    ``webhook_days``; pending and failed deliveries are kept."""
+    if webhook_days < 1:
+        raise CommandError("purge: --webhook-days must be at least 1")
+    records = idempotency.purge(services)
+    cutoff = services.clock.now() - dt.timedelta(days=webhook_days)
+    with services.store.transaction():
+        deliveries = services.store.webhooks.purge_delivered(before=cutoff)
+    return [
+        f"purged {records} idempotency record(s) older than {idempotency.RETENTION.total_seconds() / 3600:g} hours",
+        f"purged {deliveries} delivered webhook delivery(ies) older than {webhook_days} day(s), with their attempts",
+    ]
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{field}: {' '.join(problems)}" for field, problems in exc.field_errors.items()) or exc.message
+    return str(exc)

@@ -1,0 +1,173 @@
+"""The operator's commands, run as an operator runs them: ``python app.py COMMAND --config FILE``,
+on the database of a service that is running."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import urllib.request
+import uuid
+
+import pytest
+
+import app
+from store.records import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from tests.servers.service import ROOT, ServiceProcess
+
+
+def run(config, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "app.py"), *args, "--config", str(config)],
+                          check=False, capture_output=True, text=True, timeout=30)
+
+
+def call(service: ServiceProcess, method: str, path: str, body=None, token=None) -> tuple[int, object]:
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(service.base_url + path, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """A running service with one signed-up workspace and its domain (no DNS answer is needed)."""
+    folder = tmp_path_factory.mktemp("live")
+    service = ServiceProcess(folder, dns_address="127.0.0.1:9").start()
+    status, body = call(service, "POST", "/v1/public/signup", {"email": "ops@example.com", "domain": "shop.example.com"})
+    assert status == 201, body
+    yield service, body["domain"]["orgId"]
+    service.stop()
+
+
+class TestCheckConfig:
+    def test_a_good_config_is_summarised(self, live):
+        service, _ = live
+        result = run(service.config, "check-config")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("configuration OK") and "1 workspaces, 1 domains" in result.stdout
+
+    def test_a_bad_config_is_one_line_and_exit_2(self, tmp_path):
+        config = tmp_path / "bad.toml"
+        config.write_text("[server]\nport = 'eighty'\n")
+        result = run(config, "check-config")
+        assert result.returncode == 2
+        assert result.stderr.startswith("config error: server.port") and result.stderr.count("\n") == 1
+
+
+class TestBackup:
+    def test_a_live_database_is_copied_whole_and_private(self, live, tmp_path):
+        service, _ = live
+        target = tmp_path / "copy.sqlite3"
+        result = run(service.config, "backup", str(target))
+        assert result.returncode == 0, result.stderr
+        assert "integrity ok" in result.stdout and "secret key file" in result.stdout
+        assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+        copy = sqlite3.connect(target)
+        assert copy.execute("SELECT apex FROM domains").fetchall() == [("shop.example.com",)]
+
+    def test_an_existing_file_is_never_overwritten(self, live, tmp_path):
+        service, _ = live
+        target = tmp_path / "taken"
+        target.write_text("precious")
+        result = run(service.config, "backup", str(target))
+        assert result.returncode == 2 and "already exists" in result.stderr
+        assert target.read_text() == "precious"
+
+
+class TestCreateApiKey:
+    def test_the_printed_key_works_against_the_running_service(self, live):
+        service, workspace = live
+        result = run(service.config, "create-api-key", "--workspace", workspace, "--scopes", "domains:read", "--name", "ci")
+        assert result.returncode == 0, result.stderr
+        secret = result.stdout.splitlines()[1]
+        assert secret.startswith("ac_live_")
+        status, body = call(service, "POST", "/v1/domains/query", {}, token=secret)
+        assert (status, body["total"]) == (200, 1)
+
+    def test_an_unknown_scope_is_refused_with_the_reason(self, live):
+        service, workspace = live
+        result = run(service.config, "create-api-key", "--workspace", workspace, "--scopes", "domains:everything")
+        assert result.returncode == 2 and "scopes" in result.stderr and "domains:everything" in result.stderr
+
+    def test_an_unknown_workspace_is_refused(self, live):
+        service, _ = live
+        result = run(service.config, "create-api-key", "--workspace", str(uuid.uuid4()), "--scopes", "*")
+        assert result.returncode == 2 and "no workspace" in result.stderr
+
+
+class TestPurge:
+    def test_old_delivered_deliveries_go_and_the_rest_stay(self, services, world, tmp_path, capsys):
+        owner = world.owner()
+        now = services.clock.now()
+        endpoint = WebhookEndpoint(id=uuid.uuid4(), url="https://hooks.example.com/", events=[], created_at=now,
+                                   status="active", workspace_id=owner.workspace.id, secret_ciphertext="x", updated_at=now)
+        services.store.webhooks.insert_endpoint(endpoint)
+
+        def delivery(status: str, age_days: int) -> uuid.UUID:
+            at = now - dt.timedelta(days=age_days)
+            row = WebhookDelivery(id=uuid.uuid4(), event_id=uuid.uuid4(), type="cert.issued", status=status,
+                                  attempt_count=1, created_at=at, data={}, endpoint_id=endpoint.id,
+                                  workspace_id=owner.workspace.id, last_attempt_at=at)
+            services.store.webhooks.insert_delivery(row)
+            services.store.webhooks.update_delivery(row)
+            services.store.webhooks.insert_attempt(row.id, WebhookAttempt(number=0, started_at=at, duration_ms=5,
+                                                                          status_code=200, error=None))
+            return row.id
+
+        old, recent, failed = delivery("delivered", 40), delivery("delivered", 5), delivery("failed", 40)
+        assert app.main(["purge", "--config", str(config_file(services, tmp_path))]) == 0
+        assert "purged 1 delivered webhook delivery" in capsys.readouterr().out
+        left = {r[0] for r in services.store.db.execute("SELECT id FROM webhook_deliveries")}
+        assert left == {str(recent), str(failed)}
+        attempts = {r[0] for r in services.store.db.execute("SELECT delivery_id FROM webhook_attempts")}
+        assert str(old) not in attempts
+
+
+def config_file(services, tmp_path):
+    path = tmp_path / "ops.toml"
+    storage = services.config.storage
+    path.write_text(f'[storage]\npath = "{storage.path}"\nsecret_key_file = "{storage.secret_key_file}"\n')
+    return path
+
+
+class TestRebindUser:
+    """After a switch of identity provider, users bound to the old one sign in again by verified e-mail."""
+
+    OLD = "http://127.0.0.1:8080/idp"
+
+    @pytest.fixture
+    def switched(self, services, world):
+        owner = world.owner("ops@example.com")
+        services.store.accounts.link_user(owner.user.id, issuer=self.OLD, subject="dev-subject")
+        return owner
+
+    @pytest.mark.gen_test
+    async def test_a_user_bound_to_the_old_provider_is_locked_out_before(self, api, switched):
+        assert (await api.get("/v1/auth/session", token=switched.token)).code == "forbidden"
+
+    @pytest.mark.gen_test
+    async def test_after_rebinding_by_issuer_the_next_sign_in_binds_again(self, api, services, switched, tmp_path, capsys):
+        assert app.main(["rebind-user", "--from-issuer", self.OLD, "--config", str(config_file(services, tmp_path))]) == 0
+        assert "unbound 1 user(s): ops@example.com" in capsys.readouterr().out
+        r = await api.get("/v1/auth/session", token=switched.token)
+        assert (r.status, r.body["org"]["id"]) == (200, str(switched.workspace.id))
+
+    @pytest.mark.gen_test
+    async def test_rebinding_one_user_by_email(self, api, services, switched, tmp_path, capsys):
+        assert app.main(["rebind-user", "--email", "OPS@example.com", "--config", str(config_file(services, tmp_path))]) == 0
+        assert (await api.get("/v1/auth/session", token=switched.token)).status == 200
+
+    def test_nothing_matched_changes_nothing(self, services, switched, tmp_path, capsys):
+        assert app.main(["rebind-user", "--email", "nobody@example.com", "--config", str(config_file(services, tmp_path))]) == 0
+        assert "nothing changed" in capsys.readouterr().out
+        assert services.store.accounts.user_by_subject(self.OLD, "dev-subject") is not None
