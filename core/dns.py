@@ -20,7 +20,7 @@ from core.config import DnsConfig, parse_nameserver
 
 Outcome = Literal["found", "nxdomain", "nodata", "timeout", "error"]
 
-_TYPE_CODES = {"A": 1, "AAAA": 28, "CNAME": 5, "TXT": 16, "CAA": 257}
+_TYPE_CODES = {"A": 1, "AAAA": 28, "CNAME": 5, "TXT": 16, "CAA": 257, "NS": 2}
 _ERRORS = {
     dns_error.ARES_ENOTFOUND: "nxdomain",
     dns_error.ARES_ENODATA: "nodata",
@@ -45,11 +45,13 @@ class Lookup:
     rtype: str
     outcome: Outcome
     values: tuple[str, ...] = ()
-    "CNAME targets (without trailing dot), TXT strings, CAA records in presentation form, or addresses (A, AAAA)."
+    "CNAME targets and NS names (without trailing dot), TXT strings, CAA records in presentation form, or addresses (A, AAAA)."
     caa: tuple[CaaRecord, ...] = ()
     "For CAA lookups, the records themselves."
     detail: str = ""
     "For ``error``: what the resolver said (SERVFAIL, REFUSED, ...)."
+    ttl: int | None = None
+    "For ``found``: the smallest TTL of the records, i.e. how long a resolver may keep this answer."
 
 
 class Resolver(Protocol):
@@ -124,11 +126,15 @@ class DnsChecker:
             return Lookup(name=name, rtype=rtype, outcome="timeout")
         values = []
         caa = []
+        ttls = []
         for record in result.answer:
             if record.type != _TYPE_CODES[rtype]:
                 continue  # e.g. the CNAME a resolver followed on the way to TXT
+            ttls.append(record.ttl)
             if rtype == "CNAME":
                 values.append(record.data.cname.rstrip("."))
+            elif rtype == "NS":
+                values.append(record.data.nsdname.rstrip("."))
             elif rtype in ("A", "AAAA"):
                 values.append(record.data.addr)
             elif rtype == "CAA":
@@ -139,4 +145,4 @@ class DnsChecker:
                 values.append(data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data))
         if not values:
             return Lookup(name=name, rtype=rtype, outcome="nodata")
-        return Lookup(name=name, rtype=rtype, outcome="found", values=tuple(values), caa=tuple(caa))
+        return Lookup(name=name, rtype=rtype, outcome="found", values=tuple(values), caa=tuple(caa), ttl=min(ttls))

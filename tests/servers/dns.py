@@ -11,7 +11,7 @@ import ipaddress
 import threading
 import time
 
-from dnslib import AAAA, CAA, CNAME, QTYPE, RCODE, RR, TXT, A, DNSLabel
+from dnslib import AAAA, CAA, CNAME, NS, QTYPE, RCODE, RR, TXT, A, DNSLabel
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 #: How long a "silent" name keeps the resolver waiting; longer than any test's DNS timeout.
@@ -59,19 +59,21 @@ class _Zone(BaseResolver):
 
 
 class DnsServer:
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        """On ``host`` (any 127.x.y.z: tests stand up authoritative servers beside the resolver)."""
         self.zone = _Zone()
+        self.host = host
         for attempt in range(20):
-            self._udp = DNSServer(self.zone, port=0, address="127.0.0.1", logger=_QuietLogger())
+            self._udp = DNSServer(self.zone, port=0, address=host, logger=_QuietLogger())
             self.port = self._udp.server.server_address[1]
             try:
-                self._tcp = DNSServer(self.zone, port=self.port, address="127.0.0.1", tcp=True, logger=_QuietLogger())
+                self._tcp = DNSServer(self.zone, port=self.port, address=host, tcp=True, logger=_QuietLogger())
                 break
             except OSError:  # the port is free for UDP but taken for TCP: try another one
                 self._udp.server.server_close()
                 if attempt == 19:
                     raise
-        self.address = f"127.0.0.1:{self.port}"
+        self.address = f"{host}:{self.port}"
 
     def start(self) -> DnsServer:
         self._udp.start_thread()
@@ -102,7 +104,7 @@ class DnsServer:
     def _record(name: str, rtype: str, value: str, ttl: int) -> RR:
         if rtype == "AAAA":
             value = ipaddress.IPv6Address(value).exploded  # dnslib reads hex groups only (not ::ffff:1.2.3.4)
-        make = {"A": A, "AAAA": AAAA, "CNAME": CNAME, "TXT": TXT}[rtype]
+        make = {"A": A, "AAAA": AAAA, "CNAME": CNAME, "TXT": TXT, "NS": NS}[rtype]
         return RR(DNSLabel(name), getattr(QTYPE, rtype), rdata=make(value), ttl=ttl)
 
     def publish_caa(self, name: str, tag: str, value: str, *, flags: int = 0) -> None:
