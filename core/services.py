@@ -9,6 +9,7 @@ from pathlib import Path
 import attrs
 
 from core.api_keys import KeyCache
+from core.authority import Authority
 from core.clock import Clock, SystemClock
 from core.config import Config
 from core.crypto import Keyring, load_or_create_master_key
@@ -44,6 +45,8 @@ class Services:
     trusted_proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
     outbound: OutboundClient
     "The only client for user-supplied destinations (webhook URLs, scans): see core/net.py."
+    authority: Authority
+    "The zone's own nameservers and each resolver apart, for the diagnosis."
     key_cache: KeyCache = attrs.Factory(KeyCache)
     used_signin_states: UsedStates = attrs.Factory(UsedStates)
     "States of finished portal sign-ins: each works once."
@@ -97,4 +100,5 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         dns=dns,
         trusted_proxies=[ipaddress.ip_network(p, strict=False) for p in config.server.trusted_proxies],
         outbound=OutboundClient(network=config.network, dns=config.dns),
+        authority=Authority(config.dns, simulated=None if isinstance(dns, DnsChecker) else dns),
     )

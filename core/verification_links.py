@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core import domains, mail, verification
+from core import diagnosis, domains, mail, verification
 from core.accounts import valid_email
 from core.domains import CertSummary, Validation, delegation_record, ownership_record
 from core.errors import ApiError, Conflict, NotFound, UpstreamError, ValidationError
@@ -308,6 +308,15 @@ def view(services: Services, token: str) -> PublicView:
         apex=domain.apex, expires_at=link.expires_at, validation=domain.validation, cert=domain.cert,
         ops_status=domain.ops_status,
     )
+
+
+async def diagnose(services: Services, token: str) -> diagnosis.Diagnosis:
+    """The diagnosis of the link's domain, for the DNS administrator holding the link."""
+    link = resolve(services, token)
+    workspace = services.store.accounts.get_workspace(link.workspace_id)
+    if workspace is None:
+        raise _unknown()
+    return await diagnosis.diagnose(services, workspace=workspace, domain_id=link.domain_id)
 
 
 async def verify(services: Services, token: str) -> VerifyResult:

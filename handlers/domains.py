@@ -1,8 +1,8 @@
-"""``/v1/domains``: create, bulk, query, item, delegation record, verify-delegation, recheck."""
+"""``/v1/domains``: create, bulk, query, item, delegation record, verify-delegation, recheck, diagnosis."""
 
 from __future__ import annotations
 
-from core import domain_query, domains, verification
+from core import diagnosis, domain_query, domains, verification
 from core.scopes import READERS, WRITERS
 from handlers.base import ApiHandler, parse_id, require
 
@@ -76,6 +76,15 @@ class RecheckHandler(ApiHandler):
         self.send_json(result)
 
 
+class DiagnosisHandler(ApiHandler):
+    @require(scopes=VERIFY_SCOPES, roles=WRITERS)
+    async def get(self, domain_id: str) -> None:
+        report = await diagnosis.diagnose(
+            self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain")
+        )
+        self.send_json(report)
+
+
 routes = [
     (r"/v1/domains", DomainCreateHandler),
     (r"/v1/domains/bulk", DomainBulkHandler),
@@ -84,4 +93,5 @@ routes = [
     (r"/v1/domains/([^/]+)/delegation-record", DelegationRecordHandler),
     (r"/v1/domains/([^/]+)/verify-delegation", VerifyDelegationHandler),
     (r"/v1/domains/([^/]+)/recheck", RecheckHandler),
+    (r"/v1/domains/([^/]+)/diagnosis", DiagnosisHandler),
 ]

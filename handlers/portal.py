@@ -14,7 +14,16 @@ from urllib.parse import urlencode
 
 from tornado.web import HTTPError, authenticated
 
-from core import api_keys, domain_query, domains, portal, verification, verification_links, workspaces
+from core import (
+    api_keys,
+    diagnosis,
+    domain_query,
+    domains,
+    portal,
+    verification,
+    verification_links,
+    workspaces,
+)
 from core.auth import Principal
 from core.errors import ApiError, NotFound
 from core.scopes import MANAGERS, SCOPES, WRITERS
@@ -115,9 +124,13 @@ class DnsPage(PortalHandler):
         can_write = principal.role in WRITERS
         # read_only may not retrieve link capabilities (spec, Authentication rule 4).
         links = verification_links.list_links(self.services, workspace=principal.workspace, domain_id=row.id) if can_write else []
+        report = None
+        if can_write and self.get_query_argument("diagnose", "") == "1":  # the same roles as "Check now"
+            self.hit_rate_limit("/v1/domains")
+            report = await diagnosis.diagnose(self.services, workspace=principal.workspace, domain_id=row.id)
         self.render_page(
             "dns.html", domain=domain, dns=portal.dns_instructions(domain.apex, domain.validation),
-            can_write=can_write, links=[link for link in links if link.status == "active"],
+            can_write=can_write, links=[link for link in links if link.status == "active"], report=report,
         )
 
 
@@ -169,8 +182,14 @@ class PublicLinkPage(PageHandler):
 
     async def get(self, token: str) -> None:
         view = self.view_or_explain(token)
-        if view is not None:
-            self.render_page("verify.html", view=view, dns=portal.dns_instructions(view.apex, view.validation), token=token)
+        if view is None:
+            return
+        report = None
+        if self.get_query_argument("diagnose", "") == "1":
+            self.hit_rate_limit("/v1/public/verification-links/")
+            report = await verification_links.diagnose(self.services, token)
+        self.render_page("verify.html", view=view, dns=portal.dns_instructions(view.apex, view.validation), token=token,
+                         report=report)
 
     async def post(self, token: str) -> None:
         """The page's "Check now"."""

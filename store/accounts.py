@@ -53,6 +53,11 @@ class AccountRepo:
         rows = select(self.db, "SELECT * FROM workspaces WHERE id = ?", [uid(workspace_id)])
         return _workspace(rows[0]) if rows else None
 
+    def workspace_with_token(self, token: str) -> uuid.UUID | None:
+        """The workspace whose ownership token this is (tokens are random: at most one)."""
+        rows = select(self.db, "SELECT id FROM workspaces WHERE ownership_token = ?", [token])
+        return uuid.UUID(rows[0]["id"]) if rows else None
+
     def insert_user(self, user: User) -> None:
         self.db.execute(
             "INSERT INTO users (id, email, issuer, subject, created_at) VALUES (?, ?, ?, ?, ?)",

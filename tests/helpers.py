@@ -181,3 +181,15 @@ class World:
         request = api_keys.CreateKeyRequest(name=fields.pop("name", "automation"), scopes=scopes, **fields)
         _, secret = api_keys.create(self.services, workspace_id=workspace.id, request=request)
         return secret
+
+
+async def active_domain(api, world, services, clock, apex="shop.example.com"):
+    """An owner whose domain ``apex`` has an active sandbox certificate; and that certificate."""
+    owner = world.owner()
+    d = (await api.post("/v1/domains", {"apex": apex}, token=owner.token)).body
+    mark_verified(services, d)
+    summary = (await api.post(f"/v1/domains/{d['id']}/certificates/issue", {}, token=owner.token)).body
+    clock.advance(10)
+    refreshed = (await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)).body
+    assert refreshed["status"] == "active", refreshed
+    return owner, (await api.get(f"/v1/certificates/{summary['certificateId']}", token=owner.token)).body

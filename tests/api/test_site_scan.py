@@ -16,7 +16,7 @@ import trustme
 
 from core.config import NetworkConfig, RateLimitsConfig, SiteScanConfig
 from core.wire import format_timestamp
-from tests.helpers import mark_verified
+from tests.helpers import active_domain
 from tests.servers.tls import TcpServer, TlsServer, closed_port, self_signed
 
 SCAN = "/v1/site-scan/https"
@@ -273,24 +273,20 @@ class TestRateLimit:
         assert (r.status, r.code) == (429, "rate_limited")
 
 
-async def active_domain(api, world, services, clock, apex="shop.example.com"):
-    """An owner whose domain ``apex`` has an active sandbox certificate; and that certificate."""
-    owner = world.owner()
-    d = (await api.post("/v1/domains", {"apex": apex}, token=owner.token)).body
-    mark_verified(services, d)
-    summary = (await api.post(f"/v1/domains/{d['id']}/certificates/issue", {}, token=owner.token)).body
-    clock.advance(10)
-    refreshed = (await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)).body
-    assert refreshed["status"] == "active", refreshed
-    return owner, (await api.get(f"/v1/certificates/{summary['certificateId']}", token=owner.token)).body
-
-
 def not_after_of(cert):
     return dt.datetime.fromisoformat(cert["notAfter"])
 
 
 class TestProviderMatch:
     """Beyond the spec: the caller's own domain is compared with the provider's certificate."""
+
+    @pytest.mark.gen_test
+    async def test_the_diagnosis_reports_a_served_certificate_that_is_not_the_providers(self, api, world, services, clock, site, cas):
+        owner, cert = await active_domain(api, world, services, clock)
+        site("shop.example.com", cas["trusted"].issue_cert("shop.example.com"))
+        report = (await api.get(f"/v1/domains/{cert['domainId']}/diagnosis", token=owner.token)).body
+        [finding] = [f for f in report["findings"] if f["code"] == "served_mismatch"]
+        assert finding["severity"] == "warning" and "shop.example.com serves a certificate" in finding["message"]
 
     @pytest.mark.gen_test
     async def test_another_certificate_does_not_match(self, api, world, services, clock, site, cas):

@@ -339,6 +339,24 @@ class TestDnsPage:
         assert (await browser.get(f"/site/{d['id']}/dns")).code == 404
         assert (await browser.get("/site/not-a-uuid/dns")).code == 404
 
+    @pytest.mark.gen_test
+    async def test_diagnose_shows_the_findings_and_their_fixes(self, browser, services, world, api):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        sign_in(browser, services, owner)
+        page = (await browser.get(f"/site/{d['id']}/dns?diagnose=1")).body.decode()
+        assert 'id="diagnosis"' in page and "Something needs fixing." in page
+        assert "No CNAME record is published at _acme-challenge.shop.example.com." in page
+        assert f"<strong>Fix:</strong> Publish a CNAME record named _acme-challenge.shop.example.com with the value {d['validation']['delegation']['value']}." in page
+
+    @pytest.mark.gen_test
+    async def test_read_only_is_not_offered_the_diagnosis(self, browser, services, world, api):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        sign_in(browser, services, world.member(owner.workspace, "read_only"))
+        page = (await browser.get(f"/site/{d['id']}/dns?diagnose=1")).body.decode()
+        assert 'id="diagnose"' not in page and 'id="diagnosis"' not in page
+
 
 class TestPageActionsAreRateLimited:
     """A page action counts in the bucket of the API call it stands for."""
@@ -441,6 +459,15 @@ class TestShareAndPublicPage:
         assert (await stranger.post(path)).code == 302
         page = (await stranger.get(path)).body.decode()
         assert '<strong id="validation-status">verified</strong>' in page and "Both DNS records are in place" in page
+
+    @pytest.mark.gen_test
+    async def test_the_public_page_diagnoses_too(self, browser, services, world, api, http_client, base_url, dns):
+        _, _, path = await self.shared(browser, services, world, api)
+        dns.publish("_acme-challenge.shop.example.com", "TXT", "leftover")
+        stranger = Browser(http_client, base_url)
+        page = (await stranger.get(path + "?diagnose=1")).body.decode()
+        assert "a CNAME cannot share its name with other records" in page
+        assert "<strong>Fix:</strong> Delete the TXT records at _acme-challenge.shop.example.com" in page
 
     @pytest.mark.gen_test
     async def test_an_expired_link_says_so(self, browser, services, world, api, clock):

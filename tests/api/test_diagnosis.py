@@ -1,0 +1,246 @@
+"""GET /v1/domains/:id/diagnosis against real DNS servers on loopback.
+
+The test DNS server the service is configured with (``dns``) plays the recursive resolver; a
+second one on 127.0.0.2 plays the zone's authoritative nameserver, found the way a real one is:
+NS records for ``example.com`` at the resolver, and the nameserver's address.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from store.records import Certificate
+from tests.helpers import active_domain
+from tests.servers.dns import DnsServer
+
+APEX = "shop.example.com"
+CNAME_AT = f"_acme-challenge.{APEX}"
+TXT_AT = f"_service-verify.{APEX}"
+
+
+@pytest.fixture(scope="module")
+def authoritative():
+    server = DnsServer("127.0.0.2").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zone(authoritative, dns, services):
+    """example.com delegated to ns1.example.com (127.0.0.2), which is asked on its test port."""
+    dns.publish("example.com", "NS", "ns1.example.com")
+    dns.publish("ns1.example.com", "A", "127.0.0.2")
+    services.authority.port = authoritative.port
+    yield authoritative
+    authoritative.clear()
+
+
+async def new_domain(api, world):
+    owner = world.owner()
+    return owner, (await api.post("/v1/domains", {"apex": APEX}, token=owner.token)).body
+
+
+def expected(created):
+    """The two records the domain asks for: the CNAME's target and the TXT's value."""
+    return created["validation"]["delegation"]["value"], created["validation"]["ownership"]["value"]
+
+
+async def diagnose(api, owner, created):
+    r = await api.get(f"/v1/domains/{created['id']}/diagnosis", token=owner.token)
+    assert r.status == 200, r.body
+    return r.body
+
+
+def codes(report):
+    return [f["code"] for f in report["findings"]]
+
+
+def publish_both(server, created, *, cname=None, txt=None, ttl=300):
+    target, value = expected(created)
+    server.publish(CNAME_AT, "CNAME", cname or target, ttl=ttl)
+    server.publish(TXT_AT, "TXT", txt or value, ttl=ttl)
+
+
+class TestPublishedAndVisible:
+    @pytest.mark.gen_test
+    async def test_both_records_everywhere_is_all_good(self, api, world, dns, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(zone, created)
+        publish_both(dns, created)
+        report = await diagnose(api, owner, created)
+        assert (report["verdict"], codes(report)) == ("ok", ["all_good"])
+        assert (report["zone"], report["nameservers"]) == ("example.com", ["ns1.example.com"])
+
+    @pytest.mark.gen_test
+    async def test_each_record_is_shown_from_the_zone_and_each_resolver_with_its_relative_name(self, api, world, dns, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(zone, created)
+        publish_both(dns, created, ttl=120)
+        delegation = (await diagnose(api, owner, created))["records"][0]
+        assert (delegation["name"], delegation["relativeName"], delegation["type"]) == (CNAME_AT, "_acme-challenge.shop", "CNAME")
+        assert [(a["source"], a["outcome"], a["ttl"]) for a in delegation["answers"]] == [
+            ("authoritative", "found", 300), (dns.address, "found", 120)
+        ]
+
+
+class TestNotPublishedOrNotVisible:
+    @pytest.mark.gen_test
+    async def test_nothing_published_names_both_records_and_their_fix(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        report = await diagnose(api, owner, created)
+        assert report["verdict"] == "action_needed"
+        assert codes(report) == ["delegation_missing", "ownership_missing"]
+        target, value = expected(created)
+        assert report["findings"][0]["fix"] == f"Publish a CNAME record named {CNAME_AT} with the value {target}."
+        assert value in report["findings"][1]["fix"]
+
+    @pytest.mark.gen_test
+    async def test_published_at_the_zone_but_not_yet_at_the_resolver_is_waiting(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(zone, created)
+        report = await diagnose(api, owner, created)
+        assert report["verdict"] == "waiting"
+        assert codes(report) == ["not_yet_visible", "not_yet_visible"]
+        assert "does not see it yet" in report["findings"][0]["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_resolver_still_answering_the_old_value_says_how_long_it_may_keep_it(self, api, world, dns, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(zone, created)
+        publish_both(dns, created, cname="old-target.example.net", ttl=240)
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "not_yet_visible"]
+        assert "still answers old-target.example.net" in finding["message"] and "240 s" in finding["message"]
+
+
+class TestCommonMistakes:
+    @pytest.mark.gen_test
+    async def test_the_zone_appended_twice(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        target, _ = expected(created)
+        zone.publish(f"{CNAME_AT}.example.com", "CNAME", target)
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "zone_appended_twice"]
+        assert f"{CNAME_AT}.example.com" in finding["message"] and "_acme-challenge.shop" in finding["fix"]
+        assert "delegation_missing" not in codes(report)
+
+    @pytest.mark.gen_test
+    async def test_the_record_under_the_zone_instead_of_the_subdomain(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        _, value = expected(created)
+        zone.publish("_service-verify.example.com", "TXT", value)
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "record_at_parent"]
+        assert TXT_AT in finding["fix"]
+
+    @pytest.mark.gen_test
+    async def test_a_txt_record_blocking_the_cname(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        zone.publish(CNAME_AT, "TXT", "leftover")
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "delegation_blocked"]
+        assert "TXT" in finding["message"] and finding["fix"].startswith(f"Delete the TXT records at {CNAME_AT}")
+
+    @pytest.mark.gen_test
+    async def test_a_cname_target_with_the_zone_appended(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        target, _ = expected(created)
+        zone.publish(CNAME_AT, "CNAME", f"{target}.example.com")
+        report = await diagnose(api, owner, created)
+        assert "delegation_target_zone_appended" in codes(report)
+
+    @pytest.mark.gen_test
+    async def test_a_cname_to_somewhere_else(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        zone.publish(CNAME_AT, "CNAME", "elsewhere.example.net")
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "delegation_wrong"]
+        assert "elsewhere.example.net" in finding["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_value_with_quotes_is_accepted_with_a_warning(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        _, value = expected(created)
+        zone.publish(TXT_AT, "TXT", f'"{value}"')
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "value_quoted"]
+        assert finding["severity"] == "warning" and "ownership_missing" not in codes(report)
+
+    @pytest.mark.gen_test
+    async def test_the_ownership_token_of_another_workspace(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        other = world.owner()
+        zone.publish(TXT_AT, "TXT", f"service-domain-verification={other.workspace.ownership_token}")
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "ownership_other_workspace"]
+        assert other.workspace.name not in finding["message"]  # nothing of the other account is told
+
+    @pytest.mark.gen_test
+    async def test_caa_forbidding_the_providers_authorities(self, api, world, dns, zone):
+        owner, created = await new_domain(api, world)
+        dns.publish_caa("example.com", "issue", "some-other-ca.example")
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "caa_forbids"]
+        assert "some-other-ca.example" in finding["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_servfail_where_the_zone_answers_is_reported_as_dnssec(self, api, world, dns, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(zone, created)
+        dns.zone.servfail.add(CNAME_AT)
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "dnssec_failure"]
+        assert dns.address in finding["message"] and "DS record" in finding["fix"]
+
+
+class TestCertificate:
+    @pytest.mark.gen_test
+    async def test_an_active_certificate_whose_delegation_was_removed_is_at_risk(self, api, world, services, clock, zone):
+        owner, cert = await active_domain(api, world, services, clock, apex=APEX)
+        created = {"id": cert["domainId"]}
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "renewal_at_risk"]
+        assert cert["notAfter"][:10] in finding["message"]
+        assert report["provider"]["certificateStatus"] == "active"
+
+    @pytest.mark.gen_test
+    async def test_the_providers_refusal_is_shown(self, api, world, services, zone):
+        owner, created = await new_domain(api, world)
+        services.store.certificates.insert(Certificate(
+            id=uuid.uuid4(), domain_id=uuid.UUID(created["id"]), apex=APEX, wildcard=False, issuer="Edge Provider Managed CA",
+            status="error", provider="edge_provider_for_saas", bundle_available=False, workspace_id=owner.workspace.id,
+            created_at=services.clock.now(), last_error="Blocked by the provider.",
+        ))
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "provider_error"]
+        assert "Blocked by the provider." in finding["message"]
+
+
+class TestWithoutTheZonesServers:
+    @pytest.mark.gen_test
+    async def test_without_ns_records_the_resolvers_answers_are_used(self, api, world, dns):
+        owner, created = await new_domain(api, world)
+        publish_both(dns, created)
+        report = await diagnose(api, owner, created)
+        assert codes(report) == ["authority_unknown", "all_good"] and report["verdict"] == "ok"
+        assert report["zone"] is None
+
+
+class TestAccess:
+    @pytest.mark.gen_test
+    async def test_same_credentials_as_verify(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        path = f"/v1/domains/{created['id']}/diagnosis"
+        reader = world.member(owner.workspace, "read_only")
+        assert (await api.get(path, token=reader.token)).code == "forbidden"
+        assert (await api.get(path, token=world.key(owner.workspace, ["domains:write"]))).code == "insufficient_scope"
+        assert (await api.get(path, token=world.key(owner.workspace, ["domains:write", "certificates:write"]))).status == 200
+
+    @pytest.mark.gen_test
+    async def test_another_workspaces_domain_is_not_found(self, api, world, zone):
+        _, created = await new_domain(api, world)
+        stranger = world.owner()
+        r = await api.get(f"/v1/domains/{created['id']}/diagnosis", token=stranger.token)
+        assert (r.status, r.code) == (404, "not_found")
