@@ -160,6 +160,24 @@ class TestCommonMistakes:
         assert "elsewhere.example.net" in finding["message"]
 
     @pytest.mark.gen_test
+    async def test_a_txt_without_the_token(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        zone.publish(TXT_AT, "TXT", "v=spf1 -all")
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "ownership_wrong"]
+        assert "v=spf1 -all" in finding["message"] and "other TXT records may stay" in finding["fix"]
+
+    @pytest.mark.gen_test
+    async def test_a_resolver_that_does_not_answer(self, api, world, dns, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(zone, created)
+        publish_both(dns, created)
+        dns.zone.silent.add(TXT_AT)
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "lookup_failed"]
+        assert "timeout" in finding["message"] and report["verdict"] == "waiting"
+
+    @pytest.mark.gen_test
     async def test_a_value_with_quotes_is_accepted_with_a_warning(self, api, world, zone):
         owner, created = await new_domain(api, world)
         _, value = expected(created)
@@ -204,6 +222,16 @@ class TestCertificate:
         [finding] = [f for f in report["findings"] if f["code"] == "renewal_at_risk"]
         assert cert["notAfter"][:10] in finding["message"]
         assert report["provider"]["certificateStatus"] == "active"
+
+    @pytest.mark.gen_test
+    async def test_an_issuance_in_progress_is_waiting_for_the_provider(self, api, world, services, dns, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(zone, created)
+        publish_both(dns, created)
+        assert (await api.post(f"/v1/domains/{created['id']}/verify-delegation", token=owner.token)).body["status"] == "verified"
+        report = await diagnose(api, owner, created)
+        assert (codes(report), report["verdict"]) == (["provider_pending", "all_good"], "waiting")
+        assert report["provider"]["certificateStatus"] == "pending"
 
     @pytest.mark.gen_test
     async def test_the_providers_refusal_is_shown(self, api, world, services, zone):
