@@ -18,4 +18,4 @@ def truncate_ms(value: dt.datetime) -> dt.datetime:
 
 class SystemClock:
     def now(self) -> dt.datetime:
-        return truncate_ms(dt.datetime.now(dt.timezone.utc))
+        return truncate_ms(dt.datetime.now(dt.UTC))

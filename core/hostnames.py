@@ -34,8 +34,7 @@ def normalise(raw: str) -> str:
     """The canonical form of ``raw``, or ``HostnameError`` saying exactly what is wrong."""
     shown = raw.strip() if len(raw.strip()) <= 80 else raw.strip()[:77] + "..."
     name = raw.strip().lower()
-    if name.endswith("."):
-        name = name[:-1]
+    name = name.removesuffix(".")
     if not name:
         raise HostnameError("Hostname is empty.")
     if name.startswith("*"):

@@ -41,7 +41,7 @@ def camel(name: str) -> str:
 
 def format_timestamp(value: dt.datetime) -> str:
     """UTC with milliseconds, the only timestamp shape the API and the database use."""
-    value = value.astimezone(dt.timezone.utc)
+    value = value.astimezone(dt.UTC)
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
@@ -50,7 +50,7 @@ def parse_timestamp(value: str) -> dt.datetime:
     parsed = dt.datetime.fromisoformat(value)
     if parsed.tzinfo is None:
         raise ValueError("Timestamp must include a UTC offset, for example 2026-12-31T00:00:00Z")
-    return parsed.astimezone(dt.timezone.utc)
+    return parsed.astimezone(dt.UTC)
 
 
 _JSON_KIND = {
