@@ -18,21 +18,23 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import attrs
 import tornado.web
 from tornado.ioloop import IOLoop, PeriodicCallback
 from tornado.netutil import bind_sockets
 
 import handlers
-from core import admin
+from core import admin, logs
 from core.certificates import idempotency
-from core.config import Config, ConfigError, load_config
+from core.config import Config, ConfigError, load_config, parse_nameserver
 from core.crypto import SecretKeyError
 from core.services import Services, build_services
 from core.webhooks.worker import WebhookWorker
 from handlers import idp
 from handlers.base import StaticHandler
 from handlers.limits import LimitedHTTPServer
-from handlers.log import log_request
+from handlers.log import log_request, route_label
+from handlers.metrics import MetricsHandler
 from handlers.pages import PageNotFoundHandler
 
 log = logging.getLogger("app")
@@ -51,6 +53,8 @@ def make_app(services: Services) -> tornado.web.Application:
     routes = [(pattern, handler, deps) for pattern, handler in active]
     return tornado.web.Application(
         routes,
+        metrics=services.metrics,
+        route_labels={handler: route_label(pattern) for pattern, handler in active} | {StaticHandler: "/static/:param"},
         cookie_secret=services.keyring.subkey("cookie").hex(),
         default_handler_class=PageNotFoundHandler,
         default_handler_args=deps,
@@ -135,8 +139,10 @@ def run_command(args: argparse.Namespace, config: Config, services: Services) ->
     return admin.purge(services, webhook_days=args.webhook_days)
 
 
-def load(args: argparse.Namespace) -> tuple[Config, Services]:
+def load(args: argparse.Namespace, *, serving: bool) -> tuple[Config, Services]:
     config = load_config(args.config)
+    # A command prints its own result; its log says only what went wrong.
+    logs.configure(config.logging if serving else attrs.evolve(config.logging, level="warning"))
     log.info(
         "configuration %s; database %s; secret key file %s",
         Path(args.config).resolve() if args.config else "(embedded defaults)",
@@ -149,23 +155,38 @@ def load(args: argparse.Namespace) -> tuple[Config, Services]:
     return config, services
 
 
-def bind(config: Config) -> list[socket.socket]:
-    """The listening sockets; a port in use is a one-line start-up error, like a config mistake."""
+def bind(config: Config) -> tuple[list[socket.socket], list[socket.socket]]:
+    """The listening sockets (the service's, and the metrics address's if set); a port in use is
+    a one-line start-up error, like a config mistake."""
+    sockets = _bind("server.port", "server.host", config.server.host, config.server.port)
+    if not config.metrics.listen:
+        return sockets, []
+    host, port = parse_nameserver(config.metrics.listen)
     try:
-        return bind_sockets(config.server.port, address=config.server.host, backlog=LISTEN_BACKLOG)
+        return sockets, _bind("metrics.listen", "metrics.listen", host, port)
+    except ConfigError:
+        for sock in sockets:
+            sock.close()
+        raise
+
+
+def _bind(port_key: str, host_key: str, host: str, port: int) -> list[socket.socket]:
+    try:
+        return bind_sockets(port, address=host, backlog=LISTEN_BACKLOG)
     except OSError as exc:
-        where = f"{config.server.host}:{config.server.port}"
+        where = f"{host}:{port}"
         if exc.errno == errno.EADDRINUSE:
-            raise ConfigError(f"server.port: {where} is already in use; stop the other program or choose another port") from None
-        raise ConfigError(f"server.host: cannot listen on {where}: {exc.strerror}") from None
+            raise ConfigError(f"{port_key}: {where} is already in use; stop the other program or choose another port") from None
+        raise ConfigError(f"{host_key}: cannot listen on {where}: {exc.strerror}") from None
 
 
-async def serve(config: Config, services: Services, sockets: list[socket.socket]) -> None:
+async def serve(config: Config, services: Services, sockets: list[socket.socket], metrics_sockets: list[socket.socket]) -> None:
     app = make_app(services)
     server = LimitedHTTPServer(app)
     server.add_sockets(sockets)
     port = sockets[0].getsockname()[1]  # the one the OS picked when the config says 0
     log.info("listening on http://%s:%d (base_url %s)", config.server.host, port, config.server.base_url)
+    metrics_server = serve_metrics(services, metrics_sockets)
     jobs = start_jobs(services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -176,18 +197,30 @@ async def serve(config: Config, services: Services, sockets: list[socket.socket]
     for job in jobs.values():
         job.stop()
     server.stop()
+    if metrics_server is not None:
+        metrics_server.stop()
     await server.close_all_connections()
     services.close()
+
+
+def serve_metrics(services: Services, sockets: list[socket.socket]) -> LimitedHTTPServer | None:
+    """``GET /metrics`` with no token on ``[metrics] listen``, a separate address kept private."""
+    if not sockets:
+        return None
+    app = tornado.web.Application(
+        [(r"/metrics", MetricsHandler, {"services": services, "open_access": True})], log_function=lambda _: None,
+    )
+    server = LimitedHTTPServer(app)
+    server.add_sockets(sockets)
+    log.info("metrics on http://%s/metrics", services.config.metrics.listen)
+    return server
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     serving = args.command in (None, "serve")
-    # A command prints its own result; the log says only what went wrong.
-    logging.basicConfig(level=logging.INFO if serving else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config, services = load(args)
+        config, services = load(args, serving=serving)
     except (ConfigError, SecretKeyError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
@@ -201,12 +234,12 @@ def main(argv: list[str] | None = None) -> int:
             services.close()
         return 0
     try:
-        sockets = bind(config)
+        sockets, metrics_sockets = bind(config)
     except ConfigError as exc:
         services.close()
         print(f"start-up error: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(serve(config, services, sockets))
+    asyncio.run(serve(config, services, sockets, metrics_sockets))
     return 0
 
 

@@ -12,6 +12,7 @@ resolvers. They are then asked directly, on ``port`` (53; tests run them on loop
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import attrs
 
@@ -33,11 +34,13 @@ class Zone:
 
 
 class Authority:
-    def __init__(self, config: DnsConfig, *, port: int = 53, simulated: Resolver | None = None) -> None:
+    def __init__(self, config: DnsConfig, *, port: int = 53, simulated: Resolver | None = None,
+                 observe: Callable[[Lookup], None] | None = None) -> None:
         self.config = config
         self.port = port
         "Where the zone's nameservers are asked (tests run them on loopback, on another port)."
-        self.resolvers = DnsChecker(config)
+        self.observe = observe
+        self.resolvers = self._checker(config.nameservers)
         self.simulated = simulated
         "The development DNS simulation, when on: then it is the only resolver, and there is no zone to walk."
 
@@ -47,7 +50,7 @@ class Authority:
             return [("simulated DNS", self.simulated)]
         if not self.config.nameservers:
             return [("system resolver", self.resolvers)]
-        return [(ns, DnsChecker(attrs.evolve(self.config, nameservers=[ns]))) for ns in self.config.nameservers]
+        return [(ns, self._checker([ns])) for ns in self.config.nameservers]
 
     async def zone_of(self, hostname: str) -> Zone | None:
         """The zone holding ``hostname`` and how to reach its nameservers; None if DNS does not say."""
@@ -67,11 +70,13 @@ class Authority:
     async def ask(self, zone: Zone, queries: list[tuple[str, str]]) -> tuple[str, list[Lookup]] | None:
         """The zone's own answers to ``queries``, from the first of its servers that answers them all."""
         for server in zone.servers:
-            checker = DnsChecker(attrs.evolve(self.config, nameservers=[server]))
-            lookups = await checker.lookup_many(queries)
+            lookups = await self._checker([server]).lookup_many(queries)
             if not any(lookup.outcome in ("timeout", "error") for lookup in lookups):
                 return server, lookups
         return None
+
+    def _checker(self, nameservers: list[str]) -> DnsChecker:
+        return DnsChecker(attrs.evolve(self.config, nameservers=nameservers), observe=self.observe)
 
     def _server(self, address: str) -> str:
         return f"[{address}]:{self.port}" if ":" in address else f"{address}:{self.port}"

@@ -241,6 +241,35 @@ class SmtpConfig:
             raise ConfigError("smtp.starttls: must be true when smtp.username is set, unless smtp.host is a loopback address")
 
 
+def _is_listen_address(value: str) -> bool:
+    """Empty, or ``ip:port`` / ``[ipv6]:port`` with the port given."""
+    if not value:
+        return True
+    has_port = "]:" in value if value.startswith("[") else value.count(":") == 1
+    try:
+        parse_nameserver(value)
+    except ValueError:
+        return False
+    return has_port
+
+
+@attrs.frozen
+class MetricsConfig:
+    """``GET /metrics`` (Prometheus text format). Off unless one of the two is set."""
+
+    bearer_token: str = ""
+    "Serve it on the main port to requests bearing this token."
+    listen: str = attrs.field(default="", validator=_check("metrics.listen", _is_listen_address, 'must be "ip:port" (or "[ipv6]:port")'))
+    "Serve it, with no token, on this separate address: bind it where only the scraper can reach."
+
+
+@attrs.frozen
+class LoggingConfig:
+    format: str = attrs.field(default="text", validator=_check("logging.format", lambda v: v in ("text", "json"), 'must be "text" or "json"'))
+    "``text``: one readable line per event; ``json``: one JSON object per line."
+    level: str = attrs.field(default="info", validator=_check("logging.level", lambda v: v in ("debug", "info", "warning", "error"), 'must be "debug", "info", "warning" or "error"'))
+
+
 @attrs.frozen
 class Config:
     server: ServerConfig = attrs.Factory(ServerConfig)
@@ -253,6 +282,8 @@ class Config:
     site_scan: SiteScanConfig = attrs.Factory(SiteScanConfig)
     rate_limits: RateLimitsConfig = attrs.Factory(RateLimitsConfig)
     smtp: SmtpConfig = attrs.Factory(SmtpConfig)
+    metrics: MetricsConfig = attrs.Factory(MetricsConfig)
+    logging: LoggingConfig = attrs.Factory(LoggingConfig)
 
     def __attrs_post_init__(self) -> None:
         if self.oidc.issuer and not self.oidc.client_id:

@@ -10,6 +10,7 @@ their TTL, and a customer who just fixed a record must be checked against DNS as
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Literal, Protocol
 
 import aiodns
@@ -72,7 +73,9 @@ MAX_IN_FLIGHT = 64
 
 
 class DnsChecker:
-    def __init__(self, config: DnsConfig) -> None:
+    def __init__(self, config: DnsConfig, *, observe: Callable[[Lookup], None] | None = None) -> None:
+        self.observe = observe
+        "Told of every lookup made (the metrics count them by type and outcome)."
         self.timeout = config.timeout_seconds
         self.nameservers = [self._format(ns) for ns in config.nameservers]
         self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
@@ -99,9 +102,13 @@ class DnsChecker:
         than its queries (pycares gives each its own thread), and nothing is cached beyond the call."""
         resolver = aiodns.DNSResolver(nameservers=self.nameservers or None, timeout=self.timeout, tries=1)
         try:
-            return list(await asyncio.gather(*(self._query(resolver, name, rtype) for name, rtype in queries)))
+            lookups = list(await asyncio.gather(*(self._query(resolver, name, rtype) for name, rtype in queries)))
         finally:
             await resolver.close()
+        if self.observe is not None:
+            for lookup in lookups:
+                self.observe(lookup)
+        return lookups
 
     async def addresses(self, name: str, rtypes: tuple[str, ...] = ("A", "AAAA")) -> tuple[list[str], list[Lookup]]:
         """The addresses ``name`` has (A and AAAA by default, queried together), and the lookups made.

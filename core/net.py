@@ -29,6 +29,7 @@ import logging
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -139,9 +140,9 @@ class OutboundClient:
     """HTTPS requests to user-supplied destinations, through the guard, on a bounded pool of its own."""
 
     def __init__(self, network: NetworkConfig, dns: DnsConfig, max_clients: int = 64,
-                 max_body_bytes: int = 64 * 1024) -> None:
+                 max_body_bytes: int = 64 * 1024, observe: Callable[[Lookup], None] | None = None) -> None:
         self.policy = AddressPolicy(network.allow_private_ranges)
-        self.resolver = GuardedResolver(dns=DnsChecker(dns), policy=self.policy)
+        self.resolver = GuardedResolver(dns=DnsChecker(dns, observe=observe), policy=self.policy)
         self.max_body_bytes = max_body_bytes
         self.pool = KeepAliveClient(max_clients=max_clients, ssl_context=_tls_context(network.ca_bundle),
                                     max_body_bytes=max_body_bytes)

@@ -17,6 +17,7 @@ from core.dev_idp import DEFAULT_CLIENT_ID, DevIdentityProvider, load_key
 from core.dns import DnsChecker, Resolver
 from core.edge import EdgeProvider, make_provider
 from core.edge.simulated_dns import SimulatedDns
+from core.metrics import CountedProvider, Metrics
 from core.net import OutboundClient
 from core.oidc import OidcVerifier
 from core.portal import UsedStates
@@ -47,6 +48,7 @@ class Services:
     "The only client for user-supplied destinations (webhook URLs, scans): see core/net.py."
     authority: Authority
     "The zone's own nameservers and each resolver apart, for the diagnosis."
+    metrics: Metrics
     key_cache: KeyCache = attrs.Factory(KeyCache)
     used_signin_states: UsedStates = attrs.Factory(UsedStates)
     "States of finished portal sign-ins: each works once."
@@ -84,7 +86,9 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         )
     oidc = OidcVerifier(issuer=issuer, client_id=client.client_id, clock=clock)
     sandbox = config.provider.sandbox
-    dns: Resolver = DnsChecker(config.dns)
+    metrics = Metrics(store, clock)
+    count = metrics.count_lookup
+    dns: Resolver = DnsChecker(config.dns, observe=count)
     if config.provider.kind == "sandbox" and sandbox.simulate_dns:  # config refuses it with any other provider
         dns = SimulatedDns(store, clock, delay_seconds=sandbox.simulate_dns_delay_seconds)
     return Services(
@@ -96,9 +100,10 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         oidc=oidc,
         oidc_client=client,
         dev_idp=dev_idp,
-        provider=make_provider(config, keyring, clock),
+        provider=CountedProvider(make_provider(config, keyring, clock), metrics),
         dns=dns,
         trusted_proxies=[ipaddress.ip_network(p, strict=False) for p in config.server.trusted_proxies],
-        outbound=OutboundClient(network=config.network, dns=config.dns),
-        authority=Authority(config.dns, simulated=None if isinstance(dns, DnsChecker) else dns),
+        outbound=OutboundClient(network=config.network, dns=config.dns, observe=count),
+        authority=Authority(config.dns, simulated=None if isinstance(dns, DnsChecker) else dns, observe=count),
+        metrics=metrics,
     )

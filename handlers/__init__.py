@@ -9,6 +9,7 @@ from handlers import (
     clients,
     domains,
     meta,
+    metrics,
     pages,
     portal,
     site_scan,
@@ -21,6 +22,7 @@ from handlers.base import ApiNotFoundHandler
 
 routes = [
     *meta.routes,
+    *metrics.routes,
     *auth.routes,
     *api_keys.routes,
     *domains.routes,

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from tornado import httputil
 from tornado.web import HTTPError, RequestHandler, StaticFileHandler
 
+from core import logs
 from core.auth import Caller, Principal, act_in, authorize, check_scope_names, identify
 from core.errors import (
     ApiError,
@@ -51,6 +52,9 @@ class BaseHandler(RequestHandler):
     def initialize(self, services: Services) -> None:
         self.services = services
         self.request_id = uuid.uuid4().hex
+        # Every log line of this request carries its id and, once known, its workspace.
+        logs.request_id.set(self.request_id)
+        logs.workspace.set(None)
         self.principal: Principal | None = None
         self.rate_decision: Decision | None = None
         # Default headers were set before this id existed (Tornado calls clear() first).
@@ -152,6 +156,7 @@ class ApiHandler(BaseHandler):
         try:
             self.caller = await identify(self.services, token)
             self.principal = act_in(self.services, self.caller, self.chosen_workspace())
+            logs.workspace.set(str(self.principal.workspace_id))
         except ApiError as exc:
             # Kept, not raised: a public endpoint ignores credentials it does not need.
             self._auth_error = exc

@@ -15,6 +15,7 @@ from tornado.web import RequestHandler
 
 access_log = logging.getLogger("access")
 _LINK_TOKEN = re.compile(r"vl_[A-Za-z0-9_-]+")
+_GROUP = re.compile(r"\([^)]*\)")
 
 
 def shown_path(path: str) -> str:
@@ -22,8 +23,18 @@ def shown_path(path: str) -> str:
     return _LINK_TOKEN.sub("vl_<redacted>", url_unescape(path, plus=False))
 
 
+def route_label(pattern: str) -> str:
+    """A route as metrics name it: ``/v1/domains/([^/]+)`` becomes ``/v1/domains/:param``."""
+    return _GROUP.sub(":param", pattern).removesuffix("$")
+
+
 def log_request(handler: RequestHandler) -> None:
     status = handler.get_status()
+    metrics = handler.settings.get("metrics")
+    if metrics is not None:
+        route = handler.settings.get("route_labels", {}).get(type(handler), "unmatched")
+        metrics.requests.labels(route, handler.request.method, str(status)).inc()
+        metrics.latency.labels(route, handler.request.method).observe(handler.request.request_time())
     if status < 400:
         level = logging.INFO
     elif status < 500:

@@ -22,7 +22,7 @@ from markupsafe import Markup
 from tornado import httputil
 from tornado.web import HTTPError
 
-from core import portal, signin, signup, workspaces
+from core import logs, portal, signin, signup, workspaces
 from core.auth import Caller, Principal, act_in, identify
 from core.errors import ApiError, NotFound
 from handlers.base import BaseHandler
@@ -78,6 +78,8 @@ class PageHandler(BaseHandler):
             return
         self.user = self.caller.user
         self.principal = self.act_in(self.chosen_workspace_id())
+        if self.principal is not None:
+            logs.workspace.set(str(self.principal.workspace_id))
 
     def act_in(self, workspace_id: uuid.UUID | None) -> Principal | None:
         """The person in the workspace the portal shows (the one chosen, else the default), if any."""

@@ -21,6 +21,7 @@ from store.certificates import CertificateRepo
 from store.clients import ClientRepo
 from store.domains import DomainRepo
 from store.idempotency import IdempotencyRepo
+from store.metrics import MetricsRepo
 from store.migrations import apply_migrations
 from store.outbox import OutboxRepo
 from store.team import TeamRepo
@@ -62,6 +63,7 @@ class Store:
         self.team = TeamRepo(self.db)
         self.verification_links = VerificationLinkRepo(self.db)
         self.webhooks = WebhookRepo(self.db)
+        self.metrics = MetricsRepo(self.db)
         apply_migrations(self)
 
     @contextmanager

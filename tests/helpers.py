@@ -7,6 +7,7 @@ describes the path) a body that matches the documented schema for that status.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import uuid
@@ -21,7 +22,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from core import accounts, api_keys
 from core.domains import ops_status
 from core.services import Services
-from store.records import User, Workspace
+from store.records import User, WebhookAttempt, WebhookDelivery, WebhookEndpoint, Workspace
 from tests.fakes import FakeClock
 from tests.servers.oidc import OidcIssuer
 
@@ -193,3 +194,24 @@ async def active_domain(api, world, services, clock, apex="shop.example.com"):
     refreshed = (await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)).body
     assert refreshed["status"] == "active", refreshed
     return owner, (await api.get(f"/v1/certificates/{summary['certificateId']}", token=owner.token)).body
+
+
+def stored_deliveries(services: Services, workspace: Workspace, *kinds: tuple[str, int]) -> list[uuid.UUID]:
+    """Webhook deliveries written straight to the store, one per ``(status, age in days)``, to an
+    endpoint made for them (no receiver is ever contacted): for what reads the queue."""
+    now = services.clock.now()
+    endpoint = WebhookEndpoint(id=uuid.uuid4(), url="https://hooks.example.com/", events=[], created_at=now,
+                               status="active", workspace_id=workspace.id, secret_ciphertext="x", updated_at=now)
+    services.store.webhooks.insert_endpoint(endpoint)
+    made = []
+    for status, age_days in kinds:
+        at = now - dt.timedelta(days=age_days)
+        row = WebhookDelivery(id=uuid.uuid4(), event_id=uuid.uuid4(), type="cert.issued", status=status, attempt_count=1,
+                              created_at=at, data={}, endpoint_id=endpoint.id, workspace_id=workspace.id,
+                              last_attempt_at=at, next_attempt_at=at if status == "pending" else None)
+        services.store.webhooks.insert_delivery(row)
+        services.store.webhooks.update_delivery(row)
+        services.store.webhooks.insert_attempt(row.id, WebhookAttempt(number=0, started_at=at, duration_ms=5,
+                                                                      status_code=200, error=None))
+        made.append(row.id)
+    return made

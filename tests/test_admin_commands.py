@@ -3,7 +3,6 @@ on the database of a service that is running."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import sqlite3
@@ -16,7 +15,7 @@ import uuid
 import pytest
 
 import app
-from store.records import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from tests.helpers import stored_deliveries
 from tests.servers.service import ROOT, ServiceProcess
 
 
@@ -35,7 +34,8 @@ def call(service: ServiceProcess, method: str, path: str, body=None, token=None)
         with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, json.loads(response.read() or b"null")
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+        with exc:
+            return exc.code, json.loads(exc.read() or b"null")
 
 
 @pytest.fixture(scope="module")
@@ -108,23 +108,7 @@ class TestCreateApiKey:
 class TestPurge:
     def test_old_delivered_deliveries_go_and_the_rest_stay(self, services, world, tmp_path, capsys):
         owner = world.owner()
-        now = services.clock.now()
-        endpoint = WebhookEndpoint(id=uuid.uuid4(), url="https://hooks.example.com/", events=[], created_at=now,
-                                   status="active", workspace_id=owner.workspace.id, secret_ciphertext="x", updated_at=now)
-        services.store.webhooks.insert_endpoint(endpoint)
-
-        def delivery(status: str, age_days: int) -> uuid.UUID:
-            at = now - dt.timedelta(days=age_days)
-            row = WebhookDelivery(id=uuid.uuid4(), event_id=uuid.uuid4(), type="cert.issued", status=status,
-                                  attempt_count=1, created_at=at, data={}, endpoint_id=endpoint.id,
-                                  workspace_id=owner.workspace.id, last_attempt_at=at)
-            services.store.webhooks.insert_delivery(row)
-            services.store.webhooks.update_delivery(row)
-            services.store.webhooks.insert_attempt(row.id, WebhookAttempt(number=0, started_at=at, duration_ms=5,
-                                                                          status_code=200, error=None))
-            return row.id
-
-        old, recent, failed = delivery("delivered", 40), delivery("delivered", 5), delivery("failed", 40)
+        old, recent, failed = stored_deliveries(services, owner.workspace, ("delivered", 40), ("delivered", 5), ("failed", 40))
         assert app.main(["purge", "--config", str(config_file(services, tmp_path))]) == 0
         assert "purged 1 delivered webhook delivery" in capsys.readouterr().out
         left = {r[0] for r in services.store.db.execute("SELECT id FROM webhook_deliveries")}

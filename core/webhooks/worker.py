@@ -165,6 +165,7 @@ class WebhookWorker:
             status_code=status_code, error=error,
         )
         self._record(delivery, attempt)
+        services.metrics.webhook_attempts.labels("delivered" if error is None else "failed").inc()
 
     def _record(self, delivery: WebhookDelivery, attempt: WebhookAttempt) -> None:
         store = self.services.store

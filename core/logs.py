@@ -1,0 +1,68 @@
+"""Log lines as ``[logging]`` asks: text or JSON, each line of a request carrying its request id and
+workspace, so one request's lines can be found together (``X-Request-Id`` is the same id).
+
+The id and workspace travel in context variables, which asyncio copies into every task a request
+starts, so lines written deep in core code carry them without being handed anything.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import datetime as dt
+import json
+import logging
+from typing import TextIO
+
+from core.config import LoggingConfig
+
+request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+workspace: contextvars.ContextVar[str | None] = contextvars.ContextVar("workspace", default=None)
+
+
+class _Context(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id.get()
+        record.workspace = workspace.get()
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        rid, ws = getattr(record, "request_id", None), getattr(record, "workspace", None)
+        if rid is None:
+            return line
+        first, newline, rest = line.partition("\n")  # after the message, before any traceback
+        return f"{first} [rid={rid} ws={ws or '-'}]{newline}{rest}"
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, attr in (("requestId", "request_id"), ("workspace", "workspace")):
+            if getattr(record, attr, None) is not None:
+                entry[key] = getattr(record, attr)
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure(config: LoggingConfig, stream: TextIO | None = None) -> logging.Handler:
+    """Send every logger's lines to stderr (or ``stream``) in the configured format and level."""
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(_Context())
+    handler.setFormatter(JsonFormatter() if config.format == "json" else TextFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(config.level.upper())
+    return handler

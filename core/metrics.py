@@ -1,0 +1,116 @@
+"""What ``GET /metrics`` reports, in the Prometheus text format.
+
+Counters are kept as things happen (requests, DNS lookups, provider calls, webhook attempts); the
+queue and certificate figures are read from the database at scrape time. The registry is the
+service's own, not prometheus-client's global one, so several services in one process (tests)
+never mix their numbers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Iterator
+from typing import TYPE_CHECKING, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from core.dns import Lookup
+from core.edge import EdgeProvider, HostnameGone, ProviderBusy, ProviderError, ProviderRejected, ProviderState
+
+if TYPE_CHECKING:
+    from core.clock import Clock
+    from store import Store
+
+T = TypeVar("T")
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("cps_http_requests", "HTTP requests answered, by route, method and status.",
+                                ["route", "method", "status"], registry=self.registry)
+        self.latency = Histogram("cps_http_request_duration_seconds", "Time to answer an HTTP request, by route and method.",
+                                 ["route", "method"], buckets=_LATENCY_BUCKETS, registry=self.registry)
+        self.dns_lookups = Counter("cps_dns_lookups", "DNS lookups, by record type and outcome (found, nxdomain, nodata, timeout, error).",
+                                   ["type", "outcome"], registry=self.registry)
+        self.provider_calls = Counter("cps_provider_calls", "Edge-provider calls, by operation and outcome (ok, rejected, unavailable, busy, gone).",
+                                      ["operation", "outcome"], registry=self.registry)
+        self.webhook_attempts = Counter("cps_webhook_attempts", "Webhook delivery attempts, by outcome (delivered, failed).",
+                                        ["outcome"], registry=self.registry)
+        self.registry.register(_StoreFigures(store, clock))
+
+    def count_lookup(self, lookup: Lookup) -> None:
+        self.dns_lookups.labels(lookup.rtype, lookup.outcome).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _StoreFigures(Collector):
+    """Figures read from the database when scraped."""
+
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        figures = self.store.metrics
+        queued, oldest = figures.webhook_queue()
+        yield GaugeMetricFamily("cps_webhook_queue_depth", "Webhook deliveries queued or waiting to be retried.", value=queued)
+        age = (self.clock.now() - oldest).total_seconds() if oldest else 0.0
+        yield GaugeMetricFamily("cps_webhook_queue_oldest_age_seconds", "Age of the oldest queued webhook delivery (0 when none).",
+                                value=max(age, 0.0))
+        by_status = GaugeMetricFamily("cps_certificates", "Domains by the status of their certificate.", labels=["status"])
+        for status, count in sorted(figures.certificates_by_status().items()):
+            by_status.add_metric([status], count)
+        yield by_status
+        soonest = figures.soonest_not_after()
+        yield GaugeMetricFamily(
+            "cps_certificate_soonest_not_after_timestamp_seconds",
+            "Unix time when the first active certificate expires (0 when none is active).",
+            value=soonest.timestamp() if soonest else 0.0,
+        )
+
+
+class CountedProvider:
+    """The edge provider, its calls counted by outcome (it is called only through this)."""
+
+    def __init__(self, provider: EdgeProvider, metrics: Metrics) -> None:
+        self.provider = provider
+        self.metrics = metrics
+        self.name = provider.name
+
+    async def delegation_target(self, apex: str) -> str:
+        return await self._counted("delegation_target", self.provider.delegation_target(apex))
+
+    async def issue(self, apex: str, *, trace_id: uuid.UUID) -> ProviderState:
+        return await self._counted("issue", self.provider.issue(apex, trace_id=trace_id))
+
+    async def refresh(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
+        return await self._counted("refresh", self.provider.refresh(hostname_id, apex=apex, trace_id=trace_id))
+
+    def close(self) -> None:
+        self.provider.close()
+
+    async def _counted(self, operation: str, call: Awaitable[T]) -> T:
+        outcome = "ok"
+        try:
+            return await call
+        except HostnameGone:
+            outcome = "gone"
+            raise
+        except ProviderRejected:
+            outcome = "rejected"
+            raise
+        except ProviderBusy:
+            outcome = "busy"
+            raise
+        except ProviderError:
+            outcome = "unavailable"
+            raise
+        finally:
+            self.metrics.provider_calls.labels(operation, outcome).inc()

@@ -1,0 +1,41 @@
+"""``GET /metrics``: the Prometheus text format, for the operator's scraper.
+
+Off the ``/v1/`` rate limits and credentials. On the main port it needs ``[metrics] bearer_token``
+(compared in constant time) and is a 404 while none is set; on ``[metrics] listen``, a separate
+address the operator keeps private, it is open.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+
+from core.metrics import CONTENT_TYPE
+from handlers.base import BaseHandler
+
+
+class MetricsHandler(BaseHandler):
+    def initialize(self, services, open_access: bool = False) -> None:  # type: ignore[override]
+        super().initialize(services)
+        self.open_access = open_access
+
+    async def get(self) -> None:
+        if not self.open_access:
+            token = self.services.config.metrics.bearer_token
+            if not token:
+                return self._refuse(404, "not_found", "Not found.")
+            sent = self.request.headers.get("Authorization", "")
+            if not hmac.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+                self.set_header("WWW-Authenticate", 'Bearer realm="metrics"')
+                return self._refuse(401, "unauthorized", "GET /metrics needs the bearer token of [metrics] bearer_token.")
+        self.set_header("Content-Type", CONTENT_TYPE)
+        self.set_header("Cache-Control", "no-store")
+        self.finish(self.services.metrics.render())
+
+    def _refuse(self, status: int, code: str, message: str) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps({"status": status, "code": code, "message": message}))
+
+
+routes = [(r"/metrics", MetricsHandler)]

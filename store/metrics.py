@@ -1,0 +1,31 @@
+"""The counts ``GET /metrics`` reports, read at scrape time (nothing is kept twice)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import sqlite_utils
+
+from store._rows import from_ts
+
+
+class MetricsRepo:
+    def __init__(self, db: sqlite_utils.Database) -> None:
+        self.db = db
+
+    def webhook_queue(self) -> tuple[int, dt.datetime | None]:
+        """Deliveries still to be made (queued or retrying), and when the oldest was queued."""
+        count, oldest = self.db.execute(
+            "SELECT count(*), min(created_at) FROM webhook_deliveries WHERE status = 'pending'"
+        ).fetchone()
+        return count, from_ts(oldest) if oldest else None
+
+    def certificates_by_status(self) -> dict[str, int]:
+        """Domains by the status of their certificate (``none`` before any)."""
+        rows = self.db.execute("SELECT cert_status, count(*) FROM domains GROUP BY cert_status").fetchall()
+        return dict(rows)
+
+    def soonest_not_after(self) -> dt.datetime | None:
+        """When the first active certificate expires."""
+        [value] = self.db.execute("SELECT min(cert_not_after) FROM domains WHERE cert_status = 'active'").fetchone()
+        return from_ts(value) if value else None

@@ -1,0 +1,126 @@
+"""GET /metrics, scraped as Prometheus would: the bearer on the main port, the separate address,
+and the figures it reports after real requests, lookups, provider calls and deliveries."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import attrs
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from tornado.httpclient import HTTPRequest
+
+from core.config import MetricsConfig
+from tests.helpers import active_domain, stored_deliveries
+from tests.servers.service import ServiceProcess, free_port
+
+TOKEN = "scrape-me-3f9a"
+
+
+@pytest.fixture
+def config(config):
+    return attrs.evolve(config, metrics=MetricsConfig(bearer_token=TOKEN))
+
+
+async def scrape(http_client, base_url, token=TOKEN):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return await http_client.fetch(HTTPRequest(f"{base_url}/metrics", headers=headers), raise_error=False)
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    """Every sample as {(name, sorted labels): value}."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+async def figures(http_client, base_url) -> dict[tuple[str, tuple], float]:
+    response = await scrape(http_client, base_url)
+    assert response.code == 200
+    return samples(response.body.decode())
+
+
+class TestAccess:
+    @pytest.mark.gen_test
+    async def test_the_bearer_opens_it(self, http_client, base_url):
+        response = await scrape(http_client, base_url)
+        assert response.code == 200 and response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+
+    @pytest.mark.gen_test
+    async def test_without_or_with_a_wrong_bearer_it_is_401(self, http_client, base_url):
+        for token in (None, "wrong"):
+            response = await scrape(http_client, base_url, token)
+            assert response.code == 401 and response.headers["WWW-Authenticate"].startswith("Bearer")
+
+    @pytest.mark.gen_test
+    async def test_it_is_off_the_api_rate_limits(self, http_client, base_url):
+        response = await scrape(http_client, base_url)
+        assert "RateLimit" not in response.headers
+
+
+class TestOffByDefault:
+    @pytest.fixture
+    def config(self, config):
+        return attrs.evolve(config, metrics=MetricsConfig())
+
+    @pytest.mark.gen_test
+    async def test_without_a_token_or_address_it_is_not_there(self, http_client, base_url):
+        assert (await scrape(http_client, base_url, token="anything")).code == 404
+
+
+class TestFigures:
+    @pytest.mark.gen_test
+    async def test_requests_are_counted_by_route_and_status_with_latency(self, api, world, http_client, base_url):
+        owner = world.owner()
+        await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)
+        await api.get("/v1/domains/not-a-uuid", token=owner.token)
+        found = await figures(http_client, base_url)
+        assert found[("cps_http_requests_total", (("method", "POST"), ("route", "/v1/domains"), ("status", "201")))] == 1
+        assert found[("cps_http_requests_total", (("method", "GET"), ("route", "/v1/domains/:param"), ("status", "404")))] == 1
+        assert found[("cps_http_request_duration_seconds_count", (("method", "POST"), ("route", "/v1/domains")))] == 1
+
+    @pytest.mark.gen_test
+    async def test_dns_lookups_are_counted_by_type_and_outcome(self, api, world, http_client, base_url):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
+        await api.post(f"/v1/domains/{d['id']}/verify-delegation", token=owner.token)
+        found = await figures(http_client, base_url)
+        assert found[("cps_dns_lookups_total", (("outcome", "nxdomain"), ("type", "CNAME")))] >= 1
+        assert found[("cps_dns_lookups_total", (("outcome", "nxdomain"), ("type", "TXT")))] >= 1
+
+    @pytest.mark.gen_test
+    async def test_provider_calls_certificates_and_the_soonest_expiry(self, api, world, services, clock, http_client, base_url):
+        _, cert = await active_domain(api, world, services, clock)
+        found = await figures(http_client, base_url)
+        assert found[("cps_provider_calls_total", (("operation", "issue"), ("outcome", "ok")))] == 1
+        assert found[("cps_provider_calls_total", (("operation", "refresh"), ("outcome", "ok")))] >= 1
+        assert found[("cps_certificates", (("status", "active"),))] == 1
+        not_after = found[("cps_certificate_soonest_not_after_timestamp_seconds", ())]
+        assert abs(not_after - clock.now().timestamp() - 90 * 86400) < 86400, cert["notAfter"]
+
+    @pytest.mark.gen_test
+    async def test_the_webhook_queue_depth_and_its_oldest_age(self, api, world, services, clock, http_client, base_url):
+        stored_deliveries(services, world.owner().workspace, ("pending", 0), ("pending", 0))
+        clock.advance(90)
+        found = await figures(http_client, base_url)
+        assert found[("cps_webhook_queue_depth", ())] == 2
+        assert found[("cps_webhook_queue_oldest_age_seconds", ())] == 90
+
+
+class TestSeparateAddress:
+    def test_a_private_address_serves_it_without_a_token(self, tmp_path, dns):
+        port = free_port()
+        service = ServiceProcess(tmp_path, dns_address=dns.address, extra=f'[metrics]\nlisten = "127.0.0.1:{port}"\n').start()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                text = response.read().decode()
+            assert "cps_webhook_queue_depth 0.0" in text
+            main = urllib.request.Request(service.base_url + "/metrics")
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(main, timeout=5)
+            refused.value.close()
+            assert refused.value.code == 404  # not on the main port without a bearer token
+        finally:
+            service.stop()
