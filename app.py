@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import errno
 import importlib.metadata
 import logging
+import resource
 import signal
 import socket
 import sqlite3
@@ -42,6 +44,8 @@ ROOT = Path(__file__).resolve().parent
 #: Pending connections the kernel queues for us: a burst of 500 clients must not overflow it
 #: (Tornado's default of 128 makes the overflow retry after a second or three).
 LISTEN_BACKLOG = 1024
+#: Open files (connections) the service asks the system to allow.
+OPEN_FILES = 65536
 #: How often Idempotency-Key records older than their retention are purged.
 PURGE_INTERVAL_SECONDS = 3600
 
@@ -216,6 +220,16 @@ def serve_metrics(services: Services, sockets: list[socket.socket]) -> LimitedHT
     return server
 
 
+def raise_open_files_limit() -> None:
+    """Every connection is a file descriptor: the common soft limit of 1,024 would refuse the
+    1,025th client while the hard limit allows far more. Raise the soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, OPEN_FILES)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, OPEN_FILES), hard))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     serving = args.command in (None, "serve")
@@ -233,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             services.close()
         return 0
+    raise_open_files_limit()
     try:
         sockets, metrics_sockets = bind(config)
     except ConfigError as exc:

@@ -147,6 +147,22 @@ class HeaderFieldsTooLarge(ApiError):
     default_message = "The request headers are too large."
 
 
+class StorageUnavailable(ApiError):
+    """503: the database cannot be written (read-only, full, failing); nothing was changed."""
+
+    status = 503
+    code = "storage_unavailable"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"The service cannot use its database right now ({reason}); nothing was changed. Retry shortly.",
+            headers={"Retry-After": str(STORAGE_RETRY_SECONDS)},
+        )
+
+
+STORAGE_RETRY_SECONDS = 30
+
+
 class Conflict(ApiError):
     """409 with a code chosen by the caller (idempotency, bundles, unverified delegation)."""
 

@@ -25,6 +25,7 @@ from core.errors import (
     MethodNotAllowed,
     NotFound,
     RateLimited,
+    StorageUnavailable,
     Unauthorized,
     ValidationError,
 )
@@ -33,6 +34,7 @@ from core.scopes import READERS, ROLES
 from core.services import Services
 from core.wire import dumps, structure_body
 from handlers.log import shown_path
+from store import unavailable_reason
 from store.records import User
 
 log = logging.getLogger(__name__)
@@ -84,11 +86,25 @@ class BaseHandler(RequestHandler):
             self.services.trusted_proxies,
         )
 
+    def send_error(self, status_code: int = 500, **kwargs: Any) -> None:
+        # A database that cannot be written (read-only, disk full) is the machine's state, not a
+        # bug: 503 with Retry-After, in the envelope, instead of a 500.
+        why = unavailable_reason(kwargs.get("exc_info", (None, None, None))[1])
+        if why is not None:
+            converted = StorageUnavailable(why)
+            kwargs["exc_info"] = (StorageUnavailable, converted, None)
+            status_code = converted.status
+        super().send_error(status_code, **kwargs)
+
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
         """Like Tornado's, but paths go through ``shown_path``: verification-link tokens travel in
         paths, and a 403 for a missing XSRF token must not write one into the log."""
         if isinstance(value, ApiError):
             return  # an expected refusal; the access log records it
+        why = unavailable_reason(value)
+        if why is not None:
+            log.error("storage unavailable (%s), request id %s: %s", why, self.request_id, value)
+            return
         if isinstance(value, HTTPError) and value.status_code < 500:
             if value.log_message:
                 log.warning("%d %s %s: %s", value.status_code, self.request.method, shown_path(self.request.path),

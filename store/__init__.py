@@ -37,6 +37,24 @@ def _create_private(path: Path) -> None:
     os.chmod(path, 0o600)
 
 
+def unavailable_reason(exc: BaseException | None) -> str | None:
+    """Why the database cannot be used right now, for the errors that are the machine's, not a bug."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return None
+    text = str(exc).lower()
+    for marker, reason in (
+        ("readonly", "the database is read-only"),
+        ("read-only", "the database is read-only"),
+        ("disk is full", "the disk is full"),
+        ("disk i/o error", "a disk I/O error"),
+        ("locked", "the database is busy"),
+        ("busy", "the database is busy"),
+    ):
+        if marker in text:
+            return reason
+    return None
+
+
 class Store:
     def __init__(self, path: str | Path) -> None:
         if str(path) != ":memory:":

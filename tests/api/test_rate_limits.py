@@ -107,3 +107,31 @@ class TestUntrustedPeer:
             await api.get("/v1/openapi.json", headers=from_ip(f"203.0.113.{n}"))
         r = await api.get("/v1/openapi.json", headers=from_ip("203.0.113.99"))
         assert r.code == "rate_limited"
+
+
+class TestEachBucketUnderABurst:
+    """A burst from one client stops at its bucket's limit, with the headers; another client goes on."""
+
+    @pytest.fixture
+    def config(self, config):
+        limits = RateLimitsConfig(api=50, auth=3, signup=3, public_verification_links=3, verification_links=3, site_scan=3)
+        return attrs.evolve(config, rate_limits=limits, server=ServerConfig(trusted_proxies=["127.0.0.1"]))
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize(("bucket", "method", "path", "body"), [
+        ("auth", "GET", "/v1/auth/session", None),
+        ("signup", "POST", "/v1/public/signup", {}),
+        ("public_verification_links", "GET", "/v1/public/verification-links/vl_unknown", None),
+        ("verification_links", "GET", "/v1/verification-links", None),
+        ("site_scan", "POST", "/v1/site-scan/https", {}),
+    ])
+    async def test_the_fourth_request_is_refused_for_that_client_only(self, api, bucket, method, path, body):
+        for _ in range(3):
+            r = await api.request(method, path, json_body=body, headers=from_ip("198.51.100.20"))
+            assert r.status != 429
+        refused = await api.request(method, path, json_body=body, headers=from_ip("198.51.100.20"))
+        assert (refused.status, refused.code) == (429, "rate_limited")
+        assert f'"{bucket}";q=3;w=900' in refused.headers["RateLimit-Policy"]
+        assert int(refused.headers["Retry-After"]) > 0 and "RateLimit" in refused.headers
+        other = await api.request(method, path, json_body=body, headers=from_ip("198.51.100.21"))
+        assert other.status != 429
