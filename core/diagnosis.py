@@ -42,6 +42,7 @@ from core.authority import Zone
 from core.certificates import caa
 from core.dns import Lookup
 from core.domains import OWNERSHIP_VALUE_PREFIX, delegation_record, load, ownership_record
+from core.errors import ApiError
 from store.records import Certificate, DomainRow, Workspace
 
 if TYPE_CHECKING:
@@ -197,7 +198,9 @@ def _delegation_findings(findings: list[Finding], record: _Seen, source: dict, z
     """Findings about the CNAME; whether it is right where it is published."""
     lookup = record.best()
     fix = f"Publish a CNAME record named {record.name} with the value {record.expected}."
-    if lookup is not None and lookup.outcome == "found":
+    if lookup is None:
+        return False  # nobody answered: the lookup_failed findings say so, nothing is known to be missing
+    if lookup.outcome == "found":
         target = lookup.values[0]
         if any(_same(v, record.expected) for v in lookup.values):
             return True
@@ -232,7 +235,9 @@ def _ownership_findings(services: Services, findings: list[Finding], record: _Se
     lookup = record.best()
     expected = _txt_value(record.expected)
     fix = f"Publish a TXT record named {record.name} with the value {record.expected}."
-    if lookup is not None and lookup.outcome == "found":
+    if lookup is None:
+        return False
+    if lookup.outcome == "found":
         if any(_txt_value(v) == expected for v in lookup.values):
             quoted = [v for v in lookup.values if _txt_value(v) == expected and v.strip() != record.expected]
             if quoted:
@@ -353,7 +358,10 @@ def _provider_findings(findings: list[Finding], row: DomainRow, certificate: Cer
 
 
 async def _served_findings(services: Services, findings: list[Finding], row: DomainRow, workspace: Workspace) -> None:
-    scan = await site_scan.scan_https(services, site_scan.ScanRequest(url_or_domain=row.apex), workspace)
+    try:
+        scan = await site_scan.scan_https(services, site_scan.ScanRequest(url_or_domain=row.apex), workspace)
+    except ApiError:  # e.g. the host resolves to an address the service may not reach: not checked
+        return
     if scan.details.served_matches_provider is False:
         findings.append(Finding(
             "served_mismatch", "warning",

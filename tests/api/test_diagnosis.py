@@ -234,6 +234,13 @@ class TestCertificate:
         assert report["provider"]["certificateStatus"] == "pending"
 
     @pytest.mark.gen_test
+    async def test_a_host_on_a_private_address_is_diagnosed_without_its_served_certificate(self, api, world, services, clock, dns, zone):
+        owner, cert = await active_domain(api, world, services, clock, apex=APEX)
+        dns.publish(APEX, "A", "10.0.0.5")  # the scan may not go there
+        report = await diagnose(api, owner, {"id": cert["domainId"]})
+        assert "served_mismatch" not in codes(report) and "renewal_at_risk" in codes(report)
+
+    @pytest.mark.gen_test
     async def test_the_providers_refusal_is_shown(self, api, world, services, zone):
         owner, created = await new_domain(api, world)
         services.store.certificates.insert(Certificate(
@@ -247,6 +254,14 @@ class TestCertificate:
 
 
 class TestWithoutTheZonesServers:
+    @pytest.mark.gen_test
+    async def test_when_nobody_answers_nothing_is_called_missing(self, api, world, dns):
+        owner, created = await new_domain(api, world)
+        dns.zone.silent.update({CNAME_AT, TXT_AT})
+        report = await diagnose(api, owner, created)
+        assert "delegation_missing" not in codes(report) and "ownership_missing" not in codes(report)
+        assert codes(report).count("lookup_failed") == 2
+
     @pytest.mark.gen_test
     async def test_without_ns_records_the_resolvers_answers_are_used(self, api, world, dns):
         owner, created = await new_domain(api, world)
