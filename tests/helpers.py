@@ -39,17 +39,32 @@ def template_regex(template: str) -> str:
     return re.sub(r"\{[^}]+\}", "([^/]+)", template)
 
 
-def documented_operation(method: str, path: str) -> dict[str, Any] | None:
-    for template, item in openapi()["paths"].items():
-        if re.fullmatch(template_regex(template), path):
-            return item.get(method.lower())
+def documented_template(path: str) -> str | None:
+    """The document's path template that ``path`` falls under (exact paths win over templates)."""
+    paths = openapi()["paths"]
+    if path.split("?")[0] in paths:
+        return path.split("?")[0]
+    for template in paths:
+        if re.fullmatch(template_regex(template), path.split("?")[0]):
+            return template
     return None
+
+
+def documented_operation(method: str, path: str) -> dict[str, Any] | None:
+    template = documented_template(path)
+    return openapi()["paths"][template].get(method.lower()) if template else None
+
+
+#: (method, path template, status) of every API response the tests received: the documented status
+#: codes are checked against it at the end of a whole run (tests/conftest.py).
+OBSERVED: set[tuple[str, str, int]] = set()
 
 
 def check_against_openapi(method: str, path: str, status: int, body: Any) -> None:
     operation = documented_operation(method, path)
     if operation is None:
         return
+    OBSERVED.add((method.upper(), documented_template(path) or "", status))
     responses = operation["responses"]
     response = responses.get(str(status)) or responses.get("default")
     assert response is not None, f"{method} {path} answered {status}, which the OpenAPI document does not list"

@@ -50,6 +50,15 @@ class TestIssue:
         assert (r.status, r.code) == (409, "delegation_not_verified")
 
     @pytest.mark.gen_test
+    @pytest.mark.parametrize("path", ["certificates/issue", "issue"])
+    async def test_the_alias_path_refuses_the_same_way(self, api, world, services, path):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        assert (await issue(api, owner, d, {}, path=path)).code == "delegation_not_verified"
+        mark_verified(services, d)
+        assert (await issue(api, owner, d, {"wildcard": "yes"}, path=path)).code == "validation_error"
+
+    @pytest.mark.gen_test
     async def test_wildcard_is_refused_on_a_verified_domain(self, api, world, services):
         owner, d = await verified_domain(api, world, services)
         r = await issue(api, owner, d, {"wildcard": True})

@@ -39,6 +39,13 @@ class TestClients:
         assert r.body["updatedAt"] > client["updatedAt"]
 
     @pytest.mark.gen_test
+    async def test_a_patch_with_an_empty_name_is_refused(self, api, world):
+        owner = world.owner()
+        client = (await make(api, owner.token)).body
+        r = await api.patch(f"/v1/clients/{client['id']}", {"name": "  "}, token=owner.token)
+        assert (r.status, r.code) == (400, "validation_error") and "name" in r.body["details"]["fieldErrors"]
+
+    @pytest.mark.gen_test
     async def test_name_is_required_and_bounded(self, api, world):
         owner = world.owner()
         assert (await api.post("/v1/clients", {}, token=owner.token)).body["details"]["fieldErrors"] == {"name": ["Required"]}

@@ -256,6 +256,11 @@ class TestCredentials:
         key = world.key(world.owner().workspace, [])
         assert (await scan(api, host, token=key)).body["status"] == "secure"
 
+    @pytest.mark.gen_test
+    async def test_a_session_of_someone_in_no_workspace_is_403(self, api, world):
+        r = await scan(api, "valid.scan-test.com", token=world.session_token("nobody@example.com"))
+        assert (r.status, r.code) == (403, "forbidden")
+
 
 class TestRateLimit:
     """The scan counts against its own bucket."""

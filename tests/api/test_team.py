@@ -113,6 +113,13 @@ class TestRoles:
         assert (await api.get("/v1/team", token=member.token)).status == 200  # admins may now manage the team
 
     @pytest.mark.gen_test
+    async def test_an_unknown_role_is_refused(self, api, world):
+        owner = world.owner()
+        member = world.member(owner.workspace, "operator")
+        r = await api.patch(f"/v1/team/members/{member.user.id}", {"role": "superuser"}, token=owner.token)
+        assert (r.status, r.code) == (400, "validation_error") and "role" in r.body["details"]["fieldErrors"]
+
+    @pytest.mark.gen_test
     async def test_an_admin_may_not_grant_owner(self, api, world):
         owner = world.owner()
         admin = world.member(owner.workspace, "admin")

@@ -458,6 +458,11 @@ class TestDeadLinks:
         assert (r.status, r.code) == (404, "not_found") and "does not exist" in r.body["message"]
 
     @pytest.mark.gen_test
+    async def test_an_unknown_token_cannot_be_verified(self, api):
+        r = await api.post(f"{PUBLIC}/vl_{'A' * 43}/verify")
+        assert (r.status, r.code) == (404, "not_found")
+
+    @pytest.mark.gen_test
     async def test_a_link_goes_with_its_domain(self, api, world):
         owner, domain, link = await owner_with_link(api, world)
         await api.delete(f"/v1/domains/{domain['id']}", token=owner.token)
