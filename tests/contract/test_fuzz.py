@@ -91,6 +91,7 @@ def test_no_server_error_and_no_answer_outside_the_document(service, caller):
          "--phases", "examples,coverage,fuzzing,stateful",
          "--max-examples", str(EXAMPLES), "--seed", "1", "--workers", "1"],
         capture_output=True, text=True, timeout=300, check=False,
+        cwd=service.folder,  # its cache folder goes there, not into the checkout
     )
     summary = result.stdout[result.stdout.find("SUMMARY"):]
     assert result.returncode == 0, result.stdout[-6000:]
