@@ -1,0 +1,213 @@
+"""Scale benchmarks: the domain query at 10k, 100k and 1M domains, a cursor walk, bulk create, GET by
+key against a bare Tornado handler (wrk and the Python load generator), RSS and start-up time.
+Prints JSON (one object) for bench/run; asserts nothing. Not part of the test run.
+
+    python bench/scale.py [--sizes 10000,100000,1000000] [--seconds 5] [--connections 16]
+
+Each size is a database seeded once and kept under ``~/.cache/cps-bench`` (keyed by size and
+schema version), so later runs start at once: one workspace of that many domains, written through
+the store's own ``insert`` (tags and statuses varied as in bench/domains.py). The real service
+(``python app.py``) is started on each database, pinned to core 0; the load runs on core 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import random
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import attrs
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.domains import BARE, CERT_MIX, TAGS, load, start  # noqa: E402
+from core import accounts, api_keys, domains  # noqa: E402
+from core.config import Config, StorageConfig  # noqa: E402
+from core.services import build_services  # noqa: E402
+from store.migrations import MIGRATIONS  # noqa: E402
+
+CACHE = Path.home() / ".cache" / "cps-bench"
+FILTERED = {"certStatus": "active", "tags": ["vip"]}
+PAGE = 100
+
+
+def seed(folder: Path, size: int) -> dict:
+    """A database of one workspace with ``size`` domains, and an API key; made once, then reused."""
+    done = folder / "seed.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    config = Config(storage=StorageConfig(path=str(folder / "service.sqlite3"), secret_key_file=str(folder / "secret.key")))
+    services = build_services(config)
+    try:
+        workspace, _ = accounts.create_workspace(services, name="Scale", owner_email="scale@example.com")
+        _, key = api_keys.create(services, workspace_id=workspace.id, request=api_keys.CreateKeyRequest(name="bench", scopes=["*"]))
+        first = asyncio.run(domains.bulk_create(
+            services, workspace=workspace, request=domains.BulkCreate(apex_list=["host0.customer0.com"])))
+        template = services.store.domains.get(workspace.id, uuid.UUID(str(first.created[0].id)))
+        rng = random.Random(size)
+        store = services.store
+        now = template.created_at
+        for start_at in range(1, size, 50_000):
+            with store.transaction():
+                for n in range(start_at, min(start_at + 50_000, size)):
+                    cert = rng.choice(CERT_MIX)
+                    validation = "verified" if cert != "none" else "pending"
+                    store.domains.insert(attrs.evolve(
+                        template, id=uuid.uuid4(), apex=f"host{n}.customer{n % 997}.com", tags=rng.sample(TAGS, 2),
+                        created_at=now, updated_at=now, cert_status=cert, validation_status=validation,
+                        ops_status=domains.ops_status(validation, cert),
+                    ))
+        store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.db.execute("ANALYZE")
+    finally:
+        services.close()
+    facts = {"key": key, "domain": str(template.id)}
+    done.write_text(json.dumps(facts))
+    return facts
+
+
+def serve(folder: Path, port: int) -> tuple[subprocess.Popen, float]:
+    """The service on the database; seconds from launch until its port accepts connections."""
+    config = folder / "service.toml"
+    config.write_text(
+        f'[server]\nport = {port}\n[storage]\npath = "{folder / "service.sqlite3"}"\nsecret_key_file = "{folder / "secret.key"}"\n'
+        "[rate_limits]\napi = 100000000\n"
+    )
+    launched = time.perf_counter()
+    process = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--config", str(config)], cwd=folder,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return process, time.perf_counter() - launched
+        except OSError:
+            if process.poll() is not None or time.perf_counter() - launched > 30:
+                raise RuntimeError("the service did not start") from None
+            time.sleep(0.002)
+
+
+class Client:
+    """One keep-alive connection, as an API client keeps one."""
+
+    def __init__(self, port: int, key: str) -> None:
+        self.http = http.client.HTTPConnection("127.0.0.1", port)
+        self.headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+
+    def call(self, method: str, path: str, body: object = None) -> tuple[float, dict]:
+        started = time.perf_counter()
+        self.http.request(method, path, body=None if body is None else json.dumps(body), headers=self.headers)
+        response = self.http.getresponse()
+        payload = json.loads(response.read() or b"null")
+        assert response.status < 300, (response.status, payload)
+        return (time.perf_counter() - started) * 1000, payload
+
+    def p50(self, body: dict, runs: int = 60) -> float:
+        for _ in range(5):
+            self.call("POST", "/v1/domains/query", body)
+        return statistics.median(self.call("POST", "/v1/domains/query", body)[0] for _ in range(runs))
+
+    def walk(self, pages: int) -> float:
+        started = time.perf_counter()
+        cursor = None
+        for _ in range(pages):
+            body = {"page": {"limit": PAGE, **({"cursor": cursor} if cursor else {})}}
+            cursor = self.call("POST", "/v1/domains/query", body)[1]["nextCursor"]
+        return (time.perf_counter() - started) * 1000
+
+
+def rss_mb(process: subprocess.Popen) -> float:
+    status = Path(f"/proc/{process.pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+
+
+def wrk(port: int, path: str, key: str, seconds: float, connections: int) -> float | None:
+    if shutil.which("wrk") is None:
+        return None
+    out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s",
+                          "-H", f"Authorization: Bearer {key}", f"http://127.0.0.1:{port}{path}"],
+                         capture_output=True, text=True, check=True).stdout
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+
+def get_vs_bare(folder: Path, facts: dict, seconds: float, connections: int) -> dict:
+    """GET one domain by key, against a bare Tornado handler serving the same bytes."""
+    service, _ = serve(folder, 18601)
+    path = f"/v1/domains/{facts['domain']}"
+    try:
+        body = Client(18601, facts["key"]).http
+        body.request("GET", path, headers={"Authorization": f"Bearer {facts['key']}"})
+        served = body.getresponse().read()
+        payload = folder / "bare.json"
+        payload.write_bytes(served)
+        script = folder / "bare.py"
+        script.write_text(BARE)
+        bare = start([sys.executable, str(script), "18602", str(payload)], "listening", folder / "bare.log")
+        try:
+            result = {}
+            for name, port in (("service", 18601), ("bare", 18602)):
+                result[f"wrk_{name}"] = wrk(port, path, facts["key"], seconds, connections)
+                result[f"python_{name}"] = asyncio.run(load(port, path, facts["key"], seconds, connections))
+            return result
+        finally:
+            bare.terminate()
+    finally:
+        service.terminate()
+        service.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--connections", type=int, default=16)
+    args = parser.parse_args()
+    schema = max(number for number, *_ in MIGRATIONS)
+    results: dict = {"sizes": {}}
+    sizes = [int(s) for s in args.sizes.split(",")]
+    for size in sizes:
+        folder = CACHE / f"v{schema}-{size}"
+        facts = seed(folder, size)
+        work = Path(tempfile.mkdtemp(prefix="cps-scale-"))
+        try:
+            for name in ("service.sqlite3", "secret.key"):
+                shutil.copy(folder / name, work / name)
+            process, startup = serve(work, 18600)
+            try:
+                client = Client(18600, facts["key"])
+                figures = {
+                    "startup_s": startup,
+                    "first_page_p50_ms": client.p50({"page": {"limit": PAGE}}),
+                    "filtered_page_p50_ms": client.p50({**FILTERED, "page": {"limit": PAGE}}),
+                    "walk_20_pages_ms": client.walk(20),
+                    "rss_mb": rss_mb(process),
+                }
+                names = [f"bulk{n}.scale-bench.com" for n in range(500)]
+                figures["bulk_500_ms"] = client.call("POST", "/v1/domains/bulk", {"apexList": names})[0]
+                results["sizes"][str(size)] = figures
+            finally:
+                process.terminate()
+                process.wait()
+            if size == sizes[-1]:
+                results["get"] = get_vs_bare(work, facts, args.seconds, args.connections)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
