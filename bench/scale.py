@@ -33,11 +33,11 @@ import attrs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.domains import BARE, CERT_MIX, TAGS, load, start  # noqa: E402
-from core import accounts, api_keys, domains  # noqa: E402
-from core.config import Config, StorageConfig  # noqa: E402
-from core.services import build_services  # noqa: E402
-from store.migrations import MIGRATIONS  # noqa: E402
+from bench.domains import BARE, CERT_MIX, TAGS, load, start
+from core import accounts, api_keys, domains
+from core.config import Config, StorageConfig
+from core.services import build_services
+from store.migrations import MIGRATIONS
 
 CACHE = Path.home() / ".cache" / "cps-bench"
 FILTERED = {"certStatus": "active", "tags": ["vip"]}
