@@ -19,7 +19,8 @@ from publicsuffixlist import PublicSuffixList
 MAX_LENGTH = 253
 MAX_LABEL = 63
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
-_psl = PublicSuffixList()
+PUBLIC_SUFFIXES = PublicSuffixList()
+"Parsed once per process (a quarter of a second): every user of the list shares it."
 #: Top-level labels no public CA issues for (RFC 6761, 6762, 7686, 8375, 9476; ICANN's .internal).
 SPECIAL_USE = frozenset({"arpa", "alt", "example", "internal", "invalid", "local", "localhost", "onion", "test"})
 #: Scripts with many letters that look alike: a label mixing them is how lookalike names are made.
@@ -112,7 +113,7 @@ def _check_labels(name: str) -> None:
 
 
 def _check_registrable(name: str) -> None:
-    suffix = _psl.publicsuffix(name, accept_unknown=False)
+    suffix = PUBLIC_SUFFIXES.publicsuffix(name, accept_unknown=False)
     if suffix is None:
         tld = name.rsplit(".", 1)[-1]
         raise HostnameError(f"'.{tld}' is not a public top-level domain.")
@@ -123,7 +124,7 @@ def _check_registrable(name: str) -> None:
 def zone_of(apex: str) -> str:
     """The registrable domain holding ``apex`` (``shop.example.co.uk`` -> ``example.co.uk``): the
     zone most customers manage at their DNS host."""
-    return _psl.privatesuffix(apex) or apex
+    return PUBLIC_SUFFIXES.privatesuffix(apex) or apex
 
 
 def relative_name(host: str, zone: str) -> str:

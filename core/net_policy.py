@@ -35,7 +35,8 @@ from urllib.parse import quote, urlsplit
 
 import attrs
 import idna
-from publicsuffixlist import PublicSuffixList
+
+from core.hostnames import PUBLIC_SUFFIXES
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -165,7 +166,6 @@ _NUMERIC = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$")
 _NETLOC = re.compile(r"^(?P<host>\[[^\]]*\]|[^\[\]:]*)(?::(?P<port>[0-9]*))?$")
 # Printable ASCII stays as written (existing %-escapes included); anything else is %-encoded.
 _PATH_SAFE = "".join(chr(c) for c in range(0x21, 0x7F))
-_psl = PublicSuffixList()
 
 
 class OutboundFailure(Exception):
@@ -222,7 +222,7 @@ def check_host(raw: str) -> str:
         raise DestinationRefused(f"The host {name} is a special-use name, not reachable on the public internet.")
     if len(labels) < 2:
         raise DestinationRefused(f"The host must be a full DNS name like hooks.example.com, not the single label {name}.")
-    if _psl.publicsuffix(name, accept_unknown=False) is None:
+    if PUBLIC_SUFFIXES.publicsuffix(name, accept_unknown=False) is None:
         raise DestinationRefused(f"The host {name} is not under a public top-level domain (.{labels[-1]}).")
     return name
 
