@@ -2,7 +2,8 @@
 
 Every response that passes through ``Api`` is checked for the invariants of the whole API: a
 request id, JSON content, the error envelope on every 4xx/5xx, and (where the OpenAPI document
-describes the path) a body that matches the documented schema for that status.
+describes the path) a body that matches the documented schema for that status, with the headers
+documented for it.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def documented_operation(method: str, path: str) -> dict[str, Any] | None:
 OBSERVED: set[tuple[str, str, int]] = set()
 
 
-def check_against_openapi(method: str, path: str, status: int, body: Any) -> None:
+def check_against_openapi(method: str, path: str, status: int, body: Any, headers: Any = None) -> None:
     operation = documented_operation(method, path)
     if operation is None:
         return
@@ -71,6 +72,8 @@ def check_against_openapi(method: str, path: str, status: int, body: Any) -> Non
     if "$ref" in response:
         name = response["$ref"].rsplit("/", 1)[-1]
         response = openapi()["components"]["responses"][name]
+    if headers is not None:
+        check_headers(f"{method} {path} {status}", response.get("headers", {}), headers)
     content = response.get("content")
     if status == 204 or content is None:
         assert body is None, f"{method} {path} {status} should have no body"
@@ -79,6 +82,23 @@ def check_against_openapi(method: str, path: str, status: int, body: Any) -> Non
     root = {"allOf": [schema], "components": openapi()["components"]}
     errors = sorted(Draft202012Validator(root).iter_errors(body), key=str)
     assert not errors, f"{method} {path} {status} does not match the OpenAPI schema: {errors[0].message}"
+
+
+def check_headers(what: str, documented: dict[str, Any], headers: Any) -> None:
+    """Every required header the document lists for the response is there, and matches its schema."""
+    for name, spec in documented.items():
+        if "$ref" in spec:
+            spec = openapi()["components"]["headers"][spec["$ref"].rsplit("/", 1)[-1]]
+        value = headers.get(name)
+        if value is None:
+            assert not spec.get("required"), f"{what} lacks the documented header {name}"
+            continue
+        schema = spec["schema"]
+        if schema.get("type") == "integer":
+            assert re.fullmatch(r"[0-9]+", value), f"{what}: {name} is not an integer: {value!r}"
+            value = int(value)
+        errors = list(Draft202012Validator(schema).iter_errors(value))
+        assert not errors, f"{what}: header {name} does not match the OpenAPI schema: {errors[0].message}"
 
 
 def mark_verified(services: Services, domain: dict[str, Any]) -> None:
@@ -146,7 +166,7 @@ class Api:
             assert parsed["status"] == response.code
             assert isinstance(parsed["code"], str) and isinstance(parsed["message"], str)
             assert "Traceback" not in response.body.decode()
-        check_against_openapi(method, path, response.code, parsed)
+        check_against_openapi(method, path, response.code, parsed, response.headers)
         return Response(response.code, parsed, response.headers)
 
     async def get(self, path: str, **kw: Any) -> Response:
