@@ -112,7 +112,14 @@ def _unstructure_attrs_factory(converter: cattrs.Converter):
 def _structure_attrs_factory(converter: cattrs.Converter):
     def factory(cls: type) -> Any:
         overrides = {a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)}
-        return make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=False, **overrides)
+        inner = make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=False, **overrides)
+
+        def structure(value: Any, type_: type) -> Any:
+            # cattrs looks keys up with `in`: an array or a string holds none of them and would
+            # quietly become a record of defaults, and a number would fail with Python's words.
+            return inner(_expect(value, (dict,), "object"), type_)
+
+        return structure
 
     return factory
 

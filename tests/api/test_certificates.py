@@ -369,6 +369,13 @@ class TestQuery:
             assert (r.status, r.code) == (400, "validation_error")
 
     @pytest.mark.gen_test
+    async def test_a_page_that_is_not_an_object_is_a_validation_error(self, api, world, services):
+        owner, d = await verified_domain(api, world, services)
+        r = await api.post(f"/v1/domains/{d['id']}/certificates/query", {"page": [{"limit": 1}]}, token=owner.token)
+        assert (r.status, r.code) == (400, "validation_error")
+        assert r.body["details"]["fieldErrors"] == {"page": ["Expected object, received array"]}
+
+    @pytest.mark.gen_test
     async def test_another_workspaces_domain_is_not_found(self, api, world, services):
         _, d = await verified_domain(api, world, services)
         r = await api.post(f"/v1/domains/{d['id']}/certificates/query", {}, token=world.owner().token)

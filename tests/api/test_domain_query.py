@@ -121,6 +121,8 @@ class TestFilters:
             ({"page": {"limit": 0}}, "page"),
             ({"page": {"limit": 251}}, "page"),
             ({"page": {"limit": "10"}}, "page"),
+            ({"page": []}, "page"),
+            ({"sort": "apex"}, "sort"),
         ],
     )
     async def test_bad_filters_sort_and_limits_are_validation_errors(self, api, world, body, field):

@@ -22,10 +22,16 @@ class Thing:
 
 
 @attrs.frozen
+class Page:
+    limit: int = 10
+
+
+@attrs.frozen
 class Request:
     name: str
     count: int | None = None
     tags: list[str] | None = None
+    page: Page | None = None
 
 
 THING = Thing(
@@ -65,9 +71,16 @@ class TestStructure:
             ({"name": "a", "count": True}, "count", "Expected integer, received boolean"),
             ({"name": "a", "tags": "x"}, "tags", "Expected array, received string"),
             ({"name": "a", "tags": ["x", 2]}, "tags", "[1]: Expected string, received number"),
+            ({"name": "a", "page": {"limit": "5"}}, "page", "limit: Expected integer, received string"),
         ],
     )
     def test_field_errors(self, body, field, message):
         with pytest.raises(ValidationError) as info:
             structure_body(body, Request)
         assert info.value.field_errors == {field: [message]}
+
+    @pytest.mark.parametrize(("value", "kind"), [([], "array"), ("x", "string"), (5, "number"), (True, "boolean")])
+    def test_a_nested_object_that_is_not_an_object_is_refused(self, value, kind):
+        with pytest.raises(ValidationError) as info:
+            structure_body({"name": "a", "page": value}, Request)
+        assert info.value.field_errors == {"page": [f"Expected object, received {kind}"]}
