@@ -77,6 +77,66 @@ class TestParity:
                 node = node[part]
 
 
+def resolved(node: dict) -> dict:
+    """``node`` with its ``$ref`` followed (within the document)."""
+    while "$ref" in node:
+        node = target_of(node["$ref"])
+    return node
+
+
+def target_of(ref: str) -> dict:
+    """The node a local ``$ref`` (``#/components/...``) names."""
+    node = openapi()
+    for part in ref.removeprefix("#/").split("/"):
+        node = node[part]
+    return node
+
+
+def has_field(schema: dict, pointer: list[str]) -> bool:
+    """Whether a body matching ``schema`` can hold a value at ``pointer`` (properties, through allOf)."""
+    if not pointer:
+        return True
+    schema = resolved(schema)
+    parts = [schema] + [resolved(part) for part in schema.get("allOf", [])]
+    return any(pointer[0] in part.get("properties", {}) and has_field(part["properties"][pointer[0]], pointer[1:])
+               for part in parts)
+
+
+def links() -> list[tuple[dict, dict, str, dict]]:
+    """(source operation, its response, link name, link) of every link in the document."""
+    return [(operation, resolved(response), name, link)
+            for item in openapi()["paths"].values() for operation in item.values() if isinstance(operation, dict)
+            for response in operation.get("responses", {}).values()
+            for name, link in resolved(response).get("links", {}).items()]
+
+
+class TestLinks:
+    """The links the stateful fuzzing (tests/contract/test_fuzz.py) follows: a link to an operation or
+    a field that does not exist would not fail there, it would quietly never run."""
+
+    def test_every_link_names_an_operation_and_only_parameters_it_takes(self):
+        by_id = {op["operationId"]: op for item in openapi()["paths"].values() for op in item.values()
+                 if isinstance(op, dict) and "operationId" in op}
+        assert links()
+        for _, _, name, link in links():
+            target = by_id[link["operationId"]]
+            taken = {resolved(parameter)["name"] for parameter in target.get("parameters", [])}
+            assert set(link.get("parameters", {})) <= taken, name
+            if "requestBody" in link:
+                schema = target["requestBody"]["content"]["application/json"]["schema"]
+                assert all(has_field(schema, [field]) for field in link["requestBody"]), name
+
+    def test_every_link_takes_its_values_from_what_the_source_has(self):
+        for source, response, name, link in links():
+            for expression in [*link.get("parameters", {}).values(), *link.get("requestBody", {}).values()]:
+                if expression.startswith("$request.path."):
+                    path_parameters = {resolved(p)["name"] for p in source["parameters"] if resolved(p)["in"] == "path"}
+                    assert expression.removeprefix("$request.path.") in path_parameters, name
+                else:
+                    pointer = expression.removeprefix("$response.body#/").split("/")
+                    assert has_field(response["content"]["application/json"]["schema"], pointer), (name, expression)
+
+
 class TestServed:
     """GET /v1/openapi.json."""
 
