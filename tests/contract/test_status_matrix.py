@@ -1,7 +1,7 @@
 """The refusals every operation documents, reached operation by operation, straight from the served
 document: no credentials (401), a body over the limit (413), a workspace the caller is not in (404),
 a key or session that may not (403). What no test reaches is reported at the end of a whole run
-(tests/conftest.py)."""
+(tests/contract/test_documented_statuses.py)."""
 
 from __future__ import annotations
 
