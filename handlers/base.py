@@ -212,7 +212,7 @@ class ApiHandler(BaseHandler):
         """The decoded JSON body (an empty body counts as ``{}``), parsed once per request."""
         if not hasattr(self, "_json_body"):
             raw = self.request.body  # at most 1 MiB: handlers/limits.py answers 413 above that
-            if not raw.strip():
+            if not raw:  # no body at all; white space alone is not JSON, so it is refused below
                 self._json_body: Any = {}
             else:
                 try:

@@ -43,6 +43,12 @@ class TestEnvelope:
         assert (r.status, r.code) == (400, "validation_error")
 
     @pytest.mark.gen_test
+    @pytest.mark.parametrize("blank", [b" ", b"\x0b", b"\n\t"])
+    async def test_a_body_of_white_space_alone_is_malformed_json(self, api, world, blank):
+        r = await api.request("POST", "/v1/domains/query", raw=blank, token=world.owner().token)
+        assert (r.status, r.code) == (400, "validation_error") and "Malformed JSON body" in r.body["details"]["formErrors"][0]
+
+    @pytest.mark.gen_test
     async def test_a_body_over_1_mib_is_413(self, api, world):
         r = await api.request("POST", "/v1/api-keys", raw=b" " * (1024 * 1024 + 1), token=world.owner().token)
         assert (r.status, r.code) == (413, "payload_too_large")
