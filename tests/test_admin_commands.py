@@ -3,20 +3,18 @@ on the database of a service that is running."""
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import stat
 import subprocess
 import sys
-import urllib.request
 import uuid
 
 import pytest
 
 import app
 from tests.helpers import stored_deliveries
-from tests.servers.service import ROOT, ServiceProcess
+from tests.servers.service import ROOT, ServiceProcess, call
 
 
 def run(config, *args) -> subprocess.CompletedProcess:
@@ -24,26 +22,12 @@ def run(config, *args) -> subprocess.CompletedProcess:
                           check=False, capture_output=True, text=True, timeout=30)
 
 
-def call(service: ServiceProcess, method: str, path: str, body=None, token=None) -> tuple[int, object]:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(service.base_url + path, data=data, headers=headers, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, json.loads(exc.read() or b"null")
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     """A running service with one signed-up workspace and its domain (no DNS answer is needed)."""
     folder = tmp_path_factory.mktemp("live")
     service = ServiceProcess(folder, dns_address="127.0.0.1:9").start()
-    status, body = call(service, "POST", "/v1/public/signup", {"email": "ops@example.com", "domain": "shop.example.com"})
+    status, body = call(service.base_url, "POST", "/v1/public/signup", {"email": "ops@example.com", "domain": "shop.example.com"})
     assert status == 201, body
     yield service, body["domain"]["orgId"]
     service.stop()
@@ -91,7 +75,7 @@ class TestCreateApiKey:
         assert result.returncode == 0, result.stderr
         secret = result.stdout.splitlines()[1]
         assert secret.startswith("ac_live_")
-        status, body = call(service, "POST", "/v1/domains/query", {}, token=secret)
+        status, body = call(service.base_url, "POST", "/v1/domains/query", {}, token=secret)
         assert (status, body["total"]) == (200, 1)
 
     def test_an_unknown_scope_is_refused_with_the_reason(self, live):

@@ -8,7 +8,6 @@ database is a clear 503 in the envelope, never corruption or a hang, until it ca
 
 from __future__ import annotations
 
-import json
 import socket
 import sqlite3
 import threading
@@ -22,23 +21,10 @@ import app
 from core.certificates.idempotency import LEASE
 from core.wire import format_timestamp, parse_timestamp
 from tests.pages.test_portal import Browser, sign_in
-from tests.servers.service import ServiceProcess
+from tests.servers.service import ServiceProcess, call
 
 BULKS, PER_BULK = 12, 400
 
-
-def call(base_url: str, method: str, path: str, body=None, token=None, headers=None) -> tuple[int, object]:
-    all_headers = {"Content-Type": "application/json", **(headers or {})}
-    if token:
-        all_headers["Authorization"] = f"Bearer {token}"
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(base_url + path, data=data, headers=all_headers, method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, json.loads(exc.read() or b"null")
 
 
 class TestKilledMidWrite:

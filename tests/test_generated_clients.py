@@ -20,9 +20,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from http import HTTPStatus
@@ -32,10 +29,9 @@ from typing import Any
 import attrs
 import pytest
 
-from core.dev_idp import DEFAULT_CLIENT_ID
 from tests.servers.https import HttpsReceiver
-from tests.servers.pkce import authorize_params, code_from, new_flow
-from tests.servers.service import ServiceProcess
+from tests.servers.pkce import new_flow
+from tests.servers.service import ServiceProcess, identity_provider_code
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPESCRIPT = ROOT / "tests" / "typescript"
@@ -120,23 +116,6 @@ def owner(service, generated) -> Iterator[Owner]:
         assert isinstance(exchanged, ExchangeResult)
     with AuthenticatedClient(base_url=service.base_url, token=exchanged.token, raise_on_unexpected_status=True) as session:
         yield Owner(session, signed_up, exchanged)
-
-
-def identity_provider_code(base: str, flow: dict[str, str], email: str) -> str:
-    """The browser's part of the sign-in: the development identity provider's form, then its
-    redirect back with a code."""
-    params = authorize_params(flow, client_id=DEFAULT_CLIENT_ID, redirect_uri=base + "/auth/callback")
-
-    class Stay(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args, **kwargs):
-            return None
-
-    form = urllib.request.Request(base + "/idp/authorize", method="POST",
-                                  data=urllib.parse.urlencode({**params, "email": email}).encode())
-    with pytest.raises(urllib.error.HTTPError) as redirected:
-        urllib.request.build_opener(Stay).open(form, timeout=10)
-    with redirected.value as answer:
-        return code_from(answer.headers["Location"])
 
 
 def new_key(owner: Owner, scopes: list[Any]) -> Any:

@@ -20,22 +20,17 @@ refuses is refused).
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 
-from core.dev_idp import DEFAULT_CLIENT_ID
 from tests.servers.dns import DnsServer
-from tests.servers.pkce import authorize_params, code_from, new_flow
-from tests.servers.service import ServiceProcess
+from tests.servers.pkce import new_flow
+from tests.servers.service import ServiceProcess, call, identity_provider_code
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 SCHEMATHESIS = Path(sys.executable).parent / "st"
@@ -52,36 +47,10 @@ PHASES = ("examples,coverage,fuzzing", "stateful")
 MIN_LINKS_COVERED = 5
 
 
-def call(base: str, method: str, path: str, body: dict | None = None, token: str | None = None) -> tuple[int, dict]:
-    """(status, decoded JSON) of one request; an error status is an answer here, not an exception."""
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(base + path, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as refused:
-        with refused:
-            return refused.code, json.loads(refused.read())
-
-
 def session_token(base: str, email: str) -> str:
     """The owner's ID token, through the built-in identity provider's form and the exchange."""
     flow = new_flow()
-    params = authorize_params(flow, client_id=DEFAULT_CLIENT_ID, redirect_uri=base + "/auth/callback")
-
-    class Stay(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args, **kwargs):
-            return None
-
-    form = urllib.request.Request(base + "/idp/authorize", method="POST",
-                                  data=urllib.parse.urlencode({**params, "email": email}).encode())
-    with pytest.raises(urllib.error.HTTPError) as redirected:
-        urllib.request.build_opener(Stay).open(form, timeout=10)
-    with redirected.value as answer:
-        code = code_from(answer.headers["Location"])
+    code = identity_provider_code(base, flow, email)
     exchange = {"code": code, "codeVerifier": flow["verifier"], "nonce": flow["nonce"]}
     return call(base, "POST", "/v1/auth/oidc/exchange", exchange)[1]["token"]
 

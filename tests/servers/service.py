@@ -7,12 +7,18 @@ as its resolver, and whatever tables the test adds.
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from core.dev_idp import DEFAULT_CLIENT_ID
+from tests.servers.pkce import authorize_params, code_from
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -68,3 +74,38 @@ class ServiceProcess:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(10)
+
+
+def call(base_url: str, method: str, path: str, body: object = None, token: str | None = None,
+         headers: dict[str, str] | None = None) -> tuple[int, object]:
+    """(status, decoded JSON) of one request to a running service; an error status is an answer here."""
+    all_headers = {"Content-Type": "application/json", **(headers or {})}
+    if token:
+        all_headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(base_url + path, data=data, headers=all_headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as refused:
+        with refused:
+            return refused.code, json.loads(refused.read() or b"null")
+
+
+def identity_provider_code(base_url: str, flow: dict[str, str], email: str) -> str:
+    """The browser's part of a sign-in at the built-in development provider: its form, then its
+    redirect back with a code (not followed)."""
+    params = authorize_params(flow, client_id=DEFAULT_CLIENT_ID, redirect_uri=base_url + "/auth/callback")
+
+    class Stay(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    form = urllib.request.Request(base_url + "/idp/authorize", method="POST",
+                                  data=urllib.parse.urlencode({**params, "email": email}).encode())
+    try:
+        urllib.request.build_opener(Stay).open(form, timeout=10)
+    except urllib.error.HTTPError as redirected:
+        with redirected:
+            return code_from(redirected.headers["Location"])
+    raise AssertionError("the identity provider did not redirect back")
