@@ -1,4 +1,4 @@
-"""Signed pagination cursors, shared by the domain and certificate queries.
+"""Signed pagination cursors and page sizes, shared by the queries and the lists that page.
 
 A cursor carries the keyset position (sort value, id) of the last row shown, so the next page
 starts strictly after it. It is signed with a subkey of the secret key file and bound to what the
@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 from core.crypto import Keyring
-from core.errors import InvalidCursor
+from core.errors import InvalidCursor, ValidationError
 
 _PURPOSE = "cursor"
 
@@ -35,3 +36,12 @@ def decode(keyring: Keyring, cursor: str, bound_to: str) -> tuple[str, str]:
     if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)):
         raise InvalidCursor()
     return key[0], key[1]
+
+
+def page_size(raw: str | None, *, default: int, maximum: int) -> int:
+    """The ``limit`` query argument: 1 to ``maximum``, ``default`` when absent."""
+    if raw is None:
+        return default
+    if not re.fullmatch(r"[0-9]{1,4}", raw) or not 1 <= int(raw) <= maximum:  # isdigit() accepts "²"
+        raise ValidationError.field("limit", f"Must be an integer from 1 to {maximum}")
+    return int(raw)

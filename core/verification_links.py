@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core import diagnosis, domains, mail, verification
+from core import cursors, diagnosis, domains, mail, verification
 from core.accounts import valid_email
 from core.domains import CertSummary, Validation, delegation_record, ownership_record
 from core.errors import ApiError, Conflict, NotFound, UpstreamError, ValidationError
@@ -46,6 +46,8 @@ REMIND_INTERVAL = dt.timedelta(hours=1)
 MIN_DAYS = 1
 MAX_DAYS = 30
 STATUSES = ("active", "expired", "revoked")
+LIMIT_DEFAULT = 50
+LIMIT_MAX = 250
 
 
 class LinkGone(ApiError):
@@ -81,6 +83,13 @@ class VerificationLink:
     recipient_email: str | None = None
     last_reminded_at: dt.datetime | None = None
     revoked_at: dt.datetime | None = None
+
+
+@attrs.frozen
+class LinkPage:
+    items: list[VerificationLink]
+    total: int
+    next_cursor: str | None = None
 
 
 @attrs.frozen
@@ -178,11 +187,25 @@ def create(services: Services, *, workspace: Workspace, request: CreateLink) -> 
     return present(services, row)
 
 
-def list_links(services: Services, *, workspace: Workspace, domain_id: uuid.UUID | None = None) -> list[VerificationLink]:
-    """The workspace's links, newest first; with ``domain_id``, that domain's (404 if unknown)."""
+def list_links(services: Services, *, workspace: Workspace, domain_id: uuid.UUID | None = None,
+               status: str | None = None, limit: str | None = None, cursor: str | None = None) -> LinkPage:
+    """A page of the workspace's links, newest first; with ``domain_id``, that domain's (404 if
+    unknown), with ``status``, only those in it. Paged because links pile up as they expire."""
+    size = cursors.page_size(limit, default=LIMIT_DEFAULT, maximum=LIMIT_MAX)
+    if status is not None and status not in STATUSES:
+        raise ValidationError.field("status", f"Must be one of: {', '.join(STATUSES)}")
     if domain_id is not None:
         _domain(services, workspace.id, domain_id)
-    return [present(services, row) for row in services.store.verification_links.list(workspace.id, domain_id)]
+    bound_to = cursors.binding(str(workspace.id), "verification-links", str(domain_id), status)
+    after = cursors.decode(services.keyring, cursor, bound_to) if cursor is not None else None
+    repo, now = services.store.verification_links, services.clock.now()
+    rows = repo.page(workspace.id, domain_id=domain_id, status=status, now=now, after=after, limit=size + 1)
+    next_cursor = cursors.encode(services.keyring, bound_to, rows[size - 1][1]) if len(rows) > size else None
+    return LinkPage(
+        items=[present(services, row) for row, _ in rows[:size]],
+        total=repo.count(workspace.id, domain_id=domain_id, status=status, now=now),
+        next_cursor=next_cursor,
+    )
 
 
 def revoke(services: Services, *, workspace: Workspace, link_id: uuid.UUID) -> None:

@@ -26,7 +26,12 @@ class LinkListHandler(ApiHandler):
                 domain_id = uuid.UUID(raw)
             except ValueError:
                 raise ValidationError.field("domainId", "Invalid uuid") from None
-        self.send_json(verification_links.list_links(self.services, workspace=self.principal.workspace, domain_id=domain_id))
+        page = verification_links.list_links(
+            self.services, workspace=self.principal.workspace, domain_id=domain_id,
+            status=self.get_query_argument("status", None), limit=self.get_query_argument("limit", None),
+            cursor=self.get_query_argument("cursor", None),
+        )
+        self.send_json(page)
 
     @require(scopes=LINK_SCOPES, roles=WRITERS)
     async def post(self) -> None:

@@ -57,13 +57,40 @@ class VerificationLinkRepo:
         rows = select(self.db, f"{_SELECT} WHERE verification_links.token_hash = ?", [token_hash])
         return _link(rows[0]) if rows else None
 
-    def list(self, workspace_id: uuid.UUID, domain_id: uuid.UUID | None = None) -> list[VerificationLinkRow]:
-        """Newest first; links made in the same millisecond in reverse order of insertion."""
-        sql, params = f"{_SELECT} WHERE verification_links.workspace_id = ?", [uid(workspace_id)]
+    @staticmethod
+    def _filter(workspace_id: uuid.UUID, domain_id: uuid.UUID | None, status: str | None,
+                now: dt.datetime) -> tuple[str, list[Any]]:
+        """The WHERE clause of a listing; ``status`` is judged as ``core.verification_links.status_of`` does."""
+        where, params = "verification_links.workspace_id = ?", [uid(workspace_id)]
         if domain_id is not None:
-            sql, params = sql + " AND verification_links.domain_id = ?", [*params, uid(domain_id)]
-        rows = select(self.db, sql + " ORDER BY verification_links.created_at DESC, verification_links.rowid DESC", params)
-        return [_link(r) for r in rows]
+            where, params = where + " AND verification_links.domain_id = ?", [*params, uid(domain_id)]
+        if status == "revoked":
+            where += " AND verification_links.revoked_at IS NOT NULL"
+        elif status == "active":
+            where, params = where + " AND verification_links.revoked_at IS NULL AND verification_links.expires_at > ?", [*params, ts(now)]
+        elif status == "expired":
+            where, params = where + " AND verification_links.revoked_at IS NULL AND verification_links.expires_at <= ?", [*params, ts(now)]
+        return where, params
+
+    def page(self, workspace_id: uuid.UUID, *, domain_id: uuid.UUID | None, status: str | None, now: dt.datetime,
+             after: tuple[str, str] | None, limit: int) -> list[tuple[VerificationLinkRow, tuple[str, str]]]:
+        """Newest first (links of the same millisecond in reverse order of insertion), strictly after
+        the (created_at, rowid) key of the last row shown; each row with its own key."""
+        where, params = self._filter(workspace_id, domain_id, status, now)
+        if after is not None:
+            where += (" AND (verification_links.created_at < ?"
+                      " OR (verification_links.created_at = ? AND verification_links.rowid < ?))")
+            params += [after[0], after[0], int(after[1])]  # a signed cursor: our own key
+        rows = select(self.db, f"""SELECT verification_links.*, domains.apex AS apex, verification_links.rowid AS position
+                                    FROM verification_links JOIN domains ON domains.id = verification_links.domain_id
+                                    WHERE {where}
+                                    ORDER BY verification_links.created_at DESC, verification_links.rowid DESC LIMIT ?""",
+                      [*params, limit])
+        return [(_link(r), (r["created_at"], str(r["position"]))) for r in rows]
+
+    def count(self, workspace_id: uuid.UUID, *, domain_id: uuid.UUID | None, status: str | None, now: dt.datetime) -> int:
+        where, params = self._filter(workspace_id, domain_id, status, now)
+        return self.db.execute(f"SELECT count(*) FROM verification_links WHERE {where}", params).fetchone()[0]
 
     def set_reminded(self, link_id: uuid.UUID, at: dt.datetime) -> None:
         self.db.execute("UPDATE verification_links SET last_reminded_at = ? WHERE id = ?", [ts(at), uid(link_id)])

@@ -7,14 +7,13 @@ attempt (time, status code or error, duration). Redelivering queues the same del
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from core import cursors
-from core.errors import NotFound, ValidationError
+from core.errors import NotFound
 from core.webhooks.endpoints import load
 from core.wire import dump
 from store.records import WebhookDelivery
@@ -33,18 +32,10 @@ class DeliveryPage:
     next_cursor: str | None = None
 
 
-def _limit(raw: str | None) -> int:
-    if raw is None:
-        return LIMIT_DEFAULT
-    if not re.fullmatch(r"[0-9]{1,3}", raw) or not 1 <= int(raw) <= LIMIT_MAX:  # isdigit() accepts "²"
-        raise ValidationError.field("limit", f"Must be an integer from 1 to {LIMIT_MAX}")
-    return int(raw)
-
-
 def list_deliveries(
     services: Services, *, workspace_id: uuid.UUID, endpoint_id: uuid.UUID, limit: str | None, cursor: str | None
 ) -> DeliveryPage:
-    size = _limit(limit)
+    size = cursors.page_size(limit, default=LIMIT_DEFAULT, maximum=LIMIT_MAX)
     load(services, workspace_id, endpoint_id)
     bound_to = cursors.binding(str(workspace_id), "webhook-deliveries", str(endpoint_id))
     after = cursors.decode(services.keyring, cursor, bound_to) if cursor is not None else None

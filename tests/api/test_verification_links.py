@@ -136,13 +136,13 @@ class TestList:
         second = await make_link(api, owner.token, domain["id"])
         r = await api.get(LINKS, token=owner.token)
         assert r.status == 200
-        assert [(x["id"], x["url"]) for x in r.body] == [(second["id"], second["url"]), (first["id"], first["url"])]
+        assert [(x["id"], x["url"]) for x in r.body["items"]] == [(second["id"], second["url"]), (first["id"], first["url"])]
 
     @pytest.mark.gen_test
     async def test_links_of_the_same_millisecond_are_newest_first_too(self, api, world):
         owner, domain, first = await owner_with_link(api, world)
         second = await make_link(api, owner.token, domain["id"])
-        assert [x["id"] for x in (await api.get(LINKS, token=owner.token)).body] == [second["id"], first["id"]]
+        assert [x["id"] for x in (await api.get(LINKS, token=owner.token)).body["items"]] == [second["id"], first["id"]]
 
     @pytest.mark.gen_test
     async def test_the_domain_filter(self, api, world):
@@ -150,7 +150,7 @@ class TestList:
         other = (await api.post("/v1/domains", {"apex": "www.example.org"}, token=owner.token)).body
         wanted = await make_link(api, owner.token, other["id"])
         r = await api.get(f"{LINKS}?domainId={other['id']}", token=owner.token)
-        assert [x["id"] for x in r.body] == [wanted["id"]]
+        assert [x["id"] for x in r.body["items"]] == [wanted["id"]]
 
     @pytest.mark.gen_test
     async def test_a_malformed_domain_filter_is_refused(self, api, world):
@@ -170,13 +170,54 @@ class TestList:
         expired = await make_link(api, owner.token, domain["id"], expiresInDays=1)
         clock.advance(DAY)
         r = await api.get(LINKS, token=world.session_token(owner.user.email))
-        statuses = {x["id"]: (x["status"], x.get("revokedAt")) for x in r.body}
+        statuses = {x["id"]: (x["status"], x.get("revokedAt")) for x in r.body["items"]}
         assert statuses == {expired["id"]: ("expired", None), revoked["id"]: ("revoked", "2026-11-22T10:00:00.000Z")}
+
+    @pytest.mark.gen_test
+    async def test_the_status_filter(self, api, world, clock):
+        owner, domain, revoked = await owner_with_link(api, world)
+        await api.post(f"{LINKS}/{revoked['id']}/revoke", token=owner.token)
+        expired = await make_link(api, owner.token, domain["id"], expiresInDays=1)
+        clock.advance(DAY)
+        session = world.session_token(owner.user.email)
+        active = await make_link(api, session, domain["id"])
+        for status, link in (("active", active), ("expired", expired), ("revoked", revoked)):
+            r = await api.get(f"{LINKS}?status={status}", token=session)
+            assert ([x["id"] for x in r.body["items"]], r.body["total"]) == ([link["id"]], 1)
+
+    @pytest.mark.gen_test
+    async def test_pages_walk_every_link_once_newest_first(self, api, world):
+        owner, domain, first = await owner_with_link(api, world)
+        made = [first] + [await make_link(api, owner.token, domain["id"]) for _ in range(4)]
+        seen, path = [], f"{LINKS}?domainId={domain['id']}&limit=2"
+        while True:
+            r = await api.get(path, token=owner.token)
+            assert r.body["total"] == 5
+            seen += [x["id"] for x in r.body["items"]]
+            if "nextCursor" not in r.body:
+                break
+            path = f"{LINKS}?domainId={domain['id']}&limit=2&cursor={r.body['nextCursor']}"
+        assert seen == [link["id"] for link in reversed(made)]
+
+    @pytest.mark.gen_test
+    async def test_a_cursor_is_refused_with_other_filters(self, api, world):
+        owner, domain, _ = await owner_with_link(api, world)
+        await make_link(api, owner.token, domain["id"])
+        cursor = (await api.get(f"{LINKS}?limit=1", token=owner.token)).body["nextCursor"]
+        r = await api.get(f"{LINKS}?limit=1&status=active&cursor={cursor}", token=owner.token)
+        assert (r.status, r.code) == (400, "invalid_cursor")
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize(("query", "field"), [("limit=0", "limit"), ("limit=251", "limit"), ("limit=two", "limit"),
+                                                  ("status=gone", "status")])
+    async def test_a_bad_limit_or_status_is_refused(self, api, world, query, field):
+        r = await api.get(f"{LINKS}?{query}", token=world.owner().token)
+        assert (r.status, r.code) == (400, "validation_error") and field in r.body["details"]["fieldErrors"]
 
     @pytest.mark.gen_test
     async def test_another_workspaces_links_are_not_listed(self, api, world):
         await owner_with_link(api, world)
-        assert (await api.get(LINKS, token=world.owner().token)).body == []
+        assert (await api.get(LINKS, token=world.owner().token)).body == {"items": [], "total": 0}
 
 
 class TestAccess:
@@ -228,7 +269,7 @@ class TestAccess:
     async def test_a_key_with_all_three_scopes_may_list(self, api, world):
         owner, _, link = await owner_with_link(api, world)
         r = await api.get(LINKS, token=world.key(owner.workspace, ALL_THREE))
-        assert [x["url"] for x in r.body] == [link["url"]]
+        assert [x["url"] for x in r.body["items"]] == [link["url"]]
 
     @pytest.mark.gen_test
     async def test_a_star_key_may_create_and_list(self, api, world):
@@ -236,7 +277,7 @@ class TestAccess:
         domain = await make_domain(api, owner)
         key = world.key(owner.workspace, ["*"])
         link = await make_link(api, key, domain["id"])
-        assert [x["id"] for x in (await api.get(LINKS, token=key)).body] == [link["id"]]
+        assert [x["id"] for x in (await api.get(LINKS, token=key)).body["items"]] == [link["id"]]
 
     @pytest.mark.gen_test
     async def test_no_bearer_is_unauthorized(self, api):
@@ -312,7 +353,7 @@ class TestRemind:
         r = await api.post(f"{LINKS}/{link['id']}/remind", token=owner.token)
         assert (r.status, r.code) == (502, "upstream_error")
         assert f"{smtp.host}:{smtp.port}" in r.body["message"] and "refused the recipient (550 5.1.1 No such mailbox)" in r.body["message"]
-        assert "lastRemindedAt" not in (await api.get(LINKS, token=world.key(owner.workspace, ["*"]))).body[0]
+        assert "lastRemindedAt" not in (await api.get(LINKS, token=world.key(owner.workspace, ["*"]))).body["items"][0]
 
     @pytest.mark.gen_test
     @pytest.mark.parametrize("smtp_settings", [SmtpConfig(host="127.0.0.1", port=1, starttls=False, timeout_seconds=2)])
@@ -345,7 +386,7 @@ class TestRevoke:
         assert (await api.post(f"{LINKS}/{link['id']}/revoke", token=owner.token)).status == 204
         clock.advance(60)
         assert (await api.post(f"{LINKS}/{link['id']}/revoke", token=owner.token)).status == 204
-        [listed] = (await api.get(LINKS, token=owner.token)).body
+        [listed] = (await api.get(LINKS, token=owner.token)).body["items"]
         assert (listed["status"], listed["revokedAt"]) == ("revoked", "2026-11-22T10:00:00.000Z")
 
     @pytest.mark.gen_test
@@ -467,7 +508,7 @@ class TestDeadLinks:
         owner, domain, link = await owner_with_link(api, world)
         await api.delete(f"/v1/domains/{domain['id']}", token=owner.token)
         assert (await api.get(f"{PUBLIC}/{token_of(link)}")).code == "not_found"
-        assert (await api.get(LINKS, token=owner.token)).body == []
+        assert (await api.get(LINKS, token=owner.token)).body == {"items": [], "total": 0}
 
 
 class TestSecrecy:

@@ -433,6 +433,14 @@ class TestShareAndPublicPage:
         assert path.startswith("/verify/vl_")
 
     @pytest.mark.gen_test
+    async def test_the_dns_page_shows_the_newest_twenty_active_links_and_counts_the_rest(self, browser, services, world, api):
+        owner, d, _ = await self.shared(browser, services, world, api)
+        for _ in range(21):
+            assert (await api.post("/v1/verification-links", {"domainId": d["id"]}, token=owner.token)).status == 201
+        page = (await browser.get(f"/site/{d['id']}/dns")).body.decode()
+        assert page.count("/verify/vl_") == 20 and "and 2 older active links" in page
+
+    @pytest.mark.gen_test
     async def test_read_only_may_neither_share_nor_see_links(self, browser, services, world, api):
         owner, d, path = await self.shared(browser, services, world, api)
         reader = Browser(browser.client, browser.base)
