@@ -33,7 +33,7 @@ from core.crypto import SecretKeyError
 from core.services import Services, build_services
 from core.webhooks.worker import WebhookWorker
 from handlers import idp
-from handlers.base import StaticHandler
+from handlers.base import BaseHandler, StaticHandler
 from handlers.limits import LimitedHTTPServer
 from handlers.log import log_request, route_label
 from handlers.metrics import MetricsHandler
@@ -48,6 +48,8 @@ LISTEN_BACKLOG = 1024
 OPEN_FILES = 65536
 #: How often Idempotency-Key records older than their retention are purged.
 PURGE_INTERVAL_SECONDS = 3600
+#: How long a shutdown (SIGTERM, Ctrl-C) waits for requests in progress and webhook sends to finish.
+DRAIN_SECONDS = 10
 
 
 def make_app(services: Services) -> tornado.web.Application:
@@ -74,7 +76,7 @@ def make_app(services: Services) -> tornado.web.Application:
     )
 
 
-def start_jobs(services: Services) -> dict[str, PeriodicCallback]:
+def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], WebhookWorker]:
     """The periodic jobs, started with the server and stopped at shutdown.
 
     The webhook worker also runs as soon as a transaction that queued events commits, and once at
@@ -89,7 +91,17 @@ def start_jobs(services: Services) -> dict[str, PeriodicCallback]:
     for job in jobs.values():
         job.start()
     IOLoop.current().add_callback(worker.tick)
-    return jobs
+    return jobs, worker
+
+
+async def drain(worker: WebhookWorker) -> None:
+    """Let requests in progress and the worker's pass finish (up to ``DRAIN_SECONDS``) before the
+    store closes: cut short, they would fail on a closed database. Whatever is still running at
+    the deadline is cancelled when the event loop ends; a transaction never spans an await, so
+    nothing is left half-written, and unsent deliveries stay queued."""
+    deadline = asyncio.get_running_loop().time() + DRAIN_SECONDS
+    while (BaseHandler.in_flight or worker.busy) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
 
 
 def version() -> str:
@@ -191,7 +203,7 @@ async def serve(config: Config, services: Services, sockets: list[socket.socket]
     port = sockets[0].getsockname()[1]  # the one the OS picked when the config says 0
     log.info("listening on http://%s:%d (base_url %s)", config.server.host, port, config.server.base_url)
     metrics_server = serve_metrics(services, metrics_sockets)
-    jobs = start_jobs(services)
+    jobs, worker = start_jobs(services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -203,8 +215,8 @@ async def serve(config: Config, services: Services, sockets: list[socket.socket]
     server.stop()
     if metrics_server is not None:
         metrics_server.stop()
+    await drain(worker)
     await server.close_all_connections()
-    services.close()
 
 
 def serve_metrics(services: Services, sockets: list[socket.socket]) -> LimitedHTTPServer | None:
@@ -254,7 +266,10 @@ def main(argv: list[str] | None = None) -> int:
         services.close()
         print(f"start-up error: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(serve(config, services, sockets, metrics_sockets))
+    try:
+        asyncio.run(serve(config, services, sockets, metrics_sockets))
+    finally:
+        services.close()  # after the loop ended: no request or job can reach the store any more
     return 0
 
 

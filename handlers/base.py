@@ -50,6 +50,15 @@ class BaseHandler(RequestHandler):
     """Shared by the JSON API and the portal pages."""
 
     services: Services
+    #: Requests being handled in this process, so that a shutdown lets them finish (app.drain).
+    in_flight = 0
+
+    async def _execute(self, transforms: Any, *args: bytes, **kwargs: bytes) -> None:
+        BaseHandler.in_flight += 1
+        try:
+            await super()._execute(transforms, *args, **kwargs)
+        finally:
+            BaseHandler.in_flight -= 1
 
     def initialize(self, services: Services) -> None:
         self.services = services

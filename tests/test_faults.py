@@ -160,3 +160,32 @@ class TestIdleConnections:
             for sock in idle:
                 sock.close()
             service.stop()
+
+
+class TestShutdown:
+    def test_a_request_in_progress_at_sigterm_is_answered_before_the_store_closes(self, tmp_path, capsys):
+        """SIGTERM while a verification waits on DNS: the answer still comes, and nothing touches a
+        closed database (before, the request died with "Cannot operate on a closed database")."""
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as mute:  # a resolver that never answers
+            mute.bind(("127.0.0.1", 0))
+            service = ServiceProcess(tmp_path, dns_address=f"127.0.0.1:{mute.getsockname()[1]}").start()
+            status, body = call(service.base_url, "POST", "/v1/public/signup", {"email": "ops@example.com", "domain": "shop.example.com"})
+            assert status == 201, body
+            assert app.main(["create-api-key", "--workspace", body["domain"]["orgId"], "--scopes", "*",
+                             "--config", str(service.config)]) == 0
+            answers = []
+
+            def verify(key: str) -> None:
+                answers.append(call(service.base_url, "POST", f"/v1/domains/{body['domain']['id']}/verify-delegation", token=key))
+
+            key = capsys.readouterr().out.splitlines()[1]
+            request = threading.Thread(target=verify, args=(key,))
+            request.start()
+            time.sleep(0.3)  # the lookups are under way (0.5 s timeout, retried)
+            service.process.terminate()
+            request.join(15)
+            assert service.process.wait(15) == 0
+        [(status, result)] = answers
+        assert status == 200 and result["status"] != "verified", result
+        log = service.log.read_text()
+        assert "Traceback" not in log and "closed database" not in log

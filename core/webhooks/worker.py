@@ -70,6 +70,11 @@ class WebhookWorker:
         self._running = False
         self._again = False
 
+    @property
+    def busy(self) -> bool:
+        """A pass is running (sending, perhaps): a shutdown waits for it."""
+        return self._running
+
     def wake(self) -> None:
         """Run a pass soon, from the event loop (called when events or redeliveries are queued)."""
         IOLoop.current().add_callback(self.tick)
