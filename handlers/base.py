@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeVar
@@ -62,7 +63,7 @@ class BaseHandler(RequestHandler):
 
     def initialize(self, services: Services) -> None:
         self.services = services
-        self.request_id = uuid.uuid4().hex
+        self.request_id = os.urandom(16).hex()  # 128 random bits, as a uuid4 without its cost
         # Every log line of this request carries its id and, once known, its workspace.
         logs.request_id.set(self.request_id)
         logs.workspace.set(None)
@@ -364,7 +365,7 @@ class StaticHandler(StaticFileHandler):
 
     def initialize(self, path: str, default_filename: str | None = None) -> None:
         super().initialize(path, default_filename)
-        self.request_id = uuid.uuid4().hex
+        self.request_id = os.urandom(16).hex()  # 128 random bits, as a uuid4 without its cost
         self.set_header(REQUEST_ID_HEADER, self.request_id)
 
     def set_default_headers(self) -> None:

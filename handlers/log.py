@@ -20,6 +20,8 @@ _GROUP = re.compile(r"\([^)]*\)")
 
 def shown_path(path: str) -> str:
     """A request path fit for any log: decoded first (``%76l_`` is ``vl_``), tokens replaced."""
+    if "%" not in path and "vl_" not in path:
+        return path  # nothing to decode or hide: most requests
     return _LINK_TOKEN.sub("vl_<redacted>", url_unescape(path, plus=False))
 
 

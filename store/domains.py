@@ -216,8 +216,8 @@ class DomainRepo:
         return cursor.rowcount > 0
 
     def count(self, workspace_id: uuid.UUID, f: DomainFilter) -> int:
-        """Matches of a filter. Status-only filters read the trigger-kept counters; a tag with
-        statuses counts one range of a tag index; text and client filters count rows."""
+        """Matches of a filter. Status-only and one-tag filters read the trigger-kept counters;
+        several tags count one range of a tag index; text and client filters count rows."""
         statuses = [
             (column, value)
             for column, value in (
@@ -229,6 +229,10 @@ class DomainRepo:
             sql = "SELECT coalesce(sum(n), 0) FROM domain_counts WHERE workspace_id = ?"
             sql += "".join(f" AND {column} = ?" for column, _ in statuses)
             return self.db.execute(sql, [uid(workspace_id), *(v for _, v in statuses)]).fetchone()[0]
+        if f.q is None and f.client_id is None and len(f.tags) == 1:
+            sql = "SELECT coalesce(sum(n), 0) FROM tag_counts WHERE workspace_id = ? AND tag = ?"
+            sql += "".join(f" AND {column} = ?" for column, _ in statuses)
+            return self.db.execute(sql, [uid(workspace_id), f.tags[0], *(v for _, v in statuses)]).fetchone()[0]
         if f.q is None and f.client_id is None:
             first, *others = f.tags
             sql = "SELECT count(*) FROM domain_tags t WHERE t.workspace_id = ? AND t.tag = ?"

@@ -298,6 +298,46 @@ MIGRATIONS: list[Migration] = [
             "CREATE INDEX verification_links_domain ON verification_links(domain_id, created_at)",
         ],
     ),
+    (
+        7,
+        "tag counts",
+        [
+            # Domains per workspace, tag and status combination, kept exact by triggers on the tag
+            # index, so a query for one tag (with or without statuses) is counted from a handful of
+            # rows instead of one index entry per match (67,000 of them for "vip" + active at 1M).
+            """CREATE TABLE tag_counts (
+                workspace_id TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+                tag TEXT NOT NULL,
+                ops_status TEXT NOT NULL,
+                validation_status TEXT NOT NULL,
+                cert_status TEXT NOT NULL,
+                n INTEGER NOT NULL,
+                PRIMARY KEY (workspace_id, tag, ops_status, validation_status, cert_status)
+            ) WITHOUT ROWID""",
+            """INSERT INTO tag_counts
+               SELECT workspace_id, tag, ops_status, validation_status, cert_status, count(*) FROM domain_tags
+               GROUP BY workspace_id, tag, ops_status, validation_status, cert_status""",
+            """CREATE TRIGGER tag_counts_insert AFTER INSERT ON domain_tags BEGIN
+                 INSERT INTO tag_counts VALUES (new.workspace_id, new.tag, new.ops_status, new.validation_status,
+                                                new.cert_status, 1)
+                 ON CONFLICT DO UPDATE SET n = n + 1;
+               END""",
+            """CREATE TRIGGER tag_counts_delete AFTER DELETE ON domain_tags BEGIN
+                 UPDATE tag_counts SET n = n - 1 WHERE workspace_id = old.workspace_id AND tag = old.tag
+                   AND ops_status = old.ops_status AND validation_status = old.validation_status
+                   AND cert_status = old.cert_status;
+               END""",
+            """CREATE TRIGGER tag_counts_update AFTER UPDATE OF ops_status, validation_status, cert_status ON domain_tags
+               BEGIN
+                 UPDATE tag_counts SET n = n - 1 WHERE workspace_id = old.workspace_id AND tag = old.tag
+                   AND ops_status = old.ops_status AND validation_status = old.validation_status
+                   AND cert_status = old.cert_status;
+                 INSERT INTO tag_counts VALUES (new.workspace_id, new.tag, new.ops_status, new.validation_status,
+                                                new.cert_status, 1)
+                 ON CONFLICT DO UPDATE SET n = n + 1;
+               END""",
+        ],
+    ),
 ]
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
+import idna
 import pytest
 
-from core.hostnames import HostnameError, normalise
+from core.hostnames import HostnameError, _plain_ascii, normalise
 
 
 class TestNormalise:
@@ -82,3 +85,23 @@ class TestSpecialUse:
 
     def test_japanese_scripts_may_mix(self):
         assert normalise("日本語テスト.jp").startswith("xn--")
+
+
+class TestPlainAsciiShortcut:
+    """Plain ASCII names skip the IDNA library: only where it would give them back unchanged."""
+
+    def test_every_name_taken_as_plain_is_one_idna_returns_unchanged(self):
+        rng = random.Random(5)
+        pieces = ["a", "b", "0", "9", "-", "--", ".", "xn--", "z" * 62, "ab--c", "."]
+        taken = 0
+        for _ in range(20_000):
+            name = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+            if _plain_ascii(name):
+                taken += 1
+                assert idna.encode(name, uts46=True, transitional=False).decode("ascii") == name, name
+        assert taken > 1_000  # the shortcut is taken often enough for this to mean something
+
+    @pytest.mark.parametrize("name", ["a..b.com", "-a.com", "a-.com", "ab--c.com", "xn--abc.com", "a" * 64 + ".com",
+                                      ("a" * 63 + ".") * 4 + "com", "Shop.com", "ex_ample.com"])
+    def test_names_the_shortcut_leaves_to_idna(self, name):
+        assert not _plain_ascii(name)
