@@ -29,6 +29,14 @@ class _Context(logging.Filter):
 class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self._second: tuple[int, str] = (-1, "")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        # The access log writes a line per request: the date and time are formatted once a second.
+        second = int(record.created)
+        if second != self._second[0]:
+            self._second = (second, super().formatTime(record, datefmt).partition(",")[0])
+        return f"{self._second[1]},{int(record.msecs):03d}"
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)

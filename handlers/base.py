@@ -366,6 +366,8 @@ class StaticHandler(StaticFileHandler):
     def initialize(self, path: str, default_filename: str | None = None) -> None:
         super().initialize(path, default_filename)
         self.request_id = os.urandom(16).hex()  # 128 random bits, as a uuid4 without its cost
+        logs.request_id.set(self.request_id)  # or its log line would carry the previous request's
+        logs.workspace.set(None)
         self.set_header(REQUEST_ID_HEADER, self.request_id)
 
     def set_default_headers(self) -> None:

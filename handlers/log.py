@@ -48,12 +48,11 @@ def log_request(handler: RequestHandler) -> None:
     ip = getattr(handler, "client_ip", handler.request.remote_ip)
     access_log.log(
         level,
-        "%d %s %s (%s@%s) %.1fms rid=%s",
+        "%d %s %s (%s@%s) %.1fms",  # the request id and workspace follow, as on every line of the request
         status,
         handler.request.method,
         shown_path(handler.request.path),
         who,
         ip,
         1000.0 * handler.request.request_time(),
-        getattr(handler, "request_id", "-"),
     )

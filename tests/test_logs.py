@@ -57,6 +57,14 @@ class TestRequestContext:
         assert line.endswith(f"[rid={r.headers['X-Request-Id']} ws={owner.workspace.id}]")
 
     @pytest.mark.gen_test
+    async def test_a_static_files_line_carries_its_own_request_id(self, api, world, captured, http_client, base_url):
+        buffer = captured("text")
+        await api.post("/v1/domains", {"apex": "shop.example.com"}, token=world.owner().token)
+        r = await http_client.fetch(base_url + "/static/portal.css")
+        [line] = [line for line in buffer.getvalue().splitlines() if "GET /static/portal.css" in line]
+        assert line.endswith(f"[rid={r.headers['X-Request-Id']} ws=-]")
+
+    @pytest.mark.gen_test
     async def test_json_lines_are_objects_with_the_request_id_and_workspace(self, api, world, captured):
         buffer = captured("json")
         owner = world.owner()
