@@ -31,7 +31,7 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
         self._second: tuple[int, str] = (-1, "")
 
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         # The access log writes a line per request: the date and time are formatted once a second.
         second = int(record.created)
         if second != self._second[0]:
