@@ -41,8 +41,10 @@ def camel(name: str) -> str:
 
 def format_timestamp(value: dt.datetime) -> str:
     """UTC with milliseconds, the only timestamp shape the API and the database use."""
-    value = value.astimezone(dt.UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    if value.tzinfo is not dt.UTC:
+        value = value.astimezone(dt.UTC)
+    # isoformat truncates to milliseconds, in C: a page of 100 domains formats 300 and more of these.
+    return value.isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
 
 
 def parse_timestamp(value: str) -> dt.datetime:

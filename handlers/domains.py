@@ -28,7 +28,7 @@ class DomainQueryHandler(ApiHandler):
     @require(scopes=("domains:read",), roles=READERS)
     async def post(self) -> None:
         request = self.body(domain_query.QueryDomains)
-        self.send_json(domain_query.query(self.services, workspace=self.principal.workspace, request=request))
+        self.finish(domain_query.page_json(domain_query.query_rows(self.services, workspace=self.principal.workspace, request=request)))
 
 
 class DomainHandler(ApiHandler):

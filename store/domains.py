@@ -264,8 +264,26 @@ class DomainRepo:
         if after is not None:
             where += f" AND (d.{column} {op} ? OR (d.{column} = ? AND d.id {op} ?))"
             params += [after[0], after[0], after[1]]
-        sql = f"{_SELECT} WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
-        return [_row(r) for r in select(self.db, sql, [*params, limit])]
+        sql = f"SELECT d.id FROM domains d WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
+        return self._many([r[0] for r in self.db.execute(sql, [*params, limit])])
+
+    def _many(self, ids: list[str]) -> list[DomainRow]:
+        """Rows by id in the given order, from the cache where it has them: clients poll the same
+        pages, and a cached row object also keeps its rendered JSON (``core.domains.render``)."""
+        found: dict[str, DomainRow] = {}
+        missing = []
+        for text in ids:
+            cached = self._cache.get(uuid.UUID(text))
+            if cached is None:
+                missing.append(text)
+            else:
+                found[text] = cached
+        if missing:
+            for r in select(self.db, f"{_SELECT} WHERE d.id IN ({', '.join('?' for _ in missing)})", missing):
+                row = _row(r)
+                self._remember(row)
+                found[r["id"]] = row
+        return [found[text] for text in ids]
 
     def workspace_size(self, workspace_id: uuid.UUID) -> int:
         return self.count(workspace_id, DomainFilter())

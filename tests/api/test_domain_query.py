@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from core import domain_query
+from core.wire import dumps, structure_body
+
 
 async def query(api, token, **body):
     return await api.post("/v1/domains/query", body, token=token)
@@ -237,3 +240,27 @@ class TestPagination:
         cursor = (await query(api, theirs.token, page={"limit": 1})).body["nextCursor"]
         r = await query(api, world.owner().token, page={"limit": 1, "cursor": cursor})
         assert r.code == "invalid_cursor"
+
+
+class TestServedBytes:
+    """The API writes a page from each domain's kept JSON; it must be the very document the general
+    serialisation writes, and follow changes to a domain at once."""
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("body", [{}, {"page": {"limit": 2}}, {"tags": ["vip"]}, {"q": "nothing-matches"},
+                                      {"sort": {"by": "apex", "dir": "asc"}, "page": {"limit": 3}}])
+    async def test_a_page_is_byte_for_byte_what_the_general_serialisation_writes(self, api, world, clock, services, body):
+        owner = world.owner()
+        await seed(api, owner, clock, ["a.example.com", "b.example.com", "c.example.com"], tags=["vip"])
+        await seed(api, owner, clock, ["d.example.com"])
+        request = structure_body(body, domain_query.QueryDomains)
+        expected = dumps(domain_query.query(services, workspace=owner.workspace, request=request)).encode()
+        assert domain_query.page_json(domain_query.query_rows(services, workspace=owner.workspace, request=request)) == expected
+
+    @pytest.mark.gen_test
+    async def test_a_changed_domain_shows_its_change_on_the_next_page_read(self, api, world, clock):
+        owner = world.owner()
+        [domain_id] = await seed(api, owner, clock, ["a.example.com"])
+        assert (await query(api, owner.token)).body["items"][0].get("notes") is None
+        await api.patch(f"/v1/domains/{domain_id}", {"notes": "moved to the new DNS host"}, token=owner.token)
+        assert (await query(api, owner.token)).body["items"][0]["notes"] == "moved to the new DNS host"

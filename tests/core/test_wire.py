@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from core.errors import ValidationError
-from core.wire import INTERNAL, dump, structure_body
+from core.wire import INTERNAL, dump, format_timestamp, structure_body
 
 
 @attrs.frozen
@@ -84,3 +84,14 @@ class TestStructure:
         with pytest.raises(ValidationError) as info:
             structure_body({"name": "a", "page": value}, Request)
         assert info.value.field_errors == {"page": [f"Expected object, received {kind}"]}
+
+
+class TestTimestamps:
+    @pytest.mark.parametrize(("value", "written"), [
+        (dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC), "2026-11-22T10:00:00.000Z"),
+        (dt.datetime(2026, 11, 22, 10, 0, 0, 999_999, tzinfo=dt.UTC), "2026-11-22T10:00:00.999Z"),  # truncated, not rounded
+        (dt.datetime(2026, 11, 22, 11, 30, 5, 120_000, tzinfo=dt.timezone(dt.timedelta(hours=1, minutes=30))),
+         "2026-11-22T10:00:05.120Z"),
+    ])
+    def test_written_in_utc_with_milliseconds(self, value, written):
+        assert format_timestamp(value) == written
