@@ -264,26 +264,19 @@ class DomainRepo:
         if after is not None:
             where += f" AND (d.{column} {op} ? OR (d.{column} = ? AND d.id {op} ?))"
             params += [after[0], after[0], after[1]]
-        sql = f"SELECT d.id FROM domains d WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
-        return self._many([r[0] for r in self.db.execute(sql, [*params, limit])])
+        sql = f"{_SELECT} WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
+        return [self._cached_row(r) for r in select(self.db, sql, [*params, limit])]
 
-    def _many(self, ids: list[str]) -> list[DomainRow]:
-        """Rows by id in the given order, from the cache where it has them: clients poll the same
-        pages, and a cached row object also keeps its rendered JSON (``core.domains.render``)."""
-        found: dict[str, DomainRow] = {}
-        missing = []
-        for text in ids:
-            cached = self._cache.get(uuid.UUID(text))
-            if cached is None:
-                missing.append(text)
-            else:
-                found[text] = cached
-        if missing:
-            for r in select(self.db, f"{_SELECT} WHERE d.id IN ({', '.join('?' for _ in missing)})", missing):
-                row = _row(r)
-                self._remember(row)
-                found[r["id"]] = row
-        return [found[text] for text in ids]
+    def _cached_row(self, r: dict[str, Any]) -> DomainRow:
+        """The cache's row object for a row read, where it has one (it is exact: this store is the
+        only writer): clients poll the same pages, and a kept row keeps its rendered JSON too
+        (``core.domains.render``). Reading the page in index order keeps a cold page fast."""
+        cached = self._cache.get(uuid.UUID(r["id"]))
+        if cached is not None:
+            return cached
+        row = _row(r)
+        self._remember(row)
+        return row
 
     def workspace_size(self, workspace_id: uuid.UUID) -> int:
         return self.count(workspace_id, DomainFilter())
