@@ -86,8 +86,8 @@ class CertificateRepo:
         """Newest first, starting strictly after the (created_at, id) key of the last row shown."""
         where, params = "domain_id = ? AND workspace_id = ?", [uid(domain_id), uid(workspace_id)]
         if after is not None:
-            where += " AND (created_at < ? OR (created_at = ? AND id < ?))"
-            params += [after[0], after[0], after[1]]
+            where += " AND (created_at, id) < (?, ?)"  # a row value: read from the index at the key
+            params += [after[0], after[1]]
         rows = select(
             self.db,
             f"SELECT * FROM certificates WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?",

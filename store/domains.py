@@ -262,8 +262,10 @@ class DomainRepo:
         where, params = _where(workspace_id, f, tags_by_index=sparse)
         op, direction = ("<", "DESC") if descending else (">", "ASC")
         if after is not None:
-            where += f" AND (d.{column} {op} ? OR (d.{column} = ? AND d.id {op} ?))"
-            params += [after[0], after[0], after[1]]
+            # A row value, not the equivalent OR: SQLite then reads the sort index from that key
+            # on, where the OR form can lead it to sort the whole workspace (6 ms at 10k domains).
+            where += f" AND (d.{column}, d.id) {op} (?, ?)"
+            params += [after[0], after[1]]
         sql = f"{_SELECT} WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
         return [self._cached_row(r) for r in select(self.db, sql, [*params, limit])]
 

@@ -78,9 +78,8 @@ class VerificationLinkRepo:
         the (created_at, rowid) key of the last row shown; each row with its own key."""
         where, params = self._filter(workspace_id, domain_id, status, now)
         if after is not None:
-            where += (" AND (verification_links.created_at < ?"
-                      " OR (verification_links.created_at = ? AND verification_links.rowid < ?))")
-            params += [after[0], after[0], int(after[1])]  # a signed cursor: our own key
+            where += " AND (verification_links.created_at, verification_links.rowid) < (?, ?)"
+            params += [after[0], int(after[1])]  # a signed cursor: our own key
         rows = select(self.db, f"""SELECT verification_links.*, domains.apex AS apex, verification_links.rowid AS position
                                     FROM verification_links JOIN domains ON domains.id = verification_links.domain_id
                                     WHERE {where}

@@ -145,8 +145,8 @@ class WebhookRepo:
         """Newest first, strictly after the (created_at, id) key of the last row shown."""
         where, params = "endpoint_id = ?", [uid(endpoint_id)]
         if after is not None:
-            where += " AND (created_at < ? OR (created_at = ? AND id < ?))"
-            params += [after[0], after[0], after[1]]
+            where += " AND (created_at, id) < (?, ?)"  # a row value: read from the index at the key
+            params += [after[0], after[1]]
         rows = select(
             self.db, f"SELECT * FROM webhook_deliveries WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ?", [*params, limit]
         )
