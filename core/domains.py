@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core import hostnames
+from core.ids import uuid7
 from core.accounts import valid_email
 from core.errors import NotFound, ValidationError
 from core.wire import dumps
@@ -246,7 +247,7 @@ def _check_client(services: Services, workspace: Workspace, client_id: uuid.UUID
 def _new_row(services: Services, workspace: Workspace, apex: str, target: str, **fields: object) -> DomainRow:
     now = services.clock.now()
     return DomainRow(
-        id=uuid.uuid4(),
+        id=uuid7(),  # time-ordered: appended to the id index, not scattered through it
         workspace_id=workspace.id,
         apex=apex,
         created_at=now,
