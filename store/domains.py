@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections import OrderedDict
@@ -39,10 +40,14 @@ class DomainFilter:
     tags: tuple[str, ...] = ()
 
 
-def _row(r: dict[str, Any]) -> DomainRow:
+#: A page's rows share their workspace: its id is parsed once, not once a row.
+_workspace_id = functools.lru_cache(maxsize=1024)(uuid.UUID)
+
+
+def _row(r: dict[str, Any], domain_id: uuid.UUID | None = None) -> DomainRow:
     return DomainRow(
-        id=uuid.UUID(r["id"]),
-        workspace_id=uuid.UUID(r["workspace_id"]),
+        id=domain_id or uuid.UUID(r["id"]),
+        workspace_id=_workspace_id(r["workspace_id"]),
         apex=r["apex"],
         client_id=from_uid(r["client_id"]),
         contact_email=r["contact_email"],
@@ -273,10 +278,11 @@ class DomainRepo:
         """The cache's row object for a row read, where it has one (it is exact: this store is the
         only writer): clients poll the same pages, and a kept row keeps its rendered JSON too
         (``core.domains.render``). Reading the page in index order keeps a cold page fast."""
-        cached = self._cache.get(uuid.UUID(r["id"]))
+        domain_id = uuid.UUID(r["id"])
+        cached = self._cache.get(domain_id)
         if cached is not None:
             return cached
-        row = _row(r)
+        row = _row(r, domain_id)
         self._remember(row)
         return row
 
