@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core import hostnames
-from core.ids import uuid7
 from core.accounts import valid_email
 from core.errors import NotFound, ValidationError
+from core.ids import uuid7
 from core.wire import dumps
 from store.records import DomainRow, Workspace
 
