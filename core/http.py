@@ -4,7 +4,8 @@ Tornado's shared ``AsyncHTTPClient()`` is one pool per event loop: a slow identi
 provider or webhook receiver could fill it and stall the others. Each caller therefore keeps its
 own bounded ``SimpleAsyncHTTPClient`` (``force_instance``), made on first use for the running loop,
 since a client belongs to one loop (tests run several). ``KeepAliveClient`` is the same idea for
-destinations the service calls often (webhook receivers), with connections kept and reused.
+destinations the service calls often (webhook receivers, the edge provider's API), with
+connections kept and reused.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Answer:
     "At most ``max_body_bytes`` of what was sent."
     truncated: bool
     "More than ``max_body_bytes`` was sent; the rest was not read and the connection was closed."
+    headers: HTTPHeaders = attrs.Factory(HTTPHeaders)
 
 
 class _BodyTooLong(HTTPInputError):
@@ -136,7 +138,7 @@ class _LoopState:
 
 
 class KeepAliveClient:
-    """HTTPS requests over connections kept open and reused for the next request to the same place.
+    """HTTP(S) requests over connections kept open and reused for the next request to the same place.
 
     Tornado's clients open a connection (TCP, then a full TLS handshake) for every request, which
     costs more CPU than the request itself: deliveries to one webhook receiver would spend most of
@@ -152,8 +154,9 @@ class KeepAliveClient:
     rarely, see a request twice, which webhooks allow anyway.
     """
 
-    def __init__(self, *, max_clients: int, ssl_context: ssl.SSLContext, max_body_bytes: int,
+    def __init__(self, *, max_clients: int, ssl_context: ssl.SSLContext | None, max_body_bytes: int,
                  idle_seconds: float = 4.0) -> None:
+        """``ssl_context`` None speaks plain HTTP (an edge provider's API on loopback, in tests)."""
         self.max_clients = max_clients
         self.ssl_context = ssl_context
         self.max_body_bytes = max_body_bytes
@@ -211,7 +214,8 @@ class KeepAliveClient:
             max_header_size=MAX_HEADER_BYTES, decompress=False,
         ))
         request_headers = HTTPHeaders(headers)
-        request_headers["Host"] = host if port == 443 else f"{host}:{port}"
+        default_port = 80 if self.ssl_context is None else 443
+        request_headers["Host"] = host if port == default_port else f"{host}:{port}"
         request_headers["Content-Length"] = str(len(body))
         reader = _Reader(self.max_body_bytes)
         try:
@@ -236,7 +240,8 @@ class KeepAliveClient:
             self._keep(state, (host, port), _Idle(conn.stream, conn.address, time.monotonic()))
         else:
             conn.stream.close()
-        return Answer(code=reader.start_line.code, body=b"".join(reader.chunks), truncated=reader.truncated)
+        return Answer(code=reader.start_line.code, body=b"".join(reader.chunks), truncated=reader.truncated,
+                      headers=reader.headers or HTTPHeaders())
 
     def _take(self, state: _LoopState, key: tuple[str, int], allowed: set[str]) -> _Idle | None:
         kept = state.idle.get(key, [])

@@ -418,6 +418,22 @@ class TestCloudflareFailures:
         assert time.monotonic() - started < 1.5
 
     @pytest.mark.gen_test
+    async def test_consecutive_calls_share_one_kept_connection(self, cloudflare):
+        provider, before = cloudflare_provider(cloudflare), cloudflare.connections  # the fake outlives a test
+        state = await provider.issue("shop.customer-a.com", trace_id=TRACE)
+        for _ in range(3):
+            await provider.refresh(state.hostname_id, apex="shop.customer-a.com", trace_id=TRACE)
+        assert (len(cloudflare.requests), cloudflare.connections - before) == (4, 1)
+
+    @pytest.mark.gen_test
+    async def test_a_kept_connection_the_api_closed_is_replaced_and_the_call_still_answers(self, cloudflare):
+        provider, before = cloudflare_provider(cloudflare), cloudflare.connections
+        state = await provider.issue("shop.customer-a.com", trace_id=TRACE)
+        cloudflare.drop_idle_connections()
+        refreshed = await provider.refresh(state.hostname_id, apex="shop.customer-a.com", trace_id=TRACE)
+        assert refreshed.hostname_id == state.hostname_id and cloudflare.connections - before == 2
+
+    @pytest.mark.gen_test
     async def test_a_slow_api_is_unavailable_after_the_timeout(self, cloudflare):
         cloudflare.latency = 0.5
         with pytest.raises(ProviderUnavailable, match="did not answer in time"):

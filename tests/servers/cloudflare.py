@@ -221,6 +221,14 @@ class FakeCloudflare:
         self._server.start()
         return self
 
+    def drop_idle_connections(self) -> None:
+        self._server.close_connections()
+
+    @property
+    def connections(self) -> int:
+        """Connections accepted so far: a client that keeps them opens one for many calls."""
+        return self._server.connections
+
     def stop(self) -> None:
         self._server.stop()
 
