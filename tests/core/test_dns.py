@@ -1,0 +1,46 @@
+"""core.dns: resolver channels are shared by different questions, never asked one twice."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.config import DnsConfig
+from core.dns import DnsChecker
+
+NAME = "_acme-challenge.shop.example.com"
+
+
+@pytest.fixture
+def checker(dns):
+    return DnsChecker(DnsConfig(nameservers=[dns.address], timeout_seconds=0.5))
+
+
+@pytest.mark.gen_test
+async def test_lookups_of_different_names_share_one_channel(checker, dns):
+    for n in range(5):
+        await checker.lookup(f"_service-verify.shop{n}.example.com", "TXT")
+    assert checker.channels_opened == 1
+
+
+@pytest.mark.gen_test
+async def test_a_question_asked_again_is_answered_by_dns_as_it_is_now_not_from_a_cache(checker, dns):
+    dns.publish(NAME, "CNAME", "old.dcv.example.net", ttl=3600)
+    assert (await checker.lookup(NAME, "CNAME")).values == ("old.dcv.example.net",)
+    dns.clear()
+    dns.publish(NAME, "CNAME", "new.dcv.example.net", ttl=3600)
+    assert (await checker.lookup(NAME, "CNAME")).values == ("new.dcv.example.net",)
+    assert checker.channels_opened == 2
+
+
+@pytest.mark.gen_test
+async def test_a_name_that_was_missing_is_found_once_published(checker, dns):
+    assert (await checker.lookup(NAME, "CNAME")).outcome == "nxdomain"
+    dns.publish(NAME, "CNAME", "shop.example.com.dcv.example.net", ttl=3600)
+    assert (await checker.lookup(NAME, "CNAME")).outcome == "found"
+
+
+@pytest.mark.gen_test
+async def test_a_public_suffix_may_be_asked_again_on_the_same_channel(checker, dns):
+    await checker.lookup("com", "CAA")
+    await checker.lookup("com", "CAA")
+    assert checker.channels_opened == 1
