@@ -7,8 +7,9 @@ A resolver channel never hears the same question twice: c-ares (1.23+) caches an
 for up to their TTL, and a customer who just fixed a record must be checked against DNS as it is
 now. A channel is shared by lookups of different names, though: a channel per lookup made 500
 concurrent verifications half as slow again (1.47 s against 1.04 s), and driving channels from
-the event loop instead of a thread each (aiodns's default with pycares 5) brought them to 0.9 s. Only questions about public suffixes (the CAA of ``com``,
-asked on behalf of every domain) may repeat on a channel: no customer changes those.
+the event loop instead of a thread each (aiodns's default with pycares 5) brought them to 0.9 s.
+Only questions about public suffixes (the CAA of ``com``, asked on behalf of every domain) may
+repeat on a channel: no customer changes those.
 """
 
 from __future__ import annotations
