@@ -7,6 +7,11 @@ but still hidden behind a resolver's cache, call for different fixes. The author
 found by walking the delegation from the configured resolvers: the closest name at or above the
 hostname that has NS records is the zone, and its nameservers' addresses come from the same
 resolvers. They are then asked directly, on ``port`` (53; tests run them on loopback elsewhere).
+
+A step of the walk that no resolver answers (a timeout, SERVFAIL) ends it: whether that name is a
+zone of its own is then unknown, and going on to the parent would ask the parent's servers, which
+answer for a delegated child with a referral, not its records: every record would look missing.
+The step is reported instead (``Walk.unanswered``), and the diagnosis says so.
 """
 
 from __future__ import annotations
@@ -33,6 +38,16 @@ class Zone:
     "``address:port`` of the nameservers that will be asked."
 
 
+@attrs.frozen
+class Walk:
+    """What walking the delegation found."""
+
+    zone: Zone | None
+    "None when no name at or above the hostname has NS records, or when a step was not answered."
+    unanswered: tuple[Lookup, ...] = ()
+    "The NS or nameserver-address lookups no resolver answered (timeout, error): reported, never skipped."
+
+
 class Authority:
     def __init__(self, config: DnsConfig, *, port: int = 53, simulated: Resolver | None = None,
                  observe: Callable[[Lookup], None] | None = None) -> None:
@@ -52,26 +67,29 @@ class Authority:
             return [("system resolver", self.resolvers)]
         return [(ns, self._checker([ns])) for ns in self.config.nameservers]
 
-    async def zone_of(self, hostname: str) -> Zone | None:
-        """The zone holding ``hostname`` and how to reach its nameservers; None if DNS does not say."""
+    async def walk(self, hostname: str) -> Walk:
+        """The zone holding ``hostname`` and how to reach its nameservers, or why it is not known."""
         if self.simulated is not None:
-            return None
+            return Walk(None)
         labels = hostname.split(".")
         candidates = [".".join(labels[i:]) for i in range(len(labels) - 1)]  # never the TLD alone
         lookups = await self.resolvers.lookup_many([(name, "NS") for name in candidates])
         for name, lookup in zip(candidates, lookups):
+            if _unanswered(lookup):
+                return Walk(None, (lookup,))  # not past it: see the module's docstring
             if lookup.outcome == "found":
-                nameservers = tuple(sorted(lookup.values))[:MAX_SERVERS]
-                found = await asyncio.gather(*(self.resolvers.addresses(ns) for ns in nameservers))
+                nameservers = tuple(sorted(lookup.values))
+                found = await asyncio.gather(*(self.resolvers.addresses(ns) for ns in nameservers[:MAX_SERVERS]))
                 servers = tuple(self._server(addresses[0]) for addresses, _ in found if addresses)
-                return Zone(name=name, nameservers=tuple(sorted(lookup.values)), servers=servers)
-        return None
+                failed = tuple(step for addresses, steps in found if not addresses for step in steps if _unanswered(step))
+                return Walk(Zone(name=name, nameservers=nameservers, servers=servers), failed)
+        return Walk(None)
 
     async def ask(self, zone: Zone, queries: list[tuple[str, str]]) -> tuple[str, list[Lookup]] | None:
         """The zone's own answers to ``queries``, from the first of its servers that answers them all."""
         for server in zone.servers:
             lookups = await self._checker([server]).lookup_many(queries)
-            if not any(lookup.outcome in ("timeout", "error") for lookup in lookups):
+            if not any(map(_unanswered, lookups)):
                 return server, lookups
         return None
 
@@ -80,3 +98,7 @@ class Authority:
 
     def _server(self, address: str) -> str:
         return f"[{address}]:{self.port}" if ":" in address else f"{address}:{self.port}"
+
+
+def _unanswered(lookup: Lookup) -> bool:
+    return lookup.outcome in ("timeout", "error")

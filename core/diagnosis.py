@@ -19,12 +19,13 @@ Findings, errors first:
 | `value_quoted` | warning | the TXT value carries literal quotes |
 | `not_yet_visible` | warning | published, but a resolver still answers otherwise (cached) |
 | `dnssec_failure` | error | a resolver answers SERVFAIL where the zone answers |
-| `lookup_failed` | warning | a resolver did not answer |
+| `lookup_failed` | warning | a resolver did not answer (a record, or a step of the walk to the zone) |
 | `caa_forbids` | error | CAA forbids the provider's certificate authorities |
-| `renewal_at_risk` | error | an active certificate whose delegation no longer points at the target |
+| `renewal_at_risk` | error | an active or renewing certificate whose CNAME no longer points at the target |
+| `renewal_unchecked` | warning | the same certificate, but no DNS server answered for its CNAME: not known |
 | `provider_error`, `provider_pending` | error, info | the provider's own view |
 | `served_mismatch` | warning | the host serves a certificate other than the provider's |
-| `authority_unknown` | info | the zone's nameservers could not be found; resolvers only |
+| `authority_unknown` | info | the zone's nameservers could not be found or did not answer; resolvers only |
 | `all_good` | info | nothing to fix |
 """
 
@@ -36,9 +37,11 @@ import uuid
 from typing import TYPE_CHECKING, Literal
 
 import attrs
+import pycares
+from aiodns import error as dns_error
 
 from core import site_scan
-from core.authority import Zone
+from core.authority import Walk, Zone
 from core.certificates import caa
 from core.dns import Lookup
 from core.domains import OWNERSHIP_VALUE_PREFIX, delegation_record, load, ownership_record
@@ -50,6 +53,12 @@ if TYPE_CHECKING:
 
 Severity = Literal["error", "warning", "info"]
 _ORDER = {"error": 0, "warning": 1, "info": 2}
+#: What c-ares says of a SERVFAIL answer; core/dns.py keeps those words as an ``error`` lookup's
+#: detail. Only SERVFAIL is what a validating resolver answers for a DNSSEC failure: an unreachable
+#: or refusing resolver is a lookup that failed, nothing more.
+_SERVFAIL = pycares.errno.strerror(dns_error.ARES_ESERVFAIL)
+#: Certificates that serve traffic and that the provider renews through the CNAME.
+_SERVING = ("active", "renewing")
 
 
 @attrs.frozen
@@ -133,7 +142,8 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     row = load(services, workspace, domain_id)
     cname, txt = delegation_record(row), ownership_record(row)
     authority = services.authority
-    zone = await authority.zone_of(row.apex)
+    walk = await authority.walk(row.apex)
+    zone = walk.zone
     # The records, their usual misplacements, and what sits beside the CNAME.
     extra: list[tuple[str, str]] = [(cname.host, "TXT"), (cname.host, "A"), (cname.host, "AAAA")]
     if zone is not None:
@@ -155,20 +165,17 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     delegation, ownership = seen(cname.host, "CNAME", cname.value), seen(txt.host, "TXT", txt.value)
     certificate = services.store.certificates.latest(workspace.id, row.id)
     findings: list[Finding] = []
-    if zone is None or not at_zone:
-        findings.append(Finding(
-            "authority_unknown", "info",
-            "The zone's own nameservers could not be found or did not answer, so the answers below are the resolvers' only.",
-        ))
+    if not at_zone:
+        _authority_findings(findings, row.apex, walk)
     delegation_ok = _delegation_findings(findings, delegation, source, zone)
     ownership_ok = _ownership_findings(services, findings, ownership, source, zone, workspace)
     for record_seen in (delegation, ownership):
-        _visibility_findings(findings, record_seen)
+        _visibility_findings(findings, record_seen, zone)
     verdict_caa = await caa.preflight(services.dns, row.apex, services.config.provider.caa_issuers)
     if not verdict_caa.allowed:
         findings.append(Finding("caa_forbids", "error", verdict_caa.message or "CAA forbids issuance.",
                                 fix=verdict_caa.message))
-    provider = _provider_findings(findings, row, certificate, delegation_ok)
+    provider = _provider_findings(findings, row, certificate, delegation_ok, delegation)
     if row.cert_status == "active" and certificate is not None:
         await _served_findings(services, findings, row, workspace)
     if not any(f.severity in ("error", "warning") for f in findings):
@@ -185,6 +192,28 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     )
 
 
+def _authority_findings(findings: list[Finding], apex: str, walk: Walk) -> None:
+    """Why the zone's own servers were not asked: a step of the walk unanswered, none found, or
+    none answering. The first is a warning: the report then leans on the resolvers alone."""
+    for step in walk.unanswered:
+        said = f", {step.detail}" if step.outcome == "error" and step.detail else ""
+        findings.append(Finding(
+            "lookup_failed", "warning",
+            f"The resolvers did not answer {step.rtype} at {step.name} ({step.outcome}{said}) while the zone's own "
+            f"nameservers were being looked for, so the walk to the zone stopped there.",
+            fix=f"Try again in a minute; if it persists, check that the resolvers can resolve {step.rtype} at {step.name}.",
+        ))
+    if walk.zone is None and not walk.unanswered:
+        why = f"No NS records were found at or above {apex}, so the zone's own nameservers are not known"
+    elif walk.zone is None:
+        why = "The zone's own nameservers could not be found"
+    elif not walk.zone.servers:
+        why = f"The addresses of the zone's nameservers ({', '.join(walk.zone.nameservers)}) could not be found"
+    else:
+        why = f"The zone's own nameservers ({', '.join(walk.zone.nameservers)}) did not answer"
+    findings.append(Finding("authority_unknown", "info", f"{why}; the answers below are the resolvers' only."))
+
+
 def _same(a: str, b: str) -> bool:
     return a.rstrip(".").lower() == b.rstrip(".").lower()
 
@@ -194,12 +223,13 @@ def _txt_value(value: str) -> str:
     return value.strip().strip('"').lower()
 
 
-def _delegation_findings(findings: list[Finding], record: _Seen, source: dict, zone: Zone | None) -> bool:
-    """Findings about the CNAME; whether it is right where it is published."""
+def _delegation_findings(findings: list[Finding], record: _Seen, source: dict, zone: Zone | None) -> bool | None:
+    """Findings about the CNAME; whether it is right where it is published, None when no server
+    answered (not known: never taken for "wrong")."""
     lookup = record.best()
     fix = f"Publish a CNAME record named {record.name} with the value {record.expected}."
     if lookup is None:
-        return False  # nobody answered: the lookup_failed findings say so, nothing is known to be missing
+        return None  # nobody answered: the lookup_failed findings say so, nothing is known to be missing
     if lookup.outcome == "found":
         target = lookup.values[0]
         if any(_same(v, record.expected) for v in lookup.values):
@@ -245,7 +275,7 @@ def _ownership_findings(services: Services, findings: list[Finding], record: _Se
                     "value_quoted", "warning",
                     f"The TXT record at {record.name} holds {quoted[0]}, with literal quote characters; it is accepted, "
                     "but many tools would not match it.",
-                    fix=f"Enter the value without quotes: {record.expected}.",
+                    fix=f"Set the TXT record at {record.name} to {record.expected}, without quote characters.",
                 ))
             return True
         tokens = [_txt_value(v)[len(OWNERSHIP_VALUE_PREFIX):] for v in lookup.values
@@ -256,14 +286,14 @@ def _ownership_findings(services: Services, findings: list[Finding], record: _Se
                 "ownership_other_workspace", "error",
                 f"The TXT record at {record.name} holds the ownership token of another account on this service, "
                 "not of this workspace (was the domain added from another account first?).",
-                fix=f"Replace its value with {record.expected}.",
+                fix=f"Replace the value of the TXT record at {record.name} with {record.expected}.",
             ))
             return False
         quoted_wrong = [v for v in lookup.values if _txt_value(v.replace('\\"', "").replace('"', "")) == expected]
         if quoted_wrong:
             findings.append(Finding("value_quoted", "error",
                                     f"The TXT record at {record.name} holds {quoted_wrong[0]}: the quotes make it another value.",
-                                    fix=f"Enter the value without quotes: {record.expected}."))
+                                    fix=f"Set the TXT record at {record.name} to {record.expected}, without quote characters."))
             return False
         shown = ", ".join(lookup.values[:3])
         findings.append(Finding("ownership_wrong", "error", f"The TXT records at {record.name} ({shown}) do not hold {record.expected}.",
@@ -285,7 +315,8 @@ def _misplaced(findings: list[Finding], record: _Seen, source: dict, zone: Zone 
             "zone_appended_twice", "error",
             f"The {rtype} record was published as {record.name}.{zone.name}: the DNS host appended the zone "
             f"{zone.name} to a name that already ended with it.",
-            fix=f"Delete it and create it with the name {_relative(record.name, zone)} (relative to the zone) instead.",
+            fix=f"Delete the {rtype} record {record.name}.{zone.name} and create it as {record.name}: in the panel, "
+            f"with the name {_relative(record.name, zone)} (relative to the zone).",
         ))
         return True
     parent = source.get((f"{label}.{zone.name}", rtype))
@@ -293,53 +324,57 @@ def _misplaced(findings: list[Finding], record: _Seen, source: dict, zone: Zone 
         findings.append(Finding(
             "record_at_parent", "error",
             f"The {rtype} record was published at {label}.{zone.name}, the zone's own name, instead of at {record.name}.",
-            fix=f"Move it to {record.name} (in the panel: {_relative(record.name, zone)}).",
+            fix=f"Move the {rtype} record from {label}.{zone.name} to {record.name} (in the panel: {_relative(record.name, zone)}).",
         ))
         return True
     return False
 
 
-def _visibility_findings(findings: list[Finding], record: _Seen) -> None:
+def _visibility_findings(findings: list[Finding], record: _Seen, zone: Zone | None) -> None:
     """Published at the zone, yet answered otherwise by a resolver: a cache, or DNSSEC."""
     published = record.authoritative
     for label, lookup in record.resolvers:
-        if lookup.outcome == "error" and published is not None and published.outcome in ("found", "nxdomain", "nodata"):
+        if _servfail(lookup) and published is not None and published.outcome in ("found", "nxdomain", "nodata"):
             findings.append(Finding(
                 "dnssec_failure", "error",
-                f"The resolver {label} fails ({lookup.detail or 'SERVFAIL'}) on {record.rtype} at {record.name} although "
-                "the zone's own servers answer: this is what a DNSSEC validation failure looks like (expired "
-                "signatures, or a DS record at the parent that matches no key).",
-                fix="Check the zone's DNSSEC (for example with dnsviz.net): re-sign the zone, or remove the DS record "
-                "at the registrar if DNSSEC is not meant to be on.",
+                f"The resolver {label} answers SERVFAIL for {record.rtype} at {record.name} although the zone's own "
+                "servers answer it: this is what a DNSSEC validation failure looks like (expired signatures, or a "
+                "DS record at the parent that matches no key).",
+                fix=f"Check the DNSSEC of the zone {zone.name if zone else record.name} (for example with dnsviz.net): "
+                "re-sign the zone, or remove the DS record at the registrar if DNSSEC is not meant to be on; "
+                f"then check {record.name} again.",
             ))
         elif lookup.outcome in ("timeout", "error"):
+            said = f", {lookup.detail}" if lookup.outcome == "error" and lookup.detail else ""
             findings.append(Finding("lookup_failed", "warning",
-                                    f"The resolver {label} did not answer {record.rtype} at {record.name} ({lookup.outcome}).",
-                                    fix="Try again in a minute; if it persists, check the resolver."))
+                                    f"The resolver {label} did not answer {record.rtype} at {record.name} ({lookup.outcome}{said}).",
+                                    fix=f"Try again in a minute; if it persists, check the resolver {label}."))
         elif published is not None and published.outcome == "found" and set(lookup.values) != set(published.values):
             if lookup.outcome == "found":
                 wait = f"it may keep that answer for up to {lookup.ttl} s more" if lookup.ttl is not None else "it keeps it until its TTL runs out"
                 shown = f"still answers {', '.join(lookup.values[:2])}; {wait}"
+                until = f"up to {lookup.ttl} s" if lookup.ttl is not None else "until its TTL runs out"
             else:
                 shown = "does not see it yet (a negative answer is cached for up to the zone's SOA minimum TTL)"
+                until = "up to the zone's SOA minimum TTL"
             findings.append(Finding(
                 "not_yet_visible", "warning",
                 f"The {record.rtype} record at {record.name} is published, but the resolver {label} {shown}.",
-                fix="Nothing to change: wait, then check again.",
+                fix=f"Nothing to change at {record.name}: wait {until} for the resolver {label} to forget its cached "
+                "answer, then check again.",
             ))
 
 
+def _servfail(lookup: Lookup) -> bool:
+    return lookup.outcome == "error" and lookup.detail == _SERVFAIL
+
+
 def _provider_findings(findings: list[Finding], row: DomainRow, certificate: Certificate | None,
-                       delegation_ok: bool) -> ProviderView | None:
+                       delegation_ok: bool | None, delegation: _Seen) -> ProviderView | None:
     if certificate is None:
         return None
-    if row.cert_status == "active" and not delegation_ok and certificate.not_after is not None:
-        findings.append(Finding(
-            "renewal_at_risk", "error",
-            f"The certificate is active until {certificate.not_after:%Y-%m-%d}, but the delegation CNAME no longer "
-            f"points at {row.delegation_target}: the provider cannot renew it, and it will expire.",
-            fix=f"Restore the CNAME {delegation_record(row).host} with the value {row.delegation_target}.",
-        ))
+    if row.cert_status in _SERVING and certificate.not_after is not None and not delegation_ok:
+        _renewal_finding(findings, row, certificate.not_after, delegation_ok, delegation)
     if certificate.status == "error":
         findings.append(Finding("provider_error", "error",
                                 f"The edge provider could not issue the certificate: {certificate.last_error or 'no reason given'}",
@@ -355,6 +390,34 @@ def _provider_findings(findings: list[Finding], row: DomainRow, certificate: Cer
         ssl_status=certificate.provider_status, last_error=certificate.last_error,
         checked_at=certificate.last_checked_at, not_after=certificate.not_after,
     )
+
+
+def _renewal_finding(findings: list[Finding], row: DomainRow, not_after: dt.datetime, delegation_ok: bool | None,
+                     delegation: _Seen) -> None:
+    """A serving certificate is renewed by the provider through the CNAME: one that no longer
+    points at the target means it will expire. When no server answered, that is not known, and
+    said so, rather than raise an alarm that may be false."""
+    host, target = delegation_record(row).host, row.delegation_target
+    state = "is active" if row.cert_status == "active" else "is being renewed and the current one serves"
+    if delegation_ok is None:
+        findings.append(Finding(
+            "renewal_unchecked", "warning",
+            f"The certificate {state} until {not_after:%Y-%m-%d}; whether the CNAME at {host} still points at "
+            f"{target}, which its renewal needs, could not be checked: no DNS server answered for it.",
+            fix=f"Check again in a minute; renewal needs the CNAME {host} with the value {target}.",
+        ))
+        return
+    lookup = delegation.best()
+    if lookup is not None and lookup.outcome == "found":
+        now = f"the CNAME at {host} now points at {lookup.values[0]} instead of {target}"
+    else:
+        now = f"there is no longer a CNAME at {host} pointing at {target}"
+    findings.append(Finding(
+        "renewal_at_risk", "error",
+        f"The certificate {state} until {not_after:%Y-%m-%d}, but {now}: the provider cannot renew it, "
+        "and it will expire.",
+        fix=f"Restore the CNAME record {host} with the value {target}.",
+    ))
 
 
 async def _served_findings(services: Services, findings: list[Finding], row: DomainRow, workspace: Workspace) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 
+import attrs
 import pytest
 
 from store.records import Certificate
@@ -23,6 +24,14 @@ TXT_AT = f"_service-verify.{APEX}"
 @pytest.fixture(scope="module")
 def authoritative():
     server = DnsServer("127.0.0.2").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def lagging():
+    """A second resolver, on 127.0.0.3, that still holds an older view of the zone."""
+    server = DnsServer("127.0.0.3").start()
     yield server
     server.stop()
 
@@ -115,6 +124,69 @@ class TestNotPublishedOrNotVisible:
         assert "still answers old-target.example.net" in finding["message"] and "240 s" in finding["message"]
 
 
+class TestTwoResolvers:
+    """``[dns] nameservers`` lists two resolvers: each is asked, and named, on its own."""
+
+    @pytest.fixture
+    def config(self, config, lagging):
+        return attrs.evolve(config, dns=attrs.evolve(config.dns, nameservers=[*config.dns.nameservers, lagging.address]))
+
+    @pytest.fixture(autouse=True)
+    def _emptied(self, lagging):
+        yield
+        lagging.clear()
+
+    @pytest.mark.gen_test
+    async def test_the_resolver_that_lags_is_named_with_the_ttl_it_may_still_keep(self, api, world, dns, lagging, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(zone, created)
+        publish_both(dns, created)
+        publish_both(lagging, created, cname="old-target.example.net", ttl=240)
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "not_yet_visible"]
+        assert f"The CNAME record at {CNAME_AT} is published, but the resolver {lagging.address} still answers old-target.example.net" in finding["message"]
+        assert "up to 240 s" in finding["message"] and dns.address not in finding["message"]
+        assert finding["fix"] == (f"Nothing to change at {CNAME_AT}: wait up to 240 s for the resolver {lagging.address} "
+                                  "to forget its cached answer, then check again.")
+        assert report["verdict"] == "waiting"
+
+    @pytest.mark.gen_test
+    async def test_a_resolver_that_does_not_see_the_record_yet_is_named(self, api, world, dns, lagging, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(zone, created)
+        publish_both(dns, created)
+        report = await diagnose(api, owner, created)
+        findings = [f for f in report["findings"] if f["code"] == "not_yet_visible"]
+        assert [f["message"].split(" is published")[0] for f in findings] == [f"The CNAME record at {CNAME_AT}", f"The TXT record at {TXT_AT}"]
+        assert all(f"the resolver {lagging.address} does not see it yet" in f["message"] for f in findings)
+        assert f"Nothing to change at {TXT_AT}" in findings[1]["fix"]
+
+
+
+class TestAnUnreachableResolver:
+    """A second configured resolver where nothing listens: its lookups fail without any SERVFAIL."""
+
+    UNREACHABLE = "127.0.0.1:9"
+
+    @pytest.fixture
+    def config(self, config):
+        return attrs.evolve(config, dns=attrs.evolve(config.dns, nameservers=[*config.dns.nameservers, self.UNREACHABLE]))
+
+    @pytest.mark.gen_test
+    async def test_its_failure_is_a_failed_lookup_not_a_dnssec_failure(self, api, world, dns, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(zone, created)
+        publish_both(dns, created)
+        report = await diagnose(api, owner, created)
+        assert "dnssec_failure" not in codes(report)
+        failed = [f for f in report["findings"] if f["code"] == "lookup_failed"]
+        assert [f["message"].split(" (")[0] for f in failed] == [
+            f"The resolver {self.UNREACHABLE} did not answer CNAME at {CNAME_AT}",
+            f"The resolver {self.UNREACHABLE} did not answer TXT at {TXT_AT}",
+        ]
+        assert failed[0]["fix"] == f"Try again in a minute; if it persists, check the resolver {self.UNREACHABLE}."
+
+
 class TestCommonMistakes:
     @pytest.mark.gen_test
     async def test_the_zone_appended_twice(self, api, world, zone):
@@ -124,6 +196,29 @@ class TestCommonMistakes:
         report = await diagnose(api, owner, created)
         [finding] = [f for f in report["findings"] if f["code"] == "zone_appended_twice"]
         assert f"{CNAME_AT}.example.com" in finding["message"] and "_acme-challenge.shop" in finding["fix"]
+        assert "delegation_missing" not in codes(report)
+
+    @pytest.mark.gen_test
+    async def test_the_txt_with_the_zone_appended_twice(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        _, value = expected(created)
+        zone.publish(f"{TXT_AT}.example.com", "TXT", value)
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "zone_appended_twice"]
+        assert finding["message"].startswith(f"The TXT record was published as {TXT_AT}.example.com")
+        assert finding["fix"] == (f"Delete the TXT record {TXT_AT}.example.com and create it as {TXT_AT}: in the panel, "
+                                  "with the name _service-verify.shop (relative to the zone).")
+        assert "ownership_missing" not in codes(report)
+
+    @pytest.mark.gen_test
+    async def test_the_cname_at_the_zones_apex_instead_of_the_subdomain(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        target, _ = expected(created)
+        zone.publish("_acme-challenge.example.com", "CNAME", target)
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "record_at_parent"]
+        assert "published at _acme-challenge.example.com, the zone's own name" in finding["message"]
+        assert finding["fix"] == f"Move the CNAME record from _acme-challenge.example.com to {CNAME_AT} (in the panel: _acme-challenge.shop)."
         assert "delegation_missing" not in codes(report)
 
     @pytest.mark.gen_test
@@ -142,6 +237,17 @@ class TestCommonMistakes:
         report = await diagnose(api, owner, created)
         [finding] = [f for f in report["findings"] if f["code"] == "delegation_blocked"]
         assert "TXT" in finding["message"] and finding["fix"].startswith(f"Delete the TXT records at {CNAME_AT}")
+
+    @pytest.mark.gen_test
+    async def test_address_records_blocking_the_cname(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        target, _ = expected(created)
+        zone.publish(CNAME_AT, "A", "192.0.2.10")
+        zone.publish(CNAME_AT, "AAAA", "2001:db8::10")
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "delegation_blocked"]
+        assert finding["message"] == f"{CNAME_AT} has A and AAAA records, and a CNAME cannot share its name with other records."
+        assert finding["fix"] == f"Delete the A and AAAA records at {CNAME_AT}, then publish a CNAME record named {CNAME_AT} with the value {target}."
 
     @pytest.mark.gen_test
     async def test_a_cname_target_with_the_zone_appended(self, api, world, zone):
@@ -187,6 +293,18 @@ class TestCommonMistakes:
         assert finding["severity"] == "warning" and "ownership_missing" not in codes(report)
 
     @pytest.mark.gen_test
+    async def test_quotes_that_change_the_value_are_an_error(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        _, value = expected(created)
+        prefix, token = value.split("=", 1)
+        zone.publish(TXT_AT, "TXT", f'{prefix}="{token}"')  # quotes typed around the token alone
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "value_quoted"]
+        assert finding["severity"] == "error" and report["verdict"] == "action_needed"
+        assert f'holds {prefix}="{token}": the quotes make it another value' in finding["message"]
+        assert finding["fix"] == f"Set the TXT record at {TXT_AT} to {value}, without quote characters."
+
+    @pytest.mark.gen_test
     async def test_the_ownership_token_of_another_workspace(self, api, world, zone):
         owner, created = await new_domain(api, world)
         other = world.owner()
@@ -194,6 +312,8 @@ class TestCommonMistakes:
         report = await diagnose(api, owner, created)
         [finding] = [f for f in report["findings"] if f["code"] == "ownership_other_workspace"]
         assert other.workspace.name not in finding["message"]  # nothing of the other account is told
+        _, value = expected(created)
+        assert finding["fix"] == f"Replace the value of the TXT record at {TXT_AT} with {value}."
 
     @pytest.mark.gen_test
     async def test_caa_forbidding_the_providers_authorities(self, api, world, dns, zone):
@@ -210,7 +330,9 @@ class TestCommonMistakes:
         dns.zone.servfail.add(CNAME_AT)
         report = await diagnose(api, owner, created)
         [finding] = [f for f in report["findings"] if f["code"] == "dnssec_failure"]
-        assert dns.address in finding["message"] and "DS record" in finding["fix"]
+        assert finding["message"].startswith(f"The resolver {dns.address} answers SERVFAIL for CNAME at {CNAME_AT} although")
+        assert "DS record" in finding["fix"] and finding["fix"].startswith("Check the DNSSEC of the zone example.com")
+        assert finding["fix"].endswith(f"then check {CNAME_AT} again.")
 
 
 class TestCertificate:
@@ -222,6 +344,31 @@ class TestCertificate:
         [finding] = [f for f in report["findings"] if f["code"] == "renewal_at_risk"]
         assert cert["notAfter"][:10] in finding["message"]
         assert report["provider"]["certificateStatus"] == "active"
+
+    @pytest.mark.gen_test
+    async def test_an_active_certificate_whose_cname_now_points_elsewhere_is_at_risk(self, api, world, services, clock, zone):
+        owner, cert = await active_domain(api, world, services, clock, apex=APEX)
+        zone.publish(CNAME_AT, "CNAME", "elsewhere.example.net")
+        target = (await api.get(f"/v1/domains/{cert['domainId']}", token=owner.token)).body["validation"]["delegation"]["value"]
+        report = await diagnose(api, owner, {"id": cert["domainId"]})
+        [finding] = [f for f in report["findings"] if f["code"] == "renewal_at_risk"]
+        assert finding["message"] == (
+            f"The certificate is active until {cert['notAfter'][:10]}, but the CNAME at {CNAME_AT} now points at "
+            f"elsewhere.example.net instead of {target}: the provider cannot renew it, and it will expire."
+        )
+        assert finding["fix"] == f"Restore the CNAME record {CNAME_AT} with the value {target}."
+
+    @pytest.mark.gen_test
+    async def test_when_no_dns_server_answers_an_active_certificate_is_not_called_at_risk(self, api, world, services, clock, dns, zone):
+        owner, cert = await active_domain(api, world, services, clock, apex=APEX)
+        for server in (dns, zone):
+            server.zone.silent.update({CNAME_AT, TXT_AT})
+        report = await diagnose(api, owner, {"id": cert["domainId"]})
+        assert "renewal_at_risk" not in codes(report)
+        [finding] = [f for f in report["findings"] if f["code"] == "renewal_unchecked"]
+        assert finding["severity"] == "warning" and f"whether the CNAME at {CNAME_AT} still points at" in finding["message"]
+        assert "could not be checked: no DNS server answered for it" in finding["message"]
+        assert CNAME_AT in finding["fix"]
 
     @pytest.mark.gen_test
     async def test_an_issuance_in_progress_is_waiting_for_the_provider(self, api, world, services, dns, zone):
@@ -261,6 +408,26 @@ class TestWithoutTheZonesServers:
         report = await diagnose(api, owner, created)
         assert "delegation_missing" not in codes(report) and "ownership_missing" not in codes(report)
         assert codes(report).count("lookup_failed") == 2
+
+    @pytest.mark.gen_test
+    async def test_an_ns_lookup_that_times_out_stops_the_walk_and_is_reported(self, api, world, dns, zone):
+        owner, created = await new_domain(api, world)
+        dns.zone.silent.add(APEX)  # is shop.example.com a zone of its own? Nobody says
+        report = await diagnose(api, owner, created)
+        assert report["zone"] is None  # not example.com: its servers would only refer to shop's, if it is one
+        [walk] = [f for f in report["findings"] if f["code"] == "lookup_failed" and "NS at" in f["message"]]
+        assert walk["message"].startswith(f"The resolvers did not answer NS at {APEX} (timeout) while the zone's own nameservers")
+        assert walk["fix"] == f"Try again in a minute; if it persists, check that the resolvers can resolve NS at {APEX}."
+        assert "authority_unknown" in codes(report)
+
+    @pytest.mark.gen_test
+    async def test_zone_servers_that_do_not_answer_are_named(self, api, world, dns, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(dns, created)
+        zone.zone.silent.update({CNAME_AT, TXT_AT})
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "authority_unknown"]
+        assert finding["message"] == "The zone's own nameservers (ns1.example.com) did not answer; the answers below are the resolvers' only."
 
     @pytest.mark.gen_test
     async def test_without_ns_records_the_resolvers_answers_are_used(self, api, world, dns):
