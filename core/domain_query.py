@@ -18,7 +18,7 @@ import idna
 from core import cursors
 from core.domains import CERT_STATUSES, OPS_STATUSES, VALIDATION_STATUSES, Domain, clean_tags, present, render
 from core.errors import ValidationError
-from store.domains import SORT_COLUMNS, DomainFilter
+from store.domains import SORT_COLUMNS, DomainFilter, fold
 from store.records import DomainRow, Workspace
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def _validate(request: QueryDomains) -> tuple[DomainFilter, Sort, Page]:
     if errors:
         raise ValidationError(field_errors=errors)
     domain_filter = DomainFilter(
-        q=q.lower() or None,
+        q=fold(q) or None,
         q_hostname=_as_hostname(q.lower()),
         ops_status=request.status,
         validation_status=request.validation_status,

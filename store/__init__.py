@@ -19,7 +19,7 @@ from store.accounts import AccountRepo
 from store.api_keys import ApiKeyRepo
 from store.certificates import CertificateRepo
 from store.clients import ClientRepo
-from store.domains import DomainRepo
+from store.domains import DomainRepo, register_functions
 from store.idempotency import IdempotencyRepo
 from store.metrics import MetricsRepo
 from store.migrations import apply_migrations
@@ -69,6 +69,7 @@ class Store:
         # A larger page cache than the 2 MiB default keeps the hot indexes of a 100k-domain
         # workspace in memory.
         conn.execute("PRAGMA cache_size = -65536")
+        register_functions(conn)
         self.db = sqlite_utils.Database(conn)
         self._depth = 0
         self.accounts = AccountRepo(self.db)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
+import unicodedata
 import uuid
 from collections import OrderedDict
 from typing import Any
@@ -27,10 +29,35 @@ SORT_COLUMNS = {
 _SELECT = "SELECT d.*, w.ownership_token FROM domains d JOIN workspaces w ON w.id = d.workspace_id"
 
 
+def fold(text: str) -> str:
+    """The form text is searched in: Unicode case folding of the NFC form, so ``ÉCOLE`` is found by
+    ``école``, ``Über`` by ``über`` and ``Straße`` by ``STRASSE`` (SQLite's LIKE folds only ASCII)."""
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFC", text).casefold()
+
+
+def search_text(notes: str | None, tags: list[str]) -> str:
+    """A domain's ``search_text`` column: its notes and tags, folded, one per line. ``q`` is
+    printable (no newline), so a match never spans two of them; one column instead of a probe of
+    the tag table per row also makes a text query cheaper."""
+    return "\n".join(fold(part) for part in ([notes] if notes else []) + tags)
+
+
+def _search_text_sql(notes: str | None, tags_json: str) -> str:
+    """``search_text`` from the stored columns, for the migration that fills it in."""
+    return search_text(notes, json.loads(tags_json))
+
+
+def register_functions(conn: sqlite3.Connection) -> None:
+    """The SQL functions migrations use (deterministic, so SQLite may use them anywhere)."""
+    conn.create_function("cps_search_text", 2, _search_text_sql, deterministic=True)
+
+
 @attrs.frozen
 class DomainFilter:
     q: str | None = None
-    "Searched in the apex, the notes and each tag (case-insensitive for ASCII letters)."
+    "Already folded (``fold``): searched in the apex and in the notes and tags (``search_text``)."
     q_hostname: str | None = None
     "``q`` as a hostname's ASCII form (IDNA), when that differs: searched in the apex too."
     ops_status: str | None = None
@@ -94,6 +121,7 @@ def _columns(d: DomainRow) -> dict[str, Any]:
         "cert_error": d.cert_error,
         "cert_trace_id": uid(d.cert_trace_id),
         "ops_status": d.ops_status,
+        "search_text": search_text(d.notes, d.tags),
     }
 
 
@@ -126,13 +154,12 @@ def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = Tr
             clauses.append("EXISTS (SELECT 1 FROM domain_tags t WHERE t.domain_id = d.id AND t.tag = ?)")
             params.append(tag)
     if f.q:
-        # LIKE is case-insensitive for ASCII, and stored hostnames are ASCII (A-labels). Tags are
-        # matched one by one as values, never through the JSON text they are stored in.
+        # Stored hostnames are ASCII (A-labels), which LIKE folds; notes and tags are matched in
+        # their folded form (``search_text``), tags one by one as values, never as JSON text.
         clauses.append(
-            "(d.apex LIKE ? ESCAPE '\\' OR d.apex LIKE ? ESCAPE '\\' OR d.notes LIKE ? ESCAPE '\\'"
-            " OR EXISTS (SELECT 1 FROM domain_tags t WHERE t.domain_id = d.id AND t.tag LIKE ? ESCAPE '\\'))"
+            "(d.apex LIKE ? ESCAPE '\\' OR d.apex LIKE ? ESCAPE '\\' OR d.search_text LIKE ? ESCAPE '\\')"
         )
-        params += [_like(f.q), _like(f.q_hostname or f.q), _like(f.q), _like(f.q)]
+        params += [_like(f.q), _like(f.q_hostname or f.q), _like(f.q)]
     return " AND ".join(clauses), params
 
 

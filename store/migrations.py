@@ -338,6 +338,17 @@ MIGRATIONS: list[Migration] = [
                END""",
         ],
     ),
+    (
+        8,
+        "folded search text",
+        [
+            # Notes and tags, Unicode case-folded, written by the store with every domain
+            # (store.domains.search_text): SQLite's LIKE folds only ASCII, so ``q`` = "école"
+            # never found "ÉCOLE". Existing rows are filled in through the store's SQL function.
+            "ALTER TABLE domains ADD COLUMN search_text TEXT NOT NULL DEFAULT ''",
+            "UPDATE domains SET search_text = cps_search_text(notes, tags)",
+        ],
+    ),
 ]
 
 
