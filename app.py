@@ -155,7 +155,7 @@ def run_command(args: argparse.Namespace, config: Config, services: Services) ->
     return admin.purge(services, webhook_days=args.webhook_days)
 
 
-def load(args: argparse.Namespace, *, serving: bool) -> tuple[Config, Services]:
+def load(args: argparse.Namespace, *, serving: bool) -> Config:
     config = load_config(args.config)
     # A command prints its own result; its log says only what went wrong.
     logs.configure(config.logging if serving else attrs.evolve(config.logging, level="warning"))
@@ -164,11 +164,14 @@ def load(args: argparse.Namespace, *, serving: bool) -> tuple[Config, Services]:
         Path(args.config).resolve() if args.config else "(embedded defaults)",
         Path(config.storage.path).resolve(), Path(config.storage.secret_key_file).resolve(),
     )
+    return config
+
+
+def open_services(config: Config) -> Services:
     try:
-        services = build_services(config)
+        return build_services(config)
     except sqlite3.Error as exc:
         raise ConfigError(f"storage.path: cannot open {config.storage.path}: {exc}") from None
-    return config, services
 
 
 def bind(config: Config) -> tuple[list[socket.socket], list[socket.socket]]:
@@ -200,8 +203,7 @@ async def serve(config: Config, services: Services, sockets: list[socket.socket]
     app = make_app(services)
     server = LimitedHTTPServer(app)
     server.add_sockets(sockets)
-    port = sockets[0].getsockname()[1]  # the one the OS picked when the config says 0
-    log.info("listening on http://%s:%d (base_url %s)", config.server.host, port, config.server.base_url)
+    log.info("listening on http://%s:%d (base_url %s)", config.server.host, config.server.port, config.server.base_url)
     metrics_server = serve_metrics(services, metrics_sockets)
     jobs, worker = start_jobs(services)
     stop = asyncio.Event()
@@ -246,7 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     serving = args.command in (None, "serve")
     try:
-        config, services = load(args, serving=serving)
+        config = load(args, serving=serving)
+        if not serving:
+            services = open_services(config)
     except (ConfigError, SecretKeyError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
@@ -263,8 +267,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sockets, metrics_sockets = bind(config)
     except ConfigError as exc:
-        services.close()
         print(f"start-up error: {exc}", file=sys.stderr)
+        return 2
+    # Bound before the services are built: with port 0, the addresses they sign in with (the
+    # development issuer, the redirect URI) must name the port the OS picked.
+    config = config.bound_to(sockets[0].getsockname()[1])
+    try:
+        services = open_services(config)
+    except (ConfigError, SecretKeyError) as exc:
+        for sock in sockets + metrics_sockets:
+            sock.close()
+        print(f"config error: {exc}", file=sys.stderr)
         return 2
     try:
         asyncio.run(serve(config, services, sockets, metrics_sockets))

@@ -94,7 +94,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     "Address to listen on."
     port: int = attrs.field(default=8080, validator=_check("server.port", lambda p: 0 <= p < 65536, "must be 0 to 65535"))
-    "TCP port; 0 picks a free one."
+    "TCP port; 0 picks a free one (the addresses derived from it then name the port picked)."
     base_url: str = attrs.field(default="", validator=_check("server.base_url", lambda v: v == "" or _is_http_url(v), "must be empty or an http(s) URL"))
     "Public address of the API, ``{base_url}``; empty means ``http://{host}:{port}``."
     portal_url: str = attrs.field(default="", validator=_check("server.portal_url", lambda v: v == "" or _is_http_url(v), "must be empty or an http(s) URL"))
@@ -312,6 +312,22 @@ class Config:
             for key in ("zone_id", "api_token"):
                 if not getattr(self.provider.cloudflare, key):
                     raise ConfigError(f"provider.cloudflare.{key}: required when provider.kind is \"cloudflare\"")
+
+    def bound_to(self, port: int) -> Config:
+        """The configuration as served on ``port``, the one actually bound. With ``server.port = 0``
+        the OS picks it after the configuration was read: a ``base_url`` or ``portal_url`` derived
+        from host and port would name port 0, and sign-in (issuer, redirect URI) would point at it.
+        Addresses set in the file are kept as they are."""
+        server = self.server
+        if server.port != 0 or port == 0:
+            return self
+        placeholder = ServerConfig(host=server.host, port=0)
+        bound = attrs.evolve(
+            server, port=port,
+            base_url="" if server.base_url == placeholder.base_url else server.base_url,
+            portal_url="" if server.portal_url == placeholder.portal_url else server.portal_url,
+        )
+        return attrs.evolve(self, server=bound)
 
     @property
     def redirect_uri(self) -> str:

@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import tomllib
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -155,6 +156,15 @@ class TestDerivedAddresses:
     def test_the_defaults_are_the_documented_ones(self):
         assert Config().server.base_url == "http://127.0.0.1:8080"
 
+    def test_with_port_0_the_derived_urls_name_the_port_bound(self):
+        config = config_from_dict({"server": {"port": 0}}).bound_to(45123)
+        assert (config.server.base_url, config.server.portal_url, config.redirect_uri) == (
+            "http://127.0.0.1:45123", "http://127.0.0.1:45123", "http://127.0.0.1:45123/auth/callback")
+
+    def test_with_port_0_urls_set_in_the_file_are_kept(self):
+        config = config_from_dict({"server": {"port": 0, "base_url": "http://localhost:9000"}}).bound_to(45123)
+        assert (config.server.base_url, config.server.portal_url) == ("http://localhost:9000", "http://localhost:9000")
+
 
 class TestSecretKeyFile:
     """storage.secret_key_file."""
@@ -243,3 +253,35 @@ class TestServe:
         finally:
             assert self.stop(proc) == 0
         assert (tmp_path / "data" / "service.sqlite3").exists()
+
+    def test_with_port_0_sign_in_goes_to_the_port_the_os_picked(self, tmp_path):
+        path = tmp_path / "c.toml"
+        path.write_text('[server]\nport = 0\n[storage]\npath = "x.sqlite3"\nsecret_key_file = "k"\n')
+        proc, port = self.start(["--config", str(path)], tmp_path)
+
+        class Stay(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args, **kwargs):
+                return None
+
+        try:
+            with pytest.raises(urllib.error.HTTPError) as redirected:
+                urllib.request.build_opener(Stay).open(f"http://127.0.0.1:{port}/login", timeout=10)
+            with redirected.value:
+                assert redirected.value.code == 302
+                location = redirected.value.headers["Location"]
+            assert location.startswith(f"http://127.0.0.1:{port}/idp/authorize?")
+            assert f"redirect_uri=http%3A%2F%2F127.0.0.1%3A{port}%2Fauth%2Fcallback" in location
+            with urllib.request.urlopen(location, timeout=10) as form:  # the provider's sign-in form
+                assert form.status == 200
+        finally:
+            assert self.stop(proc) == 0
+
+    def test_with_port_0_the_built_in_issuer_names_the_port_the_os_picked(self, tmp_path):
+        path = tmp_path / "c.toml"
+        path.write_text('[server]\nport = 0\n[storage]\npath = "x.sqlite3"\nsecret_key_file = "k"\n')
+        proc, port = self.start(["--config", str(path)], tmp_path)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/idp/.well-known/openid-configuration") as response:
+                assert json.load(response)["issuer"] == f"http://127.0.0.1:{port}/idp"
+        finally:
+            assert self.stop(proc) == 0
