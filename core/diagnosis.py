@@ -95,6 +95,36 @@ class RecordReport:
     answers: list[Answer]
 
 
+#: The provider's hostname ``status`` and ``ssl.status`` values, in words for the portal's pages
+#: (core/certificates/states.py decides what they mean for our states; these only explain them).
+_HOSTNAME_WORDS = {
+    "pending": "not yet confirmed",
+    "active": "confirmed: the provider serves it",
+    "active_redeploying": "confirmed, its settings being redeployed",
+    "moved": "no longer pointing at the provider",
+    "deleted": "deleted",
+    "pending_deletion": "being deleted",
+    "blocked": "blocked",
+    "test_blocked": "blocked",
+    "test_failed": "having failed the provider's checks",
+}
+_SSL_WORDS = {
+    "initializing": "being set up",
+    "pending_validation": "waiting for its DNS validation (the CNAME record)",
+    "pending_issuance": "validated, being issued by the certificate authority",
+    "pending_deployment": "issued, being deployed to the provider's servers",
+    "active": "issued and served",
+    "validation_timed_out": "timed out: the validation records were not found in time",
+    "issuance_timed_out": "timed out: the certificate authority did not issue it in time",
+    "deployment_timed_out": "timed out: it could not be deployed in time",
+    "expired": "expired",
+    "deleted": "deleted",
+    "pending_deletion": "being deleted",
+    "deactivating": "being deactivated",
+    "inactive": "inactive",
+}
+
+
 @attrs.frozen
 class ProviderView:
     certificate_status: str
@@ -103,6 +133,27 @@ class ProviderView:
     last_error: str | None
     checked_at: dt.datetime | None
     not_after: dt.datetime | None
+
+    def in_words(self) -> list[str]:
+        """The provider's view as sentences for the portal's pages, its own status words kept in
+        them so that they can be matched with the provider's dashboard or support."""
+        until = f", until {self.not_after:%Y-%m-%d}" if self.not_after else ""
+        lines = [{
+            "active": f"The edge provider's certificate is active{until}.",
+            "pending": "The edge provider is still working on the certificate.",
+            "error": "The edge provider could not issue the certificate.",
+        }.get(self.certificate_status, f"The edge provider's certificate is {self.certificate_status}.")]
+        if self.hostname_status:
+            words = _HOSTNAME_WORDS.get(self.hostname_status, "in a state the service does not know")
+            lines.append(f"It reports the hostname as {words} (status {self.hostname_status}).")
+        if self.ssl_status:
+            words = _SSL_WORDS.get(self.ssl_status, "in a state the service does not know")
+            lines.append(f"It reports the certificate as {words} (ssl.status {self.ssl_status}).")
+        if self.last_error:
+            lines.append(f"What it said: {self.last_error}")
+        if self.checked_at:
+            lines.append(f"Last checked with the provider {self.checked_at:%Y-%m-%d %H:%M:%S} UTC.")
+        return lines
 
 
 @attrs.frozen

@@ -3,6 +3,7 @@ posted with their XSRF token). The headless-browser walk lives in tests/browser/
 
 from __future__ import annotations
 
+import html
 import re
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -15,6 +16,8 @@ from tornado.web import create_signed_value, decode_signed_value
 from core import team
 from core.auth import Principal
 from core.config import ServerConfig
+from tests.helpers import active_domain, mark_verified
+from tests.servers.dns import DnsServer
 
 SESSION = "cps_session"
 
@@ -356,6 +359,123 @@ class TestDnsPage:
         sign_in(browser, services, world.member(owner.workspace, "read_only"))
         page = (await browser.get(f"/site/{d['id']}/dns?diagnose=1")).body.decode()
         assert 'id="diagnose"' not in page and 'id="diagnosis"' not in page
+
+
+class TestDiagnosisInPlainWords:
+    """The DNS page and the page a verification link opens render the diagnosis the API answers:
+    each finding's sentence and its fix, and the edge provider's view. The zone ``example.com`` is
+    served by a real DNS server on 127.0.0.2, found through NS records at the resolver."""
+
+    CNAME_AT, TXT_AT = "_acme-challenge.shop.example.com", "_service-verify.shop.example.com"
+
+    @pytest.fixture(scope="class")
+    def authoritative(self):
+        server = DnsServer("127.0.0.2").start()
+        yield server
+        server.stop()
+
+    @pytest.fixture
+    def zone(self, authoritative, dns, services):
+        dns.publish("example.com", "NS", "ns1.example.com")
+        dns.publish("ns1.example.com", "A", "127.0.0.2")
+        services.authority.port = authoritative.port
+        yield authoritative
+        authoritative.clear()
+
+    @pytest.fixture(params=["dns page", "public link page"])
+    def page_of(self, request, browser, services, api):
+        """The diagnosis page of a domain: the owner's DNS page, or the public page of a new link for it."""
+
+        async def page(owner, domain_id: str) -> str:
+            if request.param == "dns page":
+                sign_in(browser, services, owner)
+                path = f"/site/{domain_id}/dns?diagnose=1"
+            else:
+                url = (await api.post("/v1/verification-links", {"domainId": domain_id}, token=owner.token)).body["url"]
+                path = urlsplit(url).path + "?diagnose=1"
+            r = await browser.get(path)
+            assert r.code == 200
+            return html.unescape(r.body.decode())
+
+        return page
+
+    async def findings(self, api, owner, domain_id: str, code: str) -> list[dict]:
+        report = (await api.get(f"/v1/domains/{domain_id}/diagnosis", token=owner.token)).body
+        found = [f for f in report["findings"] if f["code"] == code]
+        assert found, report["findings"]
+        return found
+
+    def assert_shown(self, page: str, findings: list[dict]) -> None:
+        for finding in findings:
+            assert finding["message"] in page
+            assert f"<strong>Fix:</strong> {finding['fix']}" in page
+
+    @pytest.mark.gen_test
+    async def test_records_not_published(self, api, world, zone, page_of):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        page = await page_of(owner, d["id"])
+        self.assert_shown(page, await self.findings(api, owner, d["id"], "delegation_missing"))
+        self.assert_shown(page, await self.findings(api, owner, d["id"], "ownership_missing"))
+        assert f"No CNAME record is published at {self.CNAME_AT}." in page
+
+    @pytest.mark.gen_test
+    async def test_records_published_but_not_yet_visible_at_the_resolver(self, api, world, dns, zone, page_of):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        zone.publish(self.CNAME_AT, "CNAME", d["validation"]["delegation"]["value"])
+        zone.publish(self.TXT_AT, "TXT", d["validation"]["ownership"]["value"])
+        page = await page_of(owner, d["id"])
+        shown = await self.findings(api, owner, d["id"], "not_yet_visible")
+        self.assert_shown(page, shown)
+        assert f"but the resolver {dns.address} does not see it yet" in page and "Nothing to change: it needs time." in page
+
+    @pytest.mark.gen_test
+    async def test_a_txt_record_blocking_the_cname(self, api, world, zone, page_of):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        zone.publish(self.CNAME_AT, "TXT", "leftover")
+        page = await page_of(owner, d["id"])
+        self.assert_shown(page, await self.findings(api, owner, d["id"], "delegation_blocked"))
+        assert f"<strong>Fix:</strong> Delete the TXT records at {self.CNAME_AT}, then publish a CNAME record" in page
+
+    @pytest.mark.gen_test
+    async def test_the_zone_appended_twice(self, api, world, zone, page_of):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        zone.publish(f"{self.CNAME_AT}.example.com", "CNAME", d["validation"]["delegation"]["value"])
+        page = await page_of(owner, d["id"])
+        self.assert_shown(page, await self.findings(api, owner, d["id"], "zone_appended_twice"))
+        assert f"The CNAME record was published as {self.CNAME_AT}.example.com" in page
+
+    @pytest.mark.gen_test
+    async def test_renewal_at_risk(self, api, world, services, clock, zone, page_of):
+        owner, cert = await active_domain(api, world, services, clock)
+        page = await page_of(owner, cert["domainId"])
+        self.assert_shown(page, await self.findings(api, owner, cert["domainId"], "renewal_at_risk"))
+        assert f"The certificate is active until {cert['notAfter'][:10]}" in page
+
+    @pytest.mark.gen_test
+    async def test_the_edge_providers_view_of_an_active_certificate(self, api, world, services, clock, zone, page_of):
+        owner, cert = await active_domain(api, world, services, clock)
+        page = await page_of(owner, cert["domainId"])
+        assert "What the edge provider says" in page
+        assert f"The edge provider's certificate is active, until {cert['notAfter'][:10]}." in page
+        assert "It reports the hostname as confirmed: the provider serves it (status active)." in page
+        assert "It reports the certificate as issued and served (ssl.status active)." in page
+
+    @pytest.mark.gen_test
+    async def test_the_edge_providers_status_and_validation_errors(self, api, world, services, zone, page_of):
+        owner = world.owner()
+        d = await new_domain(api, owner, apex="fail.example.com")  # the sandbox fails "fail.*" (provider.sandbox.fail_patterns)
+        mark_verified(services, d)
+        await api.post(f"/v1/domains/{d['id']}/certificates/issue", {}, token=owner.token)
+        page = await page_of(owner, d["id"])
+        assert "The edge provider could not issue the certificate." in page
+        assert "It reports the hostname as not yet confirmed (status pending)." in page
+        assert "It reports the certificate as timed out: the validation records were not found in time (ssl.status validation_timed_out)." in page
+        assert "What it said: " in page and "DCV failed: the sandbox fails this hostname" in page
+        self.assert_shown(page, await self.findings(api, owner, d["id"], "provider_error"))
 
 
 class TestPageActionsAreRateLimited:
