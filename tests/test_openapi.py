@@ -146,3 +146,28 @@ class TestServed:
         assert r.status == 200
         assert r.body == json.loads(OPENAPI.read_text())
         assert r.body["openapi"] == "3.1.0"
+
+
+def operation(path: str, method: str) -> dict:
+    return openapi()["paths"][path][method]
+
+
+class TestDescriptions:
+    """What the document says matches what the service does (invitations are offers answered
+    explicitly; a pending invitation never blocks sign-up; API keys belong to the workspace)."""
+
+    def test_sign_up_202_is_not_said_to_answer_a_pending_invitation(self):
+        text = operation("/v1/public/signup", "post")["responses"]["202"]["description"]
+        assert "a user or a pending invitation" not in text
+        assert "pending invitation does not count" in text
+
+    def test_an_invitation_is_said_to_be_accepted_explicitly_not_at_sign_in(self):
+        text = operation("/v1/team/invitations", "post")["responses"]["201"]["description"]
+        assert "first sign-in" not in text
+        assert "/v1/invitations/{invitationId}/accept" in text
+
+    def test_api_keys_are_said_to_outlive_the_admin_who_created_them(self):
+        for method in ("get", "post"):
+            text = operation("/v1/api-keys", method)["description"]
+            assert "belongs to the workspace" in text or "belong to the workspace" in text, method
+            assert "outlive" in text, method
