@@ -1,6 +1,7 @@
 """What ``GET /metrics`` reports, in the Prometheus text format.
 
-Counters are kept as things happen (requests, DNS lookups, provider calls, webhook attempts); the
+Counters are kept as things happen (requests, DNS lookups, provider calls, webhook attempts and
+the deliveries that ended); the
 queue and certificate figures are read from the database at scrape time. The registry is the
 service's own, not prometheus-client's global one, so several services in one process (tests)
 never mix their numbers.
@@ -41,6 +42,11 @@ class Metrics:
                                       ["operation", "outcome"], registry=self.registry)
         self.webhook_attempts = Counter("cps_webhook_attempts", "Webhook delivery attempts, by outcome (delivered, failed).",
                                         ["outcome"], registry=self.registry)
+        # Attempts alone hide a receiver that answers on the fifth try, or never: a delivery ends
+        # once, delivered or given up after [webhooks] max_attempts.
+        self.webhook_deliveries = Counter("cps_webhook_deliveries",
+                                          "Webhook deliveries that ended, by outcome (delivered, failed: given up after max_attempts).",
+                                          ["outcome"], registry=self.registry)
         self.registry.register(_StoreFigures(store, clock))
 
     def count_lookup(self, lookup: Lookup) -> None:
@@ -71,7 +77,7 @@ class _StoreFigures(Collector):
         soonest = figures.soonest_not_after()
         yield GaugeMetricFamily(
             "cps_certificate_soonest_not_after_timestamp_seconds",
-            "Unix time when the first active certificate expires (0 when none is active).",
+            "Unix time when the first serving (active or renewing) certificate expires (0 when none).",
             value=soonest.timestamp() if soonest else 0.0,
         )
 

@@ -27,6 +27,9 @@ class MetricsRepo:
         return dict(rows)
 
     def soonest_not_after(self) -> dt.datetime | None:
-        """When the first active certificate expires."""
-        [value] = self.db.execute("SELECT min(cert_not_after) FROM domains WHERE cert_status = 'active'").fetchone()
+        """When the first serving certificate expires: active, or renewing (the current one still
+        serves until the new one is deployed, and a renewal that stalls is what the alert is for)."""
+        [value] = self.db.execute(
+            "SELECT min(cert_not_after) FROM domains WHERE cert_status IN ('active', 'renewing')"
+        ).fetchone()
         return from_ts(value) if value else None

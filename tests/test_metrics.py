@@ -10,8 +10,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from tornado.httpclient import HTTPRequest
 
-from core.config import MetricsConfig
-from tests.helpers import active_domain, stored_deliveries
+from core.config import CloudflareConfig, MetricsConfig, NetworkConfig, ProviderConfig, WebhooksConfig
+from core.webhooks.worker import WebhookWorker
+from core.wire import parse_timestamp
+from tests.helpers import active_domain, mark_verified, stored_deliveries
+from tests.servers.cloudflare import TOKEN as CLOUDFLARE_TOKEN
+from tests.servers.cloudflare import ZONE_ID, FakeCloudflare
+from tests.servers.https import HttpsReceiver
 from tests.servers.service import ServiceProcess, free_port
 
 TOKEN = "scrape-me-3f9a"
@@ -107,6 +112,103 @@ class TestFigures:
         found = await figures(http_client, base_url)
         assert found[("cps_webhook_queue_depth", ())] == 2
         assert found[("cps_webhook_queue_oldest_age_seconds", ())] == 90
+
+
+class TestWebhookOutcomes:
+    """Attempts, and deliveries by how they ended, after real deliveries to an HTTPS receiver on loopback."""
+
+    @pytest.fixture(scope="class")
+    def receiver(self):
+        with HttpsReceiver() as server:
+            yield server
+
+    @pytest.fixture
+    def config(self, config, receiver, dns):
+        receiver.reset()
+        dns.publish(receiver.hostname, "A", "127.0.0.1")
+        return attrs.evolve(
+            config, network=NetworkConfig(allow_private_ranges=["127.0.0.0/8"], ca_bundle=receiver.ca_pem_path),
+            webhooks=WebhooksConfig(max_attempts=2, request_timeout_seconds=2),
+        )
+
+    async def one_event(self, api, world, services, receiver):
+        """An endpoint on the receiver, and one event for it (a certificate requested)."""
+        owner = world.owner()
+        assert (await api.post("/v1/webhooks", {"url": receiver.url()}, token=owner.token)).status == 201
+        d = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
+        mark_verified(services, d)
+        await api.post(f"/v1/domains/{d['id']}/certificates/issue", {}, token=owner.token)
+
+    @pytest.mark.gen_test
+    async def test_a_delivery_accepted_at_once_is_one_attempt_and_one_delivered(self, api, world, services, receiver, http_client, base_url):
+        await self.one_event(api, world, services, receiver)
+        await WebhookWorker(services).tick()
+        assert len(receiver.received) == 1
+        found = await figures(http_client, base_url)
+        assert found[("cps_webhook_attempts_total", (("outcome", "delivered"),))] == 1
+        assert found[("cps_webhook_deliveries_total", (("outcome", "delivered"),))] == 1
+        assert ("cps_webhook_deliveries_total", (("outcome", "failed"),)) not in found
+
+    @pytest.mark.gen_test
+    async def test_a_delivery_given_up_counts_each_failed_attempt_and_one_failed_delivery(self, api, world, services, clock, receiver, http_client, base_url):
+        receiver.respond_with(500)
+        await self.one_event(api, world, services, receiver)
+        worker = WebhookWorker(services)
+        await worker.tick()
+        between = await figures(http_client, base_url)
+        assert ("cps_webhook_deliveries_total", (("outcome", "failed"),)) not in between  # still to be retried
+        clock.advance(3600)
+        await worker.tick()
+        assert len(receiver.received) == 2  # [webhooks] max_attempts
+        found = await figures(http_client, base_url)
+        assert found[("cps_webhook_attempts_total", (("outcome", "failed"),))] == 2
+        assert found[("cps_webhook_deliveries_total", (("outcome", "failed"),))] == 1
+        assert found[("cps_webhook_queue_depth", ())] == 0
+
+
+class TestEdgeProviderFigures:
+    """Against the fake Cloudflare API on loopback, which can refuse and renew."""
+
+    @pytest.fixture(scope="class")
+    def fake(self):
+        server = FakeCloudflare().start()
+        yield server
+        server.stop()
+
+    @pytest.fixture
+    def config(self, config, fake):
+        fake.reset()
+        cloudflare = CloudflareConfig(api_base=fake.api_base, zone_id=ZONE_ID, api_token=CLOUDFLARE_TOKEN,
+                                      timeout_seconds=1, retry_seconds=1)
+        return attrs.evolve(config, provider=ProviderConfig(kind="cloudflare", cloudflare=cloudflare))
+
+    async def verified_domain(self, api, world, services):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
+        mark_verified(services, d)
+        return owner, d
+
+    @pytest.mark.gen_test
+    async def test_a_provider_that_is_down_is_counted_unavailable(self, api, world, services, fake, http_client, base_url):
+        owner, d = await self.verified_domain(api, world, services)
+        fake.fail_next(1, status=503, retry_after=30)  # longer than retry_seconds: no retry
+        await api.post(f"/v1/domains/{d['id']}/certificates/issue", {}, token=owner.token)
+        found = await figures(http_client, base_url)
+        assert found[("cps_provider_calls_total", (("operation", "issue"), ("outcome", "unavailable")))] == 1
+        assert ("cps_provider_calls_total", (("operation", "issue"), ("outcome", "ok"))) not in found
+
+    @pytest.mark.gen_test
+    async def test_a_renewing_certificate_counts_for_the_soonest_expiry(self, api, world, services, fake, http_client, base_url):
+        owner, d = await self.verified_domain(api, world, services)
+        fake.auto_activate = True
+        summary = (await api.post(f"/v1/domains/{d['id']}/certificates/issue", {}, token=owner.token)).body
+        fake.set_state("shop.example.com", ssl_status="pending_deployment")  # the provider renews it
+        await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)
+        cert = (await api.get(f"/v1/certificates/{summary['certificateId']}", token=owner.token)).body
+        found = await figures(http_client, base_url)
+        assert found[("cps_certificates", (("status", "renewing"),))] == 1
+        soonest = found[("cps_certificate_soonest_not_after_timestamp_seconds", ())]
+        assert soonest == parse_timestamp(cert["notAfter"]).timestamp()
 
 
 class TestSeparateAddress:

@@ -169,22 +169,26 @@ class WebhookWorker:
             number=0, started_at=started_at, duration_ms=round((time.monotonic() - started) * 1000),
             status_code=status_code, error=error,
         )
-        self._record(delivery, attempt)
+        ended = self._record(delivery, attempt)
         services.metrics.webhook_attempts.labels("delivered" if error is None else "failed").inc()
+        if ended is not None:
+            services.metrics.webhook_deliveries.labels(ended).inc()
 
-    def _record(self, delivery: WebhookDelivery, attempt: WebhookAttempt) -> None:
+    def _record(self, delivery: WebhookDelivery, attempt: WebhookAttempt) -> str | None:
+        """Store the attempt and the delivery's new state; the outcome if the delivery ended
+        (``delivered``, or ``failed`` after the last attempt), None while it is retried."""
         store = self.services.store
         now = self.services.clock.now()
         with store.transaction():
             current = store.webhooks.get_delivery(delivery.endpoint_id, delivery.id)
             if current is None:
-                return
+                return None
             store.webhooks.insert_attempt(delivery.id, attempt)
             store.webhooks.record_outcome(delivery.endpoint_id, at=attempt.started_at, status_code=attempt.status_code)
             if current.next_attempt_at != delivery.next_attempt_at:
                 # Not our lease any more: it was redelivered while this attempt ran, and that new
                 # round (due now, counting from zero) stands.
-                return
+                return None
             attempts = current.attempt_count + 1
             if attempt.error is None:
                 status, next_at = "delivered", None
@@ -200,3 +204,4 @@ class WebhookWorker:
             )
         if attempt.error is not None:
             log.info("webhook delivery %s attempt %d failed: %s", delivery.id, attempts, attempt.error)
+        return status if status != "pending" else None
