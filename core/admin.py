@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 
 from core import api_keys
 from core.certificates import idempotency
+from core.crypto import SecretKeyError, read_master_key
 from core.errors import ApiError, ValidationError
 from core.wire import parse_timestamp
+from store import inspection
 
 if TYPE_CHECKING:
     from core.config import Config
@@ -28,18 +30,39 @@ class CommandError(Exception):
     """A refusal, worded for the operator."""
 
 
-def check_config(config: Config, services: Services) -> list[str]:
-    """What the service would run with; reaching here means the config, key file and database loaded."""
-    store = services.store
-    count = store.db.execute("SELECT count(*) FROM domains").fetchone()[0]
-    workspaces = store.db.execute("SELECT count(*) FROM workspaces").fetchone()[0]
+def check_config(config: Config, services: Services | None = None) -> list[str]:
+    """What the service would run with, read without writing anything: no database, folder or
+    secret key file is created, no migration applied (the service does that at its start).
+
+    ``services`` is not used: opening them creates what is missing, so a caller that wants the
+    check to be a check calls this before building any (see app.py).
+    """
+    database, key_file = Path(config.storage.path).resolve(), Path(config.storage.secret_key_file).resolve()
+    try:
+        summary = inspection.inspect(database)
+    except sqlite3.Error as exc:
+        raise CommandError(f"check-config: storage.path: cannot read {database}: {exc}") from None
+    if summary is None:
+        held = "does not exist yet: created at the first start"
+    else:
+        held = f"{summary.workspaces} workspaces, {summary.domains} domains"
+        if summary.pending_migrations:
+            held += f"; {len(summary.pending_migrations)} migration(s) to apply at the next start"
+    if key_file.exists():
+        try:
+            read_master_key(key_file)
+        except SecretKeyError as exc:
+            raise CommandError(f"check-config: {exc}") from None
+        key = str(key_file)
+    else:
+        key = f"{key_file} (does not exist yet: created at the first start; back it up with the database)"
     issuer = config.oidc.issuer or f"{config.server.base_url}/idp (the built-in development provider)"
     return [
         "configuration OK",
         f"  listens on {config.server.host}:{config.server.port}",
         f"  base_url {config.server.base_url}; portal_url {config.server.portal_url}",
-        f"  database {Path(config.storage.path).resolve()} ({workspaces} workspaces, {count} domains)",
-        f"  secret key file {Path(config.storage.secret_key_file).resolve()}",
+        f"  database {database} ({held})",
+        f"  secret key file {key}",
         f"  identity provider {issuer}",
         f"  edge provider {config.provider.kind}",
         f"  DNS resolvers {', '.join(config.dns.nameservers) or '(the system resolver)'}",

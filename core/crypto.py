@@ -47,6 +47,12 @@ def load_or_create_master_key(path: str | Path) -> bytes:
             f.flush()
             os.fsync(f.fileno())
         log.info("created secret key file %s", path)
+    return read_master_key(path)
+
+
+def read_master_key(path: str | Path) -> bytes:
+    """Read the master key, never creating it (``check-config`` must not write)."""
+    path = Path(path)
     try:
         raw = base64.urlsafe_b64decode(path.read_text().strip())
     except OSError as exc:

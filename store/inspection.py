@@ -1,0 +1,44 @@
+"""Reading a database without changing anything, for ``check-config``: a check must not write.
+
+``Store`` cannot do this: it creates the file and its folder when missing and applies pending
+migrations. A plain read-only open is not enough either: on a WAL database at rest (the service
+stopped, its ``-wal`` and ``-shm`` files gone) SQLite creates them, and leaves them behind.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import attrs
+
+from store.migrations import MIGRATIONS
+
+
+@attrs.frozen
+class Summary:
+    workspaces: int
+    domains: int
+    pending_migrations: list[int]
+    "Versions this service would apply at its next start."
+
+
+def inspect(path: str | Path) -> Summary | None:
+    """What the database holds; None when there is no database file yet. Raises
+    ``sqlite3.Error`` when the file cannot be read or is not this service's database."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    in_use = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()
+    # In use: read through its -wal and -shm, which exist already. At rest, everything is in the
+    # file itself, and ``immutable`` opens it without creating them (and without locks).
+    uri = path.resolve().as_uri() + ("?mode=ro" if in_use else "?mode=ro&immutable=1")
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        applied = {version for (version,) in conn.execute("SELECT version FROM schema_migrations")}
+        [workspaces] = conn.execute("SELECT count(*) FROM workspaces").fetchone()
+        [domains] = conn.execute("SELECT count(*) FROM domains").fetchone()
+    finally:
+        conn.close()
+    pending = [version for version, _, _ in MIGRATIONS if version not in applied]
+    return Summary(workspaces=workspaces, domains=domains, pending_migrations=pending)
