@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core import cursors, diagnosis, domains, mail, verification
+from core import cursors, diagnosis, domains, logs, mail, verification
 from core.accounts import valid_email
 from core.domains import CertSummary, Validation, delegation_record, ownership_record
 from core.errors import ApiError, Conflict, NotFound, UpstreamError, ValidationError
@@ -309,6 +309,9 @@ def resolve(services: Services, token: str) -> VerificationLinkRow:
     # Found by its keyed digest; compared again in constant time all the same.
     if row is None or not hmac.compare_digest(row.token_hash, digest):
         raise _unknown()
+    # The token is the only credential of these requests: from here on their log lines (the
+    # access line included) carry the link's workspace, as an authenticated request's do.
+    logs.workspace.set(str(row.workspace_id))
     status = status_of(row, services.clock.now())
     if status == "revoked":
         raise LinkGone(

@@ -6,15 +6,19 @@ from __future__ import annotations
 import io
 import json
 import logging
+import secrets as random_secrets
 
 import attrs
 import pytest
+from tornado.httpclient import HTTPRequest
 
 from core import logs
-from core.config import LoggingConfig, NetworkConfig
+from core.config import LoggingConfig, MetricsConfig, NetworkConfig, OidcConfig, ServerConfig
+from core.dev_idp import DEFAULT_CLIENT_ID
 from core.webhooks.worker import WebhookWorker
 from tests.helpers import mark_verified
 from tests.servers.https import HttpsReceiver
+from tests.servers.pkce import authorize_params, code_from, new_flow, query
 
 
 @pytest.fixture
@@ -74,6 +78,16 @@ class TestRequestContext:
         assert (entry["requestId"], entry["workspace"], entry["logger"]) == (r.headers["X-Request-Id"], str(owner.workspace.id), "access")
 
     @pytest.mark.gen_test
+    async def test_a_line_written_in_core_code_carries_the_request_id_and_workspace(self, api, world, services, captured):
+        buffer = captured("text")
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
+        mark_verified(services, d)
+        r = await api.post(f"/v1/domains/{d['id']}/certificates/issue", {}, token=owner.token)
+        [line] = [line for line in buffer.getvalue().splitlines() if " core.certificates.issuance: certificate " in line]
+        assert line.endswith(f"[rid={r.headers['X-Request-Id']} ws={owner.workspace.id}]")
+
+    @pytest.mark.gen_test
     async def test_a_line_outside_any_request_has_no_request_fields(self, captured):
         buffer = captured("json")
         logging.getLogger("somewhere").warning("background work")
@@ -81,18 +95,84 @@ class TestRequestContext:
         assert "requestId" not in entry and entry["message"] == "background work"
 
 
+class TestVerificationLinkRequests:
+    """A link's token is its holder's only credential; once it names a link, the request's lines
+    carry that link's workspace."""
+
+    async def link(self, api, world):
+        owner = world.owner()
+        domain = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
+        url = (await api.post("/v1/verification-links", {"domainId": domain["id"]}, token=owner.token)).body["url"]
+        return owner, url.rsplit("/", 1)[1]
+
+    @pytest.mark.gen_test
+    async def test_the_api_lines_carry_the_links_workspace(self, api, world, captured):
+        buffer = captured("text")
+        owner, token = await self.link(api, world)
+        r = await api.get(f"/v1/public/verification-links/{token}")
+        [line] = [line for line in buffer.getvalue().splitlines() if "GET /v1/public/verification-links/" in line]
+        assert line.endswith(f"[rid={r.headers['X-Request-Id']} ws={owner.workspace.id}]")
+
+    @pytest.mark.gen_test
+    async def test_a_line_written_in_core_code_for_a_link_carries_its_workspace(self, api, world, captured):
+        buffer = captured("json")
+        owner, token = await self.link(api, world)
+        r = await api.post(f"/v1/public/verification-links/{token}/verify")
+        entries = [json.loads(line) for line in buffer.getvalue().splitlines()]
+        [entry] = [e for e in entries if e["logger"] == "core.verification_links" and e["message"].endswith(": verify")]
+        assert (entry["requestId"], entry["workspace"]) == (r.headers["X-Request-Id"], str(owner.workspace.id))
+
+    @pytest.mark.gen_test
+    async def test_the_verification_pages_line_carries_the_links_workspace(self, api, world, captured, http_client, base_url):
+        buffer = captured("text")
+        owner, token = await self.link(api, world)
+        r = await http_client.fetch(f"{base_url}/verify/{token}")
+        [line] = [line for line in buffer.getvalue().splitlines() if "GET /verify/" in line]
+        assert line.endswith(f"[rid={r.headers['X-Request-Id']} ws={owner.workspace.id}]")
+
+
+#: Configured for the secret-grep run: the built-in identity provider's client secret and the
+#: metrics bearer token (each run makes new ones, so a hit can only come from this run).
+CLIENT_SECRET = "oidc-client-" + random_secrets.token_urlsafe(24)
+METRICS_TOKEN = "metrics-" + random_secrets.token_urlsafe(24)
+
+
 class TestNoSecrets:
+    @pytest.fixture
+    def config(self, config, http_port):
+        """The built-in development identity provider (no issuer), with a configured client secret."""
+        here = f"http://127.0.0.1:{http_port}"
+        return attrs.evolve(config, oidc=OidcConfig(client_secret=CLIENT_SECRET),
+                            server=ServerConfig(base_url=here, portal_url=here),
+                            metrics=MetricsConfig(bearer_token=METRICS_TOKEN))
+
+    async def dev_sign_in(self, http_client, services, email) -> tuple[str, dict]:
+        """The browser's part of a sign-in at the built-in provider: its form, then the code."""
+        flow = new_flow()
+        params = authorize_params(flow, client_id=DEFAULT_CLIENT_ID, redirect_uri=services.oidc_client.redirect_uri)
+        base = services.config.server.base_url
+        await http_client.fetch(f"{base}/idp/authorize?{query(params)}")
+        response = await http_client.fetch(HTTPRequest(f"{base}/idp/authorize", method="POST", follow_redirects=False,
+                                                       body=query({**params, "email": email})), raise_error=False)
+        assert response.code == 302, response.body
+        return code_from(response.headers["Location"]), flow
+
     @pytest.mark.gen_test(timeout=30)
     @pytest.mark.parametrize("fmt", ["text", "json"])
-    async def test_a_full_run_writes_none_of_the_secrets_it_made(self, api, world, services, dns, receiver, captured, fmt):
+    async def test_a_full_run_writes_none_of_the_secrets_it_made(self, api, services, dns, receiver, captured, fmt,
+                                                                  http_client, base_url):
         buffer = captured(fmt)
         dns.publish(receiver.hostname, "A", "127.0.0.1")
-        owner = world.owner()
-        secrets = [owner.token]
-        key = (await api.post("/v1/api-keys", {"name": "ci", "scopes": ["*"]}, token=owner.token)).body["secret"]
-        hook = (await api.post("/v1/webhooks", {"url": receiver.url()}, token=owner.token)).body["secret"]
+        assert (await api.post("/v1/public/signup", {"email": "owner@example.com", "domain": "first.example.com"})).status == 201
+        code, flow = await self.dev_sign_in(http_client, services, "owner@example.com")
+        session = (await api.post("/v1/auth/oidc/exchange", {"code": code, "codeVerifier": flow["verifier"], "nonce": flow["nonce"]})).body
+        owner_token = session["token"]  # the ID token, the session's bearer
+        assert (await api.get("/v1/auth/session", token=owner_token)).status == 200
+        secrets = [CLIENT_SECRET, METRICS_TOKEN, code, flow["verifier"], owner_token, session["accessToken"]]
+        key = (await api.post("/v1/api-keys", {"name": "ci", "scopes": ["*"]}, token=owner_token)).body["secret"]
+        hook = (await api.post("/v1/webhooks", {"url": receiver.url()}, token=owner_token)).body["secret"]
         domain = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=key)).body
-        link = (await api.post("/v1/verification-links", {"domainId": domain["id"]}, token=owner.token)).body["url"]
+        link = (await api.post("/v1/verification-links", {"domainId": domain["id"]}, token=owner_token)).body["url"]
         token = link.rsplit("/", 1)[1]
         secrets += [key, hook, token]
         await api.get(f"/v1/public/verification-links/{token}")
@@ -103,7 +183,10 @@ class TestNoSecrets:
         await receiver.wait_for(1)
         await api.get("/v1/domains/query", token=key + "tampered")
         [listed] = (await api.get("/v1/api-keys", token=key)).body
-        secrets.append((await api.post(f"/v1/api-keys/{listed['id']}/rotate", token=owner.token)).body["secret"])
+        secrets.append((await api.post(f"/v1/api-keys/{listed['id']}/rotate", token=owner_token)).body["secret"])
+        for bearer in (METRICS_TOKEN, METRICS_TOKEN + "x"):
+            await http_client.fetch(HTTPRequest(f"{base_url}/metrics", headers={"Authorization": f"Bearer {bearer}"}),
+                                    raise_error=False)
         text = buffer.getvalue()
         assert "rid=" in text or "requestId" in text  # the run was logged
         for secret in secrets:
