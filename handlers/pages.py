@@ -42,6 +42,14 @@ TEMPLATES = jinja2.Environment(
 _CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 
+class _RateLimited(HTTPError):
+    """A page's 429, with the seconds until its bucket refills (its ``Retry-After``)."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(429)
+        self.retry_after = retry_after
+
+
 def refusal_text(exc: ApiError) -> str:
     """What a form shows for a refused request: each field's problem, or the error's message."""
     problems = [problem for problems in getattr(exc, "field_errors", {}).values() for problem in problems]
@@ -116,8 +124,7 @@ class PageHandler(BaseHandler):
         """Count a page request in the bucket of the API call it stands for (sign-in, sign-up)."""
         decision = self.services.limiter.hit(api_path, self.client_ip)
         if decision is not None and decision.exceeded is not None:
-            self.set_header("Retry-After", str(decision.exceeded.reset))
-            raise HTTPError(429)
+            raise _RateLimited(decision.exceeded.reset)
 
     def flash(self, message: str) -> None:
         """A message for the next page shown (after a redirect)."""
@@ -137,6 +144,9 @@ class PageHandler(BaseHandler):
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         # Never a traceback on a page either; the request id ties a 500 to the log.
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(error, _RateLimited):  # set here: sending an error clears earlier headers
+            self.set_header("Retry-After", str(error.retry_after))
         self.render_page(
             "error.html",
             status=status_code,

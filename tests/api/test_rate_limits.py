@@ -94,6 +94,30 @@ class TestLimit:
         assert (await api.get("/v1/openapi.json", headers=from_ip("198.51.100.10"))).status == 200
 
 
+class TestPortalSignInCallback:
+    """GET /auth/callback redeems a code, as POST /v1/auth/oidc/exchange does: it counts in the
+    ``auth`` bucket (limit 3 here), so the portal is no way around that limit."""
+
+    @pytest.mark.gen_test
+    async def test_the_callback_past_the_auth_quota_is_429_with_retry_after(self, http_client, base_url):
+        for _ in range(3):
+            r = await http_client.fetch(f"{base_url}/auth/callback?code=x&state=y", headers=from_ip("198.51.100.30"),
+                                        raise_error=False)
+            assert r.code == 400  # a stale sign-in, but counted
+        refused = await http_client.fetch(f"{base_url}/auth/callback?code=x&state=y", headers=from_ip("198.51.100.30"),
+                                          raise_error=False)
+        assert refused.code == 429 and int(refused.headers["Retry-After"]) > 0
+        assert refused.headers["Content-Type"].startswith("text/html") and refused.body
+
+    @pytest.mark.gen_test
+    async def test_callbacks_spend_the_same_auth_bucket_as_the_api(self, api, http_client, base_url):
+        for _ in range(3):
+            await http_client.fetch(f"{base_url}/auth/callback?code=x&state=y", headers=from_ip("198.51.100.31"),
+                                    raise_error=False)
+        r = await api.get("/v1/auth/session", headers=from_ip("198.51.100.31"))
+        assert (r.status, r.code) == (429, "rate_limited") and "'auth'" in r.body["message"]
+
+
 class TestUntrustedPeer:
     """Without trusted proxies, X-Forwarded-For is ignored."""
 
