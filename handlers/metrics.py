@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import hmac
 import json
+from typing import Any
+
+from tornado import httputil
 
 from core.metrics import CONTENT_TYPE
 from handlers.base import BaseHandler
@@ -31,6 +34,20 @@ class MetricsHandler(BaseHandler):
         self.set_header("Content-Type", CONTENT_TYPE)
         self.set_header("Cache-Control", "no-store")
         self.finish(self.services.metrics.render())
+
+    def check_xsrf_cookie(self) -> None:
+        """No XSRF check: only GET is served, and no cookie is read (a bearer token or none)."""
+
+    async def head(self) -> None:
+        """GET without the body (Tornado drops it), as everywhere else."""
+        await self.get()
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Another method is a 405 naming the one there is; any error is in the envelope."""
+        if status_code == 405:
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
+        reason = httputil.responses.get(status_code, "Error")
+        self._refuse(status_code, reason.lower().replace(" ", "_"), reason + ".")
 
     def _refuse(self, status: int, code: str, message: str) -> None:
         self.set_status(status)

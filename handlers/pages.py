@@ -20,7 +20,7 @@ from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from markupsafe import Markup
 from tornado import httputil
-from tornado.web import HTTPError
+from tornado.web import HTTPError, RequestHandler
 
 from core import logs, portal, signin, signup, workspaces
 from core.auth import Caller, Principal, act_in, identify
@@ -142,11 +142,25 @@ class PageHandler(BaseHandler):
         context["xsrf"] = Markup(self.xsrf_form_html())
         self.finish(TEMPLATES.get_template(name).render(**context))
 
+    def check_xsrf_cookie(self) -> None:
+        """Checked for the methods the page has; another one does nothing, so its answer is the 405
+        that says which methods there are, not a 403 about a token."""
+        if self.request.method in self.allowed_methods():
+            super().check_xsrf_cookie()
+
+    async def head(self, *args: Any, **kwargs: Any) -> None:
+        """HEAD is GET without the body (Tornado drops it), as on the API; a 405 where there is no GET."""
+        if type(self).get is RequestHandler.get:
+            raise HTTPError(405)
+        await self.get(*args, **kwargs)
+
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         # Never a traceback on a page either; the request id ties a 500 to the log.
         error = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(error, _RateLimited):  # set here: sending an error clears earlier headers
             self.set_header("Retry-After", str(error.retry_after))
+        if status_code == 405:  # RFC 9110: a 405 says which methods the page has
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
         self.render_page(
             "error.html",
             status=status_code,
