@@ -70,7 +70,7 @@ def make_app(services: Services) -> tornado.web.Application:
         # Every portal form carries the XSRF token; the JSON API authenticates by bearer only
         # (it never reads cookies), so ApiHandler opts out.
         xsrf_cookies=True,
-        xsrf_cookie_kwargs={"httponly": True, "samesite": "Lax"},
+        xsrf_cookie_kwargs={"httponly": True, "samesite": "Lax", "secure": services.config.server.secure_cookies},
         login_url="/login",
         xheaders=False,  # client IPs come from server.trusted_proxies, not from any peer
     )

@@ -111,6 +111,12 @@ class ServerConfig:
         if not self.portal_url:
             object.__setattr__(self, "portal_url", self.base_url)
 
+    @property
+    def secure_cookies(self) -> bool:
+        """Whether the portal's cookies are ``Secure``: when it is served over https, so they never
+        travel in clear (over plain http a browser would refuse to send them back)."""
+        return urlsplit(self.portal_url).scheme == "https"
+
 
 @attrs.frozen
 class StorageConfig:

@@ -73,7 +73,7 @@ class PageHandler(BaseHandler):
 
     @property
     def secure_cookies(self) -> bool:
-        return urlsplit(self.services.config.server.portal_url).scheme == "https"
+        return self.services.config.server.secure_cookies
 
     async def prepare(self) -> None:
         token = self.get_signed_cookie(SESSION_COOKIE, max_age_days=1)

@@ -253,6 +253,22 @@ class TestCookies:
         cookie = next(c for c in r.headers.get_list("Set-Cookie") if c.startswith("cps_signin="))
         assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie
 
+    @pytest.mark.gen_test
+    async def test_the_xsrf_cookie_is_secure_httponly_and_samesite_when_the_portal_is_https(self, browser):
+        r = await browser.get("/")
+        cookie = next(c for c in r.headers.get_list("Set-Cookie") if c.startswith("_xsrf="))
+        assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie
+
+
+class TestCookiesOverHttp:
+    """A portal on plain http (development): a Secure cookie would never come back."""
+
+    @pytest.mark.gen_test
+    async def test_the_xsrf_cookie_is_not_secure_when_the_portal_is_http(self, browser):
+        r = await browser.get("/")
+        cookie = next(c for c in r.headers.get_list("Set-Cookie") if c.startswith("_xsrf="))
+        assert "Secure" not in cookie and "HttpOnly" in cookie
+
 
 class TestDomainsPage:
     """/domains: list, search, add."""
