@@ -142,6 +142,16 @@ class PageHandler(BaseHandler):
         context["xsrf"] = Markup(self.xsrf_form_html())
         self.finish(TEMPLATES.get_template(name).render(**context))
 
+    def decode_argument(self, value: bytes, name: str | None = None) -> str:
+        # A path id that is not UTF-8 names nothing: the page's own lookup makes it a 404 page, like
+        # any malformed id, instead of Tornado's 400. Query arguments are still decoded strictly.
+        try:
+            return super().decode_argument(value, name)
+        except HTTPError:
+            if name is not None:
+                raise
+            return value.decode("utf-8", "replace")
+
     def check_xsrf_cookie(self) -> None:
         """Checked for the methods the page has; another one does nothing, so its answer is the 405
         that says which methods there are, not a 403 about a token."""

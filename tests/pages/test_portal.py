@@ -359,6 +359,13 @@ class TestDnsPage:
         assert (await browser.get("/site/not-a-uuid/dns")).code == 404
 
     @pytest.mark.gen_test
+    async def test_an_id_that_is_not_utf8_is_a_not_found_page_like_any_malformed_id(self, browser, services, world):
+        sign_in(browser, services, world.owner())
+        for path in ("/site/%FF/dns", "/site/%C3%28/dns"):
+            r = await browser.get(path)
+            assert r.code == 404 and r.headers["Content-Type"].startswith("text/html") and b"404" in r.body, path
+
+    @pytest.mark.gen_test
     async def test_diagnose_shows_the_findings_and_their_fixes(self, browser, services, world, api):
         owner = world.owner()
         d = await new_domain(api, owner)
@@ -623,6 +630,11 @@ class TestShareAndPublicPage:
     @pytest.mark.gen_test
     async def test_an_unknown_link_is_not_found(self, browser):
         r = await browser.get("/verify/vl_" + "x" * 43)
+        assert r.code == 404 and b"does not exist" in r.body
+
+    @pytest.mark.gen_test
+    async def test_a_token_that_is_not_utf8_is_not_found_like_any_unknown_one(self, browser):
+        r = await browser.get("/verify/%FF")
         assert r.code == 404 and b"does not exist" in r.body
 
 
