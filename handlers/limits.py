@@ -8,6 +8,11 @@ client deserves the status that names the problem, in the API's error envelope: 
 request's delegate to answer those itself, without reading the body, then closes the connection
 (the only way not to read the rest).
 
+A request Tornado's HTTP/1 parser refuses (a garbage request line, a header line without a colon,
+a bad or doubled Content-Length, Content-Length with Transfer-Encoding, a bad chunk size, a bad
+Host header) would get a bare ``400`` with no body and no request id; it gets 400 ``bad_request``
+in the envelope, with ``X-Request-Id`` and ``Connection: close``, instead (``_EnvelopeConnection``).
+
 Slow clients are bounded too: ``HEADER_TIMEOUT_SECONDS`` for a request's headers (counted from the
 end of the previous request, so it also ends idle keep-alive connections) and
 ``BODY_TIMEOUT_SECONDS`` for its body.
@@ -17,9 +22,11 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Awaitable
 from typing import Any
 
-from tornado import httputil
+from tornado import httputil, iostream
+from tornado.http1connection import HTTP1Connection
 from tornado.httpserver import HTTPServer
 
 from core.errors import ApiError, HeaderFieldsTooLarge, PayloadTooLarge
@@ -50,7 +57,70 @@ class LimitedHTTPServer(HTTPServer):
         super().initialize(*args, **kwargs)
 
     def start_request(self, server_conn: object, request_conn: httputil.HTTPConnection) -> httputil.HTTPMessageDelegate:
+        if type(request_conn) is HTTP1Connection:
+            # Tornado's server loop makes each request's connection object itself, naming the class;
+            # it takes on the subclass's behaviour here, before it has read anything.
+            request_conn.__class__ = _EnvelopeConnection
         return _Refuser(super().start_request(server_conn, request_conn), request_conn)
+
+
+class _Malformed(Exception):
+    """What Tornado's parser refused (an ``HTTPInputError``), carried past its bare 400."""
+
+
+class _EnvelopeConnection(HTTP1Connection):
+    """Tornado's HTTP/1 connection, but a request it cannot parse gets 400 ``bad_request`` in the
+    envelope. Its own answer is written inside the method that reads the message, so the parser's
+    errors are raised as ``_Malformed`` instead, which that method does not catch, and answered here."""
+
+    async def _read_message(self, delegate: httputil.HTTPMessageDelegate) -> bool:
+        try:
+            return await super()._read_message(delegate)
+        except _Malformed as exc:
+            await self._answer_malformed(str(exc))
+            return False
+
+    def _parse_headers(self, data: bytes) -> tuple[str, httputil.HTTPHeaders]:
+        try:
+            start_line, headers = super()._parse_headers(data)
+            httputil.parse_request_start_line(start_line)  # Tornado parses it next, outside any hook
+        except httputil.HTTPInputError as exc:
+            raise _Malformed(str(exc)) from None
+        return start_line, headers
+
+    def _read_body(self, code: int, headers: httputil.HTTPHeaders, delegate: httputil.HTTPMessageDelegate) -> Awaitable[None] | None:
+        try:
+            body = super()._read_body(code, headers, delegate)  # the length headers are judged here
+        except httputil.HTTPInputError as exc:
+            raise _Malformed(str(exc)) from None
+        return None if body is None else self._malformed_body(body)
+
+    async def _malformed_body(self, body: Awaitable[None]) -> None:
+        try:
+            await body  # chunk sizes and framing are judged while it is read
+        except httputil.HTTPInputError as exc:
+            raise _Malformed(str(exc)) from None
+
+    async def _answer_malformed(self, reason: str) -> None:
+        """400 in the envelope, then the connection closed: after a framing error nothing that
+        follows on it can be trusted. Nothing is written if an answer was already started."""
+        if self._response_start_line is None and self.stream is not None and not self.stream.closed():
+            request_id = uuid.uuid4().hex
+            message = f"The request is not valid HTTP/1.1 ({reason[:200]})."
+            body = json.dumps({"status": 400, "code": "bad_request", "message": message}, separators=(",", ":")).encode()
+            head = (
+                "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=UTF-8\r\n"
+                f"Content-Length: {len(body)}\r\nX-Request-Id: {request_id}\r\nX-Content-Type-Options: nosniff\r\n"
+                "Cache-Control: no-store\r\nConnection: close\r\n\r\n"
+            )
+            start = self._request_start_line
+            method, path = (start.method, shown_path(start.path.split("?", 1)[0][:200])) if start else ("-", "-")
+            access_log.warning("400 %s %s (-@-) rid=%s: %s", method, path, request_id, reason[:200])
+            try:
+                await self.stream.write(head.encode() + body)
+            except iostream.StreamClosedError:
+                pass  # the client left; nothing to tell it
+        self.close()
 
 
 class _Refuser(httputil.HTTPMessageDelegate):
@@ -87,7 +157,12 @@ class _Refuser(httputil.HTTPMessageDelegate):
             if close:
                 self._finish()
             return None
-        return self.delegate.headers_received(start_line, headers)
+        try:
+            return self.delegate.headers_received(start_line, headers)
+        except httputil.HTTPInputError as exc:  # the request itself refused (its Host, its query)
+            self._answer(ApiError(f"The request is not valid HTTP/1.1 ({str(exc)[:200]})."), close=True)
+            self._finish()
+            return None
 
     def data_received(self, chunk: bytes) -> Any:
         self.received += len(chunk)

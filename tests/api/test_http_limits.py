@@ -161,6 +161,62 @@ class TestHeaders:
         assert await connection.closed()
 
 
+class TestMalformedRequests:
+    """What Tornado's HTTP/1 parser refuses: 400 ``bad_request`` in the envelope, with a request id,
+    and the connection closed (nothing after a framing error can be trusted), never a bare 400."""
+
+    async def assert_refused_in_the_envelope(self, connect, request: bytes) -> None:
+        connection = await connect()
+        await connection.send(request)
+        status, headers, body = await connection.answer()
+        envelope = json.loads(body)
+        assert (status, envelope["status"], envelope["code"]) == (400, 400, "bad_request"), request
+        assert envelope["message"] and headers["Content-Type"].startswith("application/json")
+        assert len(headers["X-Request-Id"]) == 32 and headers["Connection"] == "close"
+        assert await connection.closed()
+
+    @pytest.mark.gen_test
+    async def test_a_content_length_that_is_not_a_number(self, connect):
+        await self.assert_refused_in_the_envelope(connect, post_head("/v1/domains", None).replace(
+            b"Transfer-Encoding: chunked", b"Content-Length: abc"))
+
+    @pytest.mark.gen_test
+    async def test_two_different_content_lengths(self, connect):
+        await self.assert_refused_in_the_envelope(connect, post_head("/v1/domains", None).replace(
+            b"Transfer-Encoding: chunked", b"Content-Length: 5, 6"))
+
+    @pytest.mark.gen_test
+    async def test_a_garbage_request_line(self, connect):
+        await self.assert_refused_in_the_envelope(connect, b"HELLO THERE\r\nHost: localhost\r\n\r\n")
+
+    @pytest.mark.gen_test
+    async def test_both_content_length_and_transfer_encoding(self, connect):
+        await self.assert_refused_in_the_envelope(connect, post_head("/v1/domains", 5, "Transfer-Encoding: chunked\r\n"))
+
+    @pytest.mark.gen_test
+    async def test_a_chunk_size_that_is_not_hexadecimal(self, connect):
+        await self.assert_refused_in_the_envelope(connect, post_head("/v1/domains", None) + b"zz\r\n{}\r\n0\r\n\r\n")
+
+    @pytest.mark.gen_test
+    async def test_a_header_line_without_a_colon(self, connect):
+        await self.assert_refused_in_the_envelope(connect, b"GET /v1/auth/session HTTP/1.1\r\nHost: localhost\r\nNoColon\r\n\r\n")
+
+    @pytest.mark.gen_test
+    async def test_a_host_header_that_is_not_a_host(self, connect):
+        await self.assert_refused_in_the_envelope(connect, b"GET /v1/auth/session HTTP/1.1\r\nHost: a b\r\n\r\n")
+
+    @pytest.mark.gen_test
+    async def test_a_page_request_is_refused_the_same_way(self, connect):
+        await self.assert_refused_in_the_envelope(connect, b"GET / HTTP/1.1\r\nHost: localhost\r\nNoColon\r\n\r\n")
+
+    @pytest.mark.gen_test
+    async def test_a_well_formed_request_on_a_kept_connection_is_still_served(self, connect):
+        connection = await connect()
+        for _ in range(2):
+            await connection.send(SESSION)
+            assert (await connection.answer())[::2] == (200, b"null")
+
+
 @pytest.fixture
 def quick_server(app, monkeypatch, io_loop):
     """A server of the service's class with timeouts short enough to wait for in a test."""
