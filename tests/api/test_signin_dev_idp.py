@@ -158,6 +158,51 @@ class TestProviderPages:
         assert r.code == 401 and b"invalid_client" in r.body
 
 
+class TestProviderHeaders:
+    """The provider's pages carry the portal's protections: a sign-in form must never be framed
+    (clickjacking), leak its query (the PKCE challenge, the state) in a Referer, or be sniffed."""
+
+    @staticmethod
+    def assert_protected(response, what: str) -> None:
+        headers = response.headers
+        assert headers["X-Frame-Options"] == "DENY", what
+        assert "frame-ancestors 'none'" in headers["Content-Security-Policy"], what
+        assert headers["Referrer-Policy"] == "no-referrer", what
+        assert headers["X-Content-Type-Options"] == "nosniff", what
+        assert len(headers["X-Request-Id"]) == 32, what
+
+    @pytest.mark.gen_test
+    async def test_the_sign_in_form_is_protected(self, http_client, services):
+        params = authorize_params(new_flow(), client_id=DEFAULT_CLIENT_ID, redirect_uri=services.oidc_client.redirect_uri)
+        r = await http_client.fetch(f"{services.config.server.base_url}/idp/authorize?{query(params)}")
+        assert r.code == 200
+        self.assert_protected(r, "form")
+
+    @pytest.mark.gen_test
+    async def test_a_refused_sign_in_request_is_protected_too(self, http_client, services):
+        r = await http_client.fetch(f"{services.config.server.base_url}/idp/authorize?client_id=x", raise_error=False)
+        assert r.code == 400
+        self.assert_protected(r, "refusal")
+
+    @pytest.mark.gen_test
+    async def test_the_posted_form_and_the_token_endpoint_are_protected(self, http_client, services):
+        base = services.config.server.base_url
+        params = authorize_params(new_flow(), client_id=DEFAULT_CLIENT_ID, redirect_uri=services.oidc_client.redirect_uri)
+        posted = await http_client.fetch(HTTPRequest(f"{base}/idp/authorize", method="POST", follow_redirects=False,
+                                                     body=query({**params, "email": "a@example.com"})), raise_error=False)
+        assert posted.code == 302
+        self.assert_protected(posted, "redirect")
+        token = await http_client.fetch(HTTPRequest(f"{base}/idp/token", method="POST", body="grant_type=x"),
+                                        raise_error=False)
+        self.assert_protected(token, "token")
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("path", ["/idp/.well-known/openid-configuration", "/idp/jwks", "/idp/nothing"])
+    async def test_the_documents_and_an_unknown_path_are_protected(self, http_client, services, path):
+        r = await http_client.fetch(services.config.server.base_url + path, raise_error=False)
+        self.assert_protected(r, path)
+
+
 class TestCodeStore:
     """The provider keeps issued codes in memory, but not forever and not without bound."""
 
