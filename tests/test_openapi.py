@@ -8,6 +8,9 @@ import pytest
 from tornado.web import RequestHandler
 
 import handlers
+from core.certificates import events
+from core.edge.cloudflare import CloudflareProvider
+from core.edge.sandbox import SandboxProvider
 from tests.helpers import OPENAPI, openapi, template_regex
 
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -171,3 +174,18 @@ class TestDescriptions:
             text = operation("/v1/api-keys", method)["description"]
             assert "belongs to the workspace" in text or "belong to the workspace" in text, method
             assert "outlive" in text, method
+
+
+class TestSharedEnums:
+    """Values the service sends in several places are one named enum, equal to the code's own list."""
+
+    def test_delivery_types_are_the_named_event_types_the_service_sends(self):
+        schemas = openapi()["components"]["schemas"]
+        assert schemas["EventType"]["enum"] == list(events.TYPES)
+        for name in ("WebhookDelivery", "WebhookDeliveryDetail"):
+            assert schemas[name]["properties"]["type"] == {"$ref": "#/components/schemas/EventType"}, name
+
+    def test_an_events_provider_is_the_named_certificate_provider(self):
+        schemas = openapi()["components"]["schemas"]
+        assert schemas["EventData"]["properties"]["provider"] == {"$ref": "#/components/schemas/CertificateProvider"}
+        assert {CloudflareProvider.name, SandboxProvider.name} <= set(schemas["CertificateProvider"]["enum"])
