@@ -141,8 +141,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run_command(args: argparse.Namespace, config: Config, services: Services) -> list[str]:
-    if args.command == "check-config":
-        return admin.check_config(config, services)
     if args.command == "backup":
         return admin.backup(services, args.path)
     if args.command == "create-api-key":
@@ -249,6 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     serving = args.command in (None, "serve")
     try:
         config = load(args, serving=serving)
+        if args.command == "check-config":
+            # Before open_services, which would create the database and the secret key file:
+            # a check writes nothing.
+            try:
+                print("\n".join(admin.check_config(config)))
+            except admin.CommandError as exc:
+                print(exc, file=sys.stderr)
+                return 2
+            return 0
         if not serving:
             services = open_services(config)
     except (ConfigError, SecretKeyError) as exc:

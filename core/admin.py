@@ -30,12 +30,12 @@ class CommandError(Exception):
     """A refusal, worded for the operator."""
 
 
-def check_config(config: Config, services: Services | None = None) -> list[str]:
+def check_config(config: Config) -> list[str]:
     """What the service would run with, read without writing anything: no database, folder or
     secret key file is created, no migration applied (the service does that at its start).
 
-    ``services`` is not used: opening them creates what is missing, so a caller that wants the
-    check to be a check calls this before building any (see app.py).
+    It takes no services: opening them creates what is missing, so app.py calls this before
+    building any.
     """
     database, key_file = Path(config.storage.path).resolve(), Path(config.storage.secret_key_file).resolve()
     try:

@@ -77,8 +77,6 @@ class TestCheckConfig:
         assert f"  database {tmp_path / 'service.sqlite3'} (0 workspaces, 0 domains)" in lines
         assert files_under(tmp_path) == before
 
-    @pytest.mark.xfail(strict=True, reason="app.py opens the services (creating the database and the key file) "
-                       "before any command runs; check-config must be run before open_services")
     def test_the_command_creates_nothing_in_a_fresh_folder(self, tmp_path):
         config = tmp_path / "fresh.toml"
         config.write_text(f'[storage]\npath = "{tmp_path}/data/service.sqlite3"\nsecret_key_file = "{tmp_path}/data/secret.key"\n')
