@@ -7,10 +7,12 @@ starts, so lines written deep in core code carry them without being handed anyth
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import datetime as dt
 import json
 import logging
+import sys
 from typing import TextIO
 
 from core.config import LoggingConfig
@@ -63,9 +65,59 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+class BatchingHandler(logging.StreamHandler):
+    """Writes each line at once but flushes INFO and DEBUG lines in batches, at most
+    ``FLUSH_DELAY_SECONDS`` after the first of them: the access log writes a line per request,
+    and a flush (a system call) per line was a tenth of the cost of a simple GET. Warnings and
+    errors are flushed at once, and so is everything logged outside the event loop's thread.
+    A process killed with SIGKILL may lose the last fraction of a second of INFO lines.
+    """
+
+    FLUSH_DELAY_SECONDS = 0.1
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__(stream if stream is not None else _buffered_stderr())
+        self._flush_pending = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.stream.write(self.format(record) + self.terminator)
+            if record.levelno >= logging.WARNING or not self._flush_later():
+                self.flush()
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
+
+    def _flush_later(self) -> bool:
+        if self._flush_pending:
+            return True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False  # no event loop in this thread: nothing would ever flush
+        self._flush_pending = True
+        loop.call_later(self.FLUSH_DELAY_SECONDS, self._flush_now)
+        return True
+
+    def _flush_now(self) -> None:
+        self._flush_pending = False
+        self.flush()
+
+
+def _buffered_stderr() -> TextIO:
+    """stderr without its line buffering (Python flushes it at every newline), so that
+    ``BatchingHandler`` decides when lines reach the file; stderr as it is where it has no file."""
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.stderr
+    return open(fd, "w", buffering=1 << 16, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+
+
 def configure(config: LoggingConfig, stream: TextIO | None = None) -> logging.Handler:
     """Send every logger's lines to stderr (or ``stream``) in the configured format and level."""
-    handler = logging.StreamHandler(stream)
+    handler = BatchingHandler(stream)
     handler.addFilter(_Context())
     handler.setFormatter(JsonFormatter() if config.format == "json" else TextFormatter())
     root = logging.getLogger()

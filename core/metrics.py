@@ -47,7 +47,18 @@ class Metrics:
         self.webhook_deliveries = Counter("cps_webhook_deliveries",
                                           "Webhook deliveries that ended, by outcome (delivered, failed: given up after max_attempts).",
                                           ["outcome"], registry=self.registry)
+        self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self.registry.register(_StoreFigures(store, clock))
+
+    def count_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """One answered request. The labelled series are kept per route, method and status:
+        prometheus-client's ``labels()`` takes a lock and builds a key on every call."""
+        series = self._request_series.get((route, method, status))
+        if series is None:
+            series = (self.requests.labels(route, method, str(status)), self.latency.labels(route, method))
+            self._request_series[(route, method, status)] = series
+        series[0].inc()
+        series[1].observe(seconds)
 
     def count_lookup(self, lookup: Lookup) -> None:
         self.dns_lookups.labels(lookup.rtype, lookup.outcome).inc()

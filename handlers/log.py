@@ -32,11 +32,11 @@ def route_label(pattern: str) -> str:
 
 def log_request(handler: RequestHandler) -> None:
     status = handler.get_status()
+    seconds = handler.request.request_time()
     metrics = handler.settings.get("metrics")
     if metrics is not None:
         route = handler.settings.get("route_labels", {}).get(type(handler), "unmatched")
-        metrics.requests.labels(route, handler.request.method, str(status)).inc()
-        metrics.latency.labels(route, handler.request.method).observe(handler.request.request_time())
+        metrics.count_request(route, handler.request.method, status, seconds)
     if status < 400:
         level = logging.INFO
     elif status < 500:
@@ -54,5 +54,5 @@ def log_request(handler: RequestHandler) -> None:
         shown_path(handler.request.path),
         who,
         ip,
-        1000.0 * handler.request.request_time(),
+        1000.0 * seconds,
     )

@@ -3,6 +3,7 @@ text or JSON, and no secret the run created ever appears in it."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -192,3 +193,43 @@ class TestNoSecrets:
         for secret in secrets:
             assert secret not in text
             assert secret[-24:] not in text  # nor a recognisable piece of it
+
+
+class _CountingStream(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+        super().flush()
+
+
+def _record(level: int) -> logging.LogRecord:
+    return logging.LogRecord("access", level, __file__, 1, "line at %s", (logging.getLevelName(level),), None)
+
+
+class TestBatching:
+    """INFO lines (one per request) are flushed in batches; warnings and errors at once."""
+
+    @pytest.mark.gen_test
+    async def test_info_lines_in_the_event_loop_are_flushed_together_shortly_after(self) -> None:
+        stream = _CountingStream()
+        handler = logs.BatchingHandler(stream)
+        for _ in range(3):
+            handler.emit(_record(logging.INFO))
+        assert stream.getvalue().count("line at INFO") == 3
+        assert stream.flushes == 0
+        await asyncio.sleep(logs.BatchingHandler.FLUSH_DELAY_SECONDS * 2)
+        assert stream.flushes == 1
+
+    @pytest.mark.gen_test
+    async def test_a_warning_is_flushed_at_once(self) -> None:
+        stream = _CountingStream()
+        logs.BatchingHandler(stream).emit(_record(logging.WARNING))
+        assert stream.flushes == 1
+
+    def test_outside_an_event_loop_every_line_is_flushed_at_once(self) -> None:
+        stream = _CountingStream()
+        logs.BatchingHandler(stream).emit(_record(logging.INFO))
+        assert stream.flushes == 1
