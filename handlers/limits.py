@@ -21,6 +21,7 @@ end of the previous request, so it also ends idle keep-alive connections) and
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Awaitable
 from typing import Any
@@ -68,6 +69,13 @@ class _Malformed(Exception):
     """What Tornado's parser refused (an ``HTTPInputError``), carried past its bare 400."""
 
 
+def _reason(exc: httputil.HTTPInputError) -> str:
+    """What the parser refused, without the refused value: Tornado quotes it (``Invalid header
+    value 'Bearer ac_live_…'``), and a header value may be a credential, which must reach neither
+    the log nor an answer that a proxy might keep."""
+    return re.split(r"[:'\"]", str(exc), maxsplit=1)[0].strip()[:200] or "malformed request"
+
+
 class _EnvelopeConnection(HTTP1Connection):
     """Tornado's HTTP/1 connection, but a request it cannot parse gets 400 ``bad_request`` in the
     envelope. Its own answer is written inside the method that reads the message, so the parser's
@@ -85,28 +93,28 @@ class _EnvelopeConnection(HTTP1Connection):
             start_line, headers = super()._parse_headers(data)
             httputil.parse_request_start_line(start_line)  # Tornado parses it next, outside any hook
         except httputil.HTTPInputError as exc:
-            raise _Malformed(str(exc)) from None
+            raise _Malformed(_reason(exc)) from None
         return start_line, headers
 
     def _read_body(self, code: int, headers: httputil.HTTPHeaders, delegate: httputil.HTTPMessageDelegate) -> Awaitable[None] | None:
         try:
             body = super()._read_body(code, headers, delegate)  # the length headers are judged here
         except httputil.HTTPInputError as exc:
-            raise _Malformed(str(exc)) from None
+            raise _Malformed(_reason(exc)) from None
         return None if body is None else self._malformed_body(body)
 
     async def _malformed_body(self, body: Awaitable[None]) -> None:
         try:
             await body  # chunk sizes and framing are judged while it is read
         except httputil.HTTPInputError as exc:
-            raise _Malformed(str(exc)) from None
+            raise _Malformed(_reason(exc)) from None
 
     async def _answer_malformed(self, reason: str) -> None:
         """400 in the envelope, then the connection closed: after a framing error nothing that
         follows on it can be trusted. Nothing is written if an answer was already started."""
         if self._response_start_line is None and self.stream is not None and not self.stream.closed():
             request_id = uuid.uuid4().hex
-            message = f"The request is not valid HTTP/1.1 ({reason[:200]})."
+            message = f"The request is not valid HTTP/1.1 ({reason})."
             body = json.dumps({"status": 400, "code": "bad_request", "message": message}, separators=(",", ":")).encode()
             head = (
                 "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=UTF-8\r\n"
@@ -115,7 +123,7 @@ class _EnvelopeConnection(HTTP1Connection):
             )
             start = self._request_start_line
             method, path = (start.method, shown_path(start.path.split("?", 1)[0][:200])) if start else ("-", "-")
-            access_log.warning("400 %s %s (-@-) rid=%s: %s", method, path, request_id, reason[:200])
+            access_log.warning("400 %s %s (-@-) rid=%s: %s", method, path, request_id, reason)
             try:
                 await self.stream.write(head.encode() + body)
             except iostream.StreamClosedError:
@@ -160,7 +168,7 @@ class _Refuser(httputil.HTTPMessageDelegate):
         try:
             return self.delegate.headers_received(start_line, headers)
         except httputil.HTTPInputError as exc:  # the request itself refused (its Host, its query)
-            self._answer(ApiError(f"The request is not valid HTTP/1.1 ({str(exc)[:200]})."), close=True)
+            self._answer(ApiError(f"The request is not valid HTTP/1.1 ({_reason(exc)})."), close=True)
             self._finish()
             return None
 

@@ -210,6 +210,16 @@ class TestMalformedRequests:
         await self.assert_refused_in_the_envelope(connect, b"GET / HTTP/1.1\r\nHost: localhost\r\nNoColon\r\n\r\n")
 
     @pytest.mark.gen_test
+    async def test_a_refused_header_value_reaches_neither_the_answer_nor_the_log(self, connect, caplog):
+        secret = "ac_live_NotToBeSeenAnywhere0123456789abcd"
+        connection = await connect()
+        await connection.send(f"GET /v1/auth/session HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {secret}\x01\r\n\r\n".encode())
+        status, _, body = await connection.answer()
+        assert status == 400 and b"bad_request" in body
+        assert b"NotToBeSeen" not in body
+        assert "NotToBeSeen" not in caplog.text and "NotToBeSeen" not in repr([r.args for r in caplog.records])
+
+    @pytest.mark.gen_test
     async def test_a_well_formed_request_on_a_kept_connection_is_still_served(self, connect):
         connection = await connect()
         for _ in range(2):
