@@ -77,7 +77,7 @@ class BatchingHandler(logging.StreamHandler):
 
     def __init__(self, stream: TextIO | None = None) -> None:
         super().__init__(stream if stream is not None else _buffered_stderr())
-        self._flush_pending = False
+        self._flush_loop: asyncio.AbstractEventLoop | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -90,18 +90,17 @@ class BatchingHandler(logging.StreamHandler):
             self.handleError(record)
 
     def _flush_later(self) -> bool:
-        if self._flush_pending:
-            return True
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return False  # no event loop in this thread: nothing would ever flush
-        self._flush_pending = True
-        loop.call_later(self.FLUSH_DELAY_SECONDS, self._flush_now)
+        if self._flush_loop is not loop:  # none pending, or on a loop that ended before it ran
+            self._flush_loop = loop
+            loop.call_later(self.FLUSH_DELAY_SECONDS, self._flush_now)
         return True
 
     def _flush_now(self) -> None:
-        self._flush_pending = False
+        self._flush_loop = None
         self.flush()
 
 

@@ -223,6 +223,25 @@ class TestBatching:
         await asyncio.sleep(logs.BatchingHandler.FLUSH_DELAY_SECONDS * 2)
         assert stream.flushes == 1
 
+    def test_lines_are_still_flushed_after_an_event_loop_ended_before_its_flush(self) -> None:
+        stream = _CountingStream()
+        handler = logs.BatchingHandler(stream)
+
+        async def log_and_leave() -> None:
+            handler.emit(_record(logging.INFO))
+
+        async def log_and_wait() -> None:
+            handler.emit(_record(logging.INFO))
+            await asyncio.sleep(logs.BatchingHandler.FLUSH_DELAY_SECONDS * 2)
+
+        for work in (log_and_leave, log_and_wait):  # the first loop closes before its flush is due
+            loop = asyncio.new_event_loop()
+            try:
+                loop.run_until_complete(work())
+            finally:
+                loop.close()
+        assert stream.flushes == 1
+
     @pytest.mark.gen_test
     async def test_a_warning_is_flushed_at_once(self) -> None:
         stream = _CountingStream()
