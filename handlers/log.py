@@ -16,6 +16,8 @@ from tornado.web import RequestHandler
 access_log = logging.getLogger("access")
 _LINK_TOKEN = re.compile(r"vl_[A-Za-z0-9_-]+")
 _GROUP = re.compile(r"\([^)]*\)")
+#: Methods metrics name; Tornado accepts any token, and each new label would be a new series.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 def shown_path(path: str) -> str:
@@ -36,7 +38,8 @@ def log_request(handler: RequestHandler) -> None:
     metrics = handler.settings.get("metrics")
     if metrics is not None:
         route = handler.settings.get("route_labels", {}).get(type(handler), "unmatched")
-        metrics.count_request(route, handler.request.method, status, seconds)
+        method = handler.request.method if handler.request.method in _METHODS else "OTHER"
+        metrics.count_request(route, method, status, seconds)
     if status < 400:
         level = logging.INFO
     elif status < 500:

@@ -87,6 +87,14 @@ class TestFigures:
         assert found[("cps_http_request_duration_seconds_count", (("method", "POST"), ("route", "/v1/domains")))] == 1
 
     @pytest.mark.gen_test
+    async def test_unknown_methods_share_one_series(self, http_client, base_url):
+        for method in ("XYZ1", "XYZ2"):
+            await http_client.fetch(f"{base_url}/v1/domains", method=method, raise_error=False, allow_nonstandard_methods=True)
+        found = await figures(http_client, base_url)
+        methods = {dict(labels).get("method") for name, labels in found if name == "cps_http_requests_total"}
+        assert "OTHER" in methods and not methods & {"XYZ1", "XYZ2"}
+
+    @pytest.mark.gen_test
     async def test_dns_lookups_are_counted_by_type_and_outcome(self, api, world, http_client, base_url):
         owner = world.owner()
         d = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
