@@ -232,6 +232,11 @@ class CallbackHandler(PageHandler):
     """Finish the sign-in: the state must be this browser's and unused; redeem the code through
     the same core function as POST /v1/auth/oidc/exchange; keep the session; clean URL."""
 
+    async def head(self) -> None:
+        """Not GET without a body here: GET redeems the one-time state and the code, and HEAD
+        must change nothing (a link checker or prefetch would spend the sign-in)."""
+        raise HTTPError(405)
+
     async def get(self) -> None:
         self.hit_rate_limit("/v1/auth/oidc/exchange")
         cookie = self.get_signed_cookie(SIGNIN_COOKIE, max_age_days=1)

@@ -33,7 +33,9 @@ def concrete(pattern: str) -> str:
 
 
 OUTSIDE_THE_API = [(concrete(p), h) for p, h in [*handlers.routes, *idp.routes] if not p.startswith("/v1/")]
-WITH_GET = [path for path, h in OUTSIDE_THE_API if h.get is not RequestHandler.get]
+#: GET there redeems a one-time sign-in state: HEAD must not, so it is a 405.
+NOT_SAFE_TO_REPEAT = {"/auth/callback"}
+WITH_GET = [path for path, h in OUTSIDE_THE_API if h.get is not RequestHandler.get and path not in NOT_SAFE_TO_REPEAT]
 WITHOUT_GET = [(path, h) for path, h in OUTSIDE_THE_API if h.get is RequestHandler.get]
 
 
@@ -45,6 +47,12 @@ async def fetch(http_client, base_url, method, path, **kw):
 def test_the_routes_walked_include_the_pages_the_provider_and_metrics():
     assert {"/", "/login", "/idp/jwks", "/metrics", f"/site/{SOME_ID}/dns"} <= set(WITH_GET)
     assert "/logout" in dict(WITHOUT_GET)
+
+
+@pytest.mark.gen_test
+async def test_head_on_the_sign_in_callback_is_refused_and_spends_nothing(http_client, base_url):
+    head = await fetch(http_client, base_url, "HEAD", "/auth/callback?state=s&code=c")
+    assert head.code == 405 and head.headers.get("Allow") == "GET"
 
 
 @pytest.mark.gen_test
