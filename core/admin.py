@@ -40,6 +40,8 @@ def check_config(config: Config) -> list[str]:
     database, key_file = Path(config.storage.path).resolve(), Path(config.storage.secret_key_file).resolve()
     try:
         summary = inspection.inspect(database)
+    except OSError as exc:
+        raise _unreadable("storage.path", database, exc) from None
     except sqlite3.Error as exc:
         raise CommandError(f"check-config: storage.path: cannot read {database}: {exc}") from None
     if summary is None:
@@ -48,7 +50,11 @@ def check_config(config: Config) -> list[str]:
         held = f"{summary.workspaces} workspaces, {summary.domains} domains"
         if summary.pending_migrations:
             held += f"; {len(summary.pending_migrations)} migration(s) to apply at the next start"
-    if key_file.exists():
+    try:
+        key_exists = key_file.exists()
+    except OSError as exc:
+        raise _unreadable("storage.secret_key_file", key_file, exc) from None
+    if key_exists:
         try:
             read_master_key(key_file)
         except SecretKeyError as exc:
@@ -67,6 +73,12 @@ def check_config(config: Config) -> list[str]:
         f"  edge provider {config.provider.kind}",
         f"  DNS resolvers {', '.join(config.dns.nameservers) or '(the system resolver)'}",
     ]
+
+
+def _unreadable(setting: str, path: Path, exc: OSError) -> CommandError:
+    """A file that cannot even be looked at (typically: a data folder, 0700, of another user)."""
+    return CommandError(f"check-config: {setting}: cannot read {exc.filename or path}: {exc.strerror or exc}; "
+                        "run the command as the service's user")
 
 
 def backup(services: Services, target: str) -> list[str]:

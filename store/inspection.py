@@ -25,7 +25,9 @@ class Summary:
 
 def inspect(path: str | Path) -> Summary | None:
     """What the database holds; None when there is no database file yet. Raises
-    ``sqlite3.Error`` when the file cannot be read or is not this service's database."""
+    ``sqlite3.Error`` when the file cannot be read or is not this service's database, and
+    ``OSError`` when it (or its ``-wal`` or ``-shm``) cannot even be looked at, for example in a
+    folder the user cannot enter: that is not "no database yet"."""
     path = Path(path)
     if not path.is_file():
         return None

@@ -92,6 +92,22 @@ class TestCheckConfig:
         assert result.returncode == 2
         assert result.stderr.startswith("config error: server.port") and result.stderr.count("\n") == 1
 
+    def test_a_database_path_that_cannot_be_examined_is_one_line_naming_it_and_exit_2(self, tmp_path):
+        # A name too long to stat fails for root too, as a data folder the user cannot enter does.
+        database = tmp_path / ("x" * 300) / "service.sqlite3"
+        config = tmp_path / "unreadable.toml"
+        config.write_text(f'[storage]\npath = "{database}"\nsecret_key_file = "{tmp_path}/secret.key"\n')
+        result = run(config, "check-config")
+        assert result.returncode == 2
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+        assert str(database) in result.stderr and "as the service's user" in result.stderr
+
+    def test_a_secret_key_file_that_cannot_be_examined_is_refused_naming_it(self, config, tmp_path):
+        key_file = tmp_path / ("x" * 300) / "secret.key"
+        config = attrs.evolve(config, storage=attrs.evolve(config.storage, secret_key_file=str(key_file)))
+        with pytest.raises(admin.CommandError, match=r"storage\.secret_key_file: cannot read .*as the service's user"):
+            admin.check_config(config)
+
 
 class TestBackup:
     def test_a_live_database_is_copied_whole_and_private(self, live, tmp_path):
