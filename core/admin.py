@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 
 from core import api_keys
 from core.certificates import idempotency
+from core.config import ConfigError
 from core.crypto import SecretKeyError, read_master_key
 from core.errors import ApiError, ValidationError
+from core.net import _tls_context
 from core.wire import parse_timestamp
 from store import inspection
 
@@ -35,7 +37,9 @@ def check_config(config: Config) -> list[str]:
     secret key file is created, no migration applied (the service does that at its start).
 
     It takes no services: opening them creates what is missing, so app.py calls this before
-    building any.
+    building any. What start-up refuses is refused here too where it can be checked without
+    writing: ``[network] ca_bundle`` is loaded as the outbound client loads it. The development
+    identity provider's key file is not: ``dev_idp.load_key`` creates it when missing.
     """
     database, key_file = Path(config.storage.path).resolve(), Path(config.storage.secret_key_file).resolve()
     try:
@@ -62,6 +66,10 @@ def check_config(config: Config) -> list[str]:
         key = str(key_file)
     else:
         key = f"{key_file} (does not exist yet: created at the first start; back it up with the database)"
+    try:
+        _tls_context(config.network.ca_bundle)  # what the outbound client loads at start-up: it refuses the same
+    except ConfigError as exc:
+        raise CommandError(f"check-config: {exc}") from None
     issuer = config.oidc.issuer or f"{config.server.base_url}/idp (the built-in development provider)"
     return [
         "configuration OK",

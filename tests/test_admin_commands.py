@@ -108,6 +108,18 @@ class TestCheckConfig:
         with pytest.raises(admin.CommandError, match=r"storage\.secret_key_file: cannot read .*as the service's user"):
             admin.check_config(config)
 
+    def test_a_missing_ca_bundle_is_refused_as_at_start_up(self, config, tmp_path):
+        config = attrs.evolve(config, network=attrs.evolve(config.network, ca_bundle=str(tmp_path / "absent.pem")))
+        with pytest.raises(admin.CommandError, match=r"network\.ca_bundle: cannot load .*absent\.pem"):
+            admin.check_config(config)
+
+    def test_a_ca_bundle_holding_no_certificate_is_refused_as_at_start_up(self, config, tmp_path):
+        garbage = tmp_path / "garbage.pem"
+        garbage.write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n")
+        config = attrs.evolve(config, network=attrs.evolve(config.network, ca_bundle=str(garbage)))
+        with pytest.raises(admin.CommandError, match=r"network\.ca_bundle: cannot load .*garbage\.pem"):
+            admin.check_config(config)
+
 
 class TestBackup:
     def test_a_live_database_is_copied_whole_and_private(self, live, tmp_path):
