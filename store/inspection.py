@@ -3,6 +3,7 @@
 ``Store`` cannot do this: it creates the file and its folder when missing and applies pending
 migrations. A plain read-only open is not enough either: on a WAL database at rest (the service
 stopped, its ``-wal`` and ``-shm`` files gone) SQLite creates them, and leaves them behind.
+A ``-wal`` left by an unclean stop is read, though: it may hold commits the file does not.
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ def inspect(path: str | Path) -> Summary | None:
     path = Path(path)
     if not path.is_file():
         return None
-    in_use = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()
-    # In use: read through its -wal and -shm, which exist already. At rest, everything is in the
-    # file itself, and ``immutable`` opens it without creating them (and without locks).
-    uri = path.resolve().as_uri() + ("?mode=ro" if in_use else "?mode=ro&immutable=1")
+    # A -wal file holds commits not yet in the file itself: read through it, as a plain read-only
+    # connection does (it creates the -shm when missing, after an unclean stop, as the service's
+    # next start would). Only without one is everything in the file, and ``immutable`` opens it
+    # without creating a -wal or -shm (and without locks); it would ignore an existing -wal.
+    has_wal = Path(f"{path}-wal").exists()
+    uri = path.resolve().as_uri() + ("?mode=ro" if has_wal else "?mode=ro&immutable=1")
     conn = sqlite3.connect(uri, uri=True)
     try:
         applied = {version for (version,) in conn.execute("SELECT version FROM schema_migrations")}

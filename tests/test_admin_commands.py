@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import attrs
 import pytest
@@ -76,6 +77,20 @@ class TestCheckConfig:
         lines = admin.check_config(config)
         assert f"  database {tmp_path / 'service.sqlite3'} (0 workspaces, 0 domains)" in lines
         assert files_under(tmp_path) == before
+
+    def test_a_row_committed_only_in_the_wal_of_an_unclean_stop_is_counted(self, config, tmp_path):
+        build_services(config).close()
+        writer = sqlite3.connect(config.storage.path, isolation_level=None)
+        writer.execute("PRAGMA wal_autocheckpoint = 0")  # the row stays in the -wal file
+        writer.execute("INSERT INTO workspaces (id, name, created_at) VALUES (?, 'Acme', '2024-01-01T00:00:00Z')",
+                       (str(uuid.uuid4()),))
+        crashed = tmp_path / "crashed"  # what an unclean stop leaves: the database and its -wal, no -shm
+        crashed.mkdir()
+        for suffix in ("", "-wal"):
+            (crashed / f"service.sqlite3{suffix}").write_bytes(Path(f"{config.storage.path}{suffix}").read_bytes())
+        writer.close()
+        config = attrs.evolve(config, storage=attrs.evolve(config.storage, path=str(crashed / "service.sqlite3")))
+        assert f"  database {crashed / 'service.sqlite3'} (1 workspaces, 0 domains)" in admin.check_config(config)
 
     def test_the_command_creates_nothing_in_a_fresh_folder(self, tmp_path):
         config = tmp_path / "fresh.toml"
