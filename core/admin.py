@@ -19,7 +19,7 @@ from core.certificates import idempotency
 from core.config import ConfigError
 from core.crypto import SecretKeyError, read_master_key
 from core.errors import ApiError, ValidationError
-from core.net import _tls_context
+from core.net import tls_context
 from core.wire import parse_timestamp
 from store import inspection
 
@@ -67,7 +67,7 @@ def check_config(config: Config) -> list[str]:
     else:
         key = f"{key_file} (does not exist yet: created at the first start; back it up with the database)"
     try:
-        _tls_context(config.network.ca_bundle)  # what the outbound client loads at start-up: it refuses the same
+        tls_context(config.network.ca_bundle)  # what the outbound client loads at start-up: it refuses the same
     except ConfigError as exc:
         raise CommandError(f"check-config: {exc}") from None
     issuer = config.oidc.issuer or f"{config.server.base_url}/idp (the built-in development provider)"

@@ -144,7 +144,7 @@ class OutboundClient:
         self.policy = AddressPolicy(network.allow_private_ranges)
         self.resolver = GuardedResolver(dns=DnsChecker(dns, observe=observe), policy=self.policy)
         self.max_body_bytes = max_body_bytes
-        self.pool = KeepAliveClient(max_clients=max_clients, ssl_context=_tls_context(network.ca_bundle),
+        self.pool = KeepAliveClient(max_clients=max_clients, ssl_context=tls_context(network.ca_bundle),
                                     max_body_bytes=max_body_bytes)
 
     def close(self) -> None:
@@ -188,7 +188,9 @@ def _ms(started: float) -> float:
     return (time.monotonic() - started) * 1000
 
 
-def _tls_context(ca_bundle: str) -> ssl.SSLContext:
+def tls_context(ca_bundle: str) -> ssl.SSLContext:
+    """The TLS context of every outbound connection; ``check-config`` builds it too, so a bundle
+    start-up would refuse is refused there."""
     # Certificates are always verified, against the system's CAs plus the operator's bundle when
     # set (Tornado's ca_certs would replace the system store instead of adding to it).
     context = ssl.create_default_context()
