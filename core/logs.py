@@ -86,7 +86,7 @@ class BatchingHandler(logging.StreamHandler):
                 self.flush()
         except RecursionError:
             raise
-        except Exception:
+        except Exception:  # noqa: BLE001 - as logging.StreamHandler does: a log line never breaks the caller
             self.handleError(record)
 
     def _flush_later(self) -> bool:
@@ -111,7 +111,7 @@ def _buffered_stderr() -> TextIO:
         fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
         return sys.stderr
-    return open(fd, "w", buffering=1 << 16, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    return open(fd, "w", buffering=1 << 16, encoding="utf-8", errors="backslashreplace", closefd=False)
 
 
 def configure(config: LoggingConfig, stream: TextIO | None = None) -> logging.Handler:
