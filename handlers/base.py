@@ -125,6 +125,13 @@ class BaseHandler(RequestHandler):
             self.request_id, self.request.method, shown_path(self.request.path), exc_info=(typ, value, tb),
         )
 
+    async def head(self, *args: Any, **kwargs: Any) -> None:
+        """HEAD is GET without the body (Tornado drops it), on the API, the pages and ``/metrics``;
+        on a route without GET it is a 405, which each kind of handler answers with ``Allow``."""
+        if type(self).get is RequestHandler.get:
+            raise HTTPError(405)
+        await self.get(*args, **kwargs)
+
     def allowed_methods(self) -> list[str]:
         base = RequestHandler
         return [m for m in _METHODS if getattr(type(self), m.lower()) is not getattr(base, m.lower())]
@@ -154,12 +161,6 @@ class ApiHandler(BaseHandler):
             return super().decode_argument(value, name)
         except HTTPError:
             return value.decode("utf-8", "replace")
-
-    async def head(self, *args: Any, **kwargs: Any) -> None:
-        """HEAD is GET without the body (Tornado drops it); on a route without GET it is a 405."""
-        if type(self).get is RequestHandler.get:
-            raise MethodNotAllowed()
-        await self.get(*args, **kwargs)
 
     def check_xsrf_cookie(self) -> None:
         """No XSRF check: the API reads credentials from the Authorization header only, never from

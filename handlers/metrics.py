@@ -38,10 +38,6 @@ class MetricsHandler(BaseHandler):
     def check_xsrf_cookie(self) -> None:
         """No XSRF check: only GET is served, and no cookie is read (a bearer token or none)."""
 
-    async def head(self) -> None:
-        """GET without the body (Tornado drops it), as everywhere else."""
-        await self.get()
-
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Another method is a 405 naming the one there is; any error is in the envelope."""
         if status_code == 405:

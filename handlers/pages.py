@@ -20,7 +20,7 @@ from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from markupsafe import Markup
 from tornado import httputil
-from tornado.web import HTTPError, RequestHandler
+from tornado.web import HTTPError
 
 from core import logs, portal, signin, signup, workspaces
 from core.auth import Caller, Principal, act_in, identify
@@ -157,12 +157,6 @@ class PageHandler(BaseHandler):
         that says which methods there are, not a 403 about a token."""
         if self.request.method in self.allowed_methods():
             super().check_xsrf_cookie()
-
-    async def head(self, *args: Any, **kwargs: Any) -> None:
-        """HEAD is GET without the body (Tornado drops it), as on the API; a 405 where there is no GET."""
-        if type(self).get is RequestHandler.get:
-            raise HTTPError(405)
-        await self.get(*args, **kwargs)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         # Never a traceback on a page either; the request id ties a 500 to the log.
