@@ -434,6 +434,7 @@ class TestTypeScriptTypes:
     def test_the_generator_reports_no_warning(self, typescript):
         _, made = typescript
         assert not made.stderr.strip(), made.stderr
+        assert "warn" not in made.stdout.lower(), made.stdout
 
     def test_tsc_accepts_the_usage_file(self, typescript):
         folder, _ = typescript
