@@ -16,6 +16,7 @@ from a running service (``python app.py``, ``GET /v1/openapi.json``), as a user 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -45,8 +46,10 @@ def hostname(label: str) -> str:
 
 
 def run(command: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    # The generator runs ruff from PATH on what it made: this environment's, even when it is not activated.
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     return subprocess.run([str(part) for part in command], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+                          timeout=timeout, check=False, env=env)
 
 
 @pytest.fixture(scope="module")
