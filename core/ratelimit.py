@@ -29,10 +29,13 @@ _ROUTE_BUCKETS = (
 )
 
 
+_PREFIXES = tuple((prefix, prefix.rstrip("/"), buckets) for prefix, buckets in _ROUTE_BUCKETS)
+
+
 def buckets_for(path: str) -> tuple[str, ...]:
     """The buckets a request path counts against, shared one first."""
-    for prefix, buckets in _ROUTE_BUCKETS:
-        if path == prefix.rstrip("/") or path.startswith(prefix):
+    for prefix, bare, buckets in _PREFIXES:
+        if path.startswith(prefix) or path == bare:
             return buckets
     return ()
 

@@ -69,6 +69,7 @@ class BaseHandler(RequestHandler):
         logs.workspace.set(None)
         self.principal: Principal | None = None
         self.rate_decision: Decision | None = None
+        self._client_ip: str | None = None
         # Default headers were set before this id existed (Tornado calls clear() first).
         self.set_request_headers()
 
@@ -83,18 +84,25 @@ class BaseHandler(RequestHandler):
         request_id = getattr(self, "request_id", None)
         if request_id:
             self.set_header(REQUEST_ID_HEADER, request_id)
+        self.set_rate_limit_headers()
+
+    def set_rate_limit_headers(self) -> None:
         decision = getattr(self, "rate_decision", None)
         if decision is not None:
             self.set_header("RateLimit-Policy", decision.policy_header())
             self.set_header("RateLimit", decision.limit_header())
 
-    @functools.cached_property
+    @property
     def client_ip(self) -> str:
-        return client_ip(
-            self.request.remote_ip or "",
-            self.request.headers.get("X-Forwarded-For"),
-            self.services.trusted_proxies,
-        )
+        # Worked out once per request; not functools.cached_property, which takes a lock on
+        # every first access before Python 3.12.
+        if self._client_ip is None:
+            self._client_ip = client_ip(
+                self.request.remote_ip or "",
+                self.request.headers.get("X-Forwarded-For"),
+                self.services.trusted_proxies,
+            )
+        return self._client_ip
 
     def send_error(self, status_code: int = 500, **kwargs: Any) -> None:
         # A database that cannot be written (read-only, disk full) is the machine's state, not a
@@ -169,7 +177,7 @@ class ApiHandler(BaseHandler):
     async def prepare(self) -> None:
         # Admission before authentication: a flood of bad credentials is throttled too.
         self.rate_decision = self.services.limiter.hit(self.request.path, self.client_ip)
-        self.set_request_headers()
+        self.set_rate_limit_headers()
         if self.rate_decision is not None and self.rate_decision.exceeded is not None:
             raise RateLimited(self.rate_decision.exceeded.reset, self.rate_decision.exceeded.bucket)
         header = self.request.headers.get("Authorization")
@@ -334,10 +342,12 @@ def require(
 
     def decorate(method: Method) -> Method:
         @functools.wraps(method)
-        async def wrapper(self: ApiHandler, *args: Any, **kwargs: Any) -> None:
+        def wrapper(self: ApiHandler, *args: Any, **kwargs: Any) -> Awaitable[None]:
+            # Not a coroutine itself: Tornado awaits what it returns, a refusal raised here is
+            # handled as one raised inside, and no coroutine is made only to wrap another.
             if not (optional and not self.has_credentials):
                 self.principal = authorize(self.authenticated(), scopes=scopes, roles=roles)
-            await method(self, *args, **kwargs)
+            return method(self, *args, **kwargs)
 
         wrapper.requirement = {"scopes": scopes, "roles": tuple(roles)}  # type: ignore[attr-defined]
         return wrapper
