@@ -125,6 +125,7 @@ class DnsChecker:
         self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._channel: _Channel | None = None
         self._closing: set[asyncio.Future] = set()
+        self._resolving: dict[tuple[asyncio.AbstractEventLoop, str, tuple[str, ...]], asyncio.Future] = {}
         self.channels_opened = 0
 
     def _in_flight(self) -> asyncio.Semaphore:
@@ -182,7 +183,19 @@ class DnsChecker:
         """The addresses ``name`` has (A and AAAA by default, queried together), and the lookups made.
 
         An empty list means none were found; the lookups say why (nxdomain, nodata, timeout, error).
+        Callers asking for the same name at the same time share one lookup: a burst of webhook
+        deliveries to one endpoint (after a restart, say) asked the same question a hundred times,
+        each on a channel of its own, and under load those lookups timed out.
         """
+        key = (asyncio.get_running_loop(), name.lower(), rtypes)
+        shared = self._resolving.get(key)
+        if shared is None:
+            shared = self._resolving[key] = asyncio.ensure_future(self._addresses(name, rtypes))
+            shared.add_done_callback(lambda _: self._resolving.pop(key, None))
+        found, lookups = await asyncio.shield(shared)  # one caller giving up does not end it for the rest
+        return list(found), list(lookups)
+
+    async def _addresses(self, name: str, rtypes: tuple[str, ...]) -> tuple[list[str], list[Lookup]]:
         lookups = await self.lookup_many([(name, rtype) for rtype in rtypes])
         found = [value for lookup in lookups for value in lookup.values]
         return list(dict.fromkeys(found)), lookups

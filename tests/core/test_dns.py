@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from core.config import DnsConfig
@@ -44,3 +46,20 @@ async def test_a_public_suffix_may_be_asked_again_on_the_same_channel(checker, d
     await checker.lookup("com", "CAA")
     await checker.lookup("com", "CAA")
     assert checker.channels_opened == 1
+
+
+@pytest.mark.gen_test
+async def test_addresses_asked_for_at_the_same_time_share_one_lookup(checker, dns):
+    dns.publish("hooks.example.com", "A", "192.0.2.7")
+    answers = await asyncio.gather(*(checker.addresses("hooks.example.com") for _ in range(50)))
+    assert all(found == ["192.0.2.7"] for found, _ in answers)
+    assert checker.channels_opened == 1
+
+
+@pytest.mark.gen_test
+async def test_addresses_asked_for_again_later_are_looked_up_again(checker, dns):
+    dns.publish("hooks.example.com", "A", "192.0.2.7")
+    await checker.addresses("hooks.example.com")
+    dns.clear()
+    dns.publish("hooks.example.com", "A", "192.0.2.8")
+    assert (await checker.addresses("hooks.example.com"))[0] == ["192.0.2.8"]
