@@ -69,7 +69,8 @@ class Pacer:
                     self._remaining -= 1
                 return
             if wait > self.max_wait_seconds:
-                raise ProviderBusy(math.ceil(wait))
+                # Rounded first: (now + 30) - now can be 30.000000000004 in floats, which is not 31 s.
+                raise ProviderBusy(math.ceil(round(wait, 3)))
             await self._sleep(wait)  # then look again: another caller may have taken the slot
 
     def observe(self, *, remaining: int | None, reset_seconds: float | None, retry_after: float | None) -> None:

@@ -131,6 +131,15 @@ class TestProviderSays:
         await budget.acquire()
 
     @pytest.mark.gen_test
+    async def test_a_reset_asked_about_at_once_is_not_rounded_up_a_second(self, clock):
+        clock.now = 8191.610680565681  # (now + 30) - now is 30.000000000000004 in floats
+        budget = pacer(clock, 100, 60)
+        budget.observe(remaining=0, reset_seconds=30, retry_after=None)
+        with pytest.raises(ProviderBusy) as caught:
+            await budget.acquire()
+        assert caught.value.retry_after == 30
+
+    @pytest.mark.gen_test
     async def test_what_remains_is_spent_by_our_calls(self, clock):
         budget = pacer(clock, 100, 60)
         budget.observe(remaining=2, reset_seconds=20, retry_after=None)
