@@ -57,7 +57,7 @@ def make_app(services: Services) -> tornado.web.Application:
     deps = {"services": services}
     active = handlers.routes + (idp.routes if services.dev_idp is not None else [])
     routes = [(pattern, handler, deps) for pattern, handler in active]
-    return tornado.web.Application(
+    app = tornado.web.Application(
         routes,
         metrics=services.metrics,
         route_labels={handler: route_label(pattern) for pattern, handler in active} | {StaticHandler: "/static/:param"},
@@ -74,6 +74,11 @@ def make_app(services: Services) -> tornado.web.Application:
         login_url="/login",
         xheaders=False,  # client IPs come from server.trusted_proxies, not from any peer
     )
+    # Tornado puts its static-file routes (/static/, /favicon.ico, /robots.txt) before ours, so
+    # every API request tried them first; no route of ours matches their paths, so they go last.
+    rules = app.wildcard_router.rules
+    rules.sort(key=lambda rule: rule.target is StaticHandler)
+    return app
 
 
 def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], WebhookWorker]:

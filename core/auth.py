@@ -81,8 +81,11 @@ class Caller:
 async def identify(services: Services, bearer: str) -> Caller:
     """The person or key behind a bearer credential, or the matching 401/403."""
     if bearer.startswith(api_keys.KEY_PREFIX):
-        key, workspace = api_keys.authenticate(services, bearer)
-        return Caller(api_key=key, key_workspace=workspace)
+        entry = api_keys.authenticate(services, bearer)
+        caller = entry.derived.get("caller")  # the same key, workspace and caller while cached
+        if caller is None:
+            caller = entry.derived["caller"] = Caller(api_key=entry.key, key_workspace=entry.workspace)
+        return caller
     claims = await services.oidc.verify(bearer)
     return Caller(user=accounts.person(services, claims))
 

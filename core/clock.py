@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Protocol
 
 
 class Clock(Protocol):
     def now(self) -> dt.datetime:
         """The current time, timezone-aware UTC, truncated to milliseconds."""
+
+    def timestamp(self) -> float:
+        """The current time in seconds since the epoch, for what is counted on every request
+        (rate-limit windows), where building a datetime is a cost of its own."""
 
 
 def truncate_ms(value: dt.datetime) -> dt.datetime:
@@ -19,3 +24,6 @@ def truncate_ms(value: dt.datetime) -> dt.datetime:
 class SystemClock:
     def now(self) -> dt.datetime:
         return truncate_ms(dt.datetime.now(dt.UTC))
+
+    def timestamp(self) -> float:
+        return time.time()

@@ -9,13 +9,16 @@ never mix their numbers.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import uuid
 from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from core.dns import Lookup
 from core.edge import EdgeProvider, HostnameGone, ProviderBusy, ProviderError, ProviderRejected, ProviderState
@@ -32,10 +35,8 @@ _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 class Metrics:
     def __init__(self, store: Store, clock: Clock) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter("cps_http_requests", "HTTP requests answered, by route, method and status.",
-                                ["route", "method", "status"], registry=self.registry)
-        self.latency = Histogram("cps_http_request_duration_seconds", "Time to answer an HTTP request, by route and method.",
-                                 ["route", "method"], buckets=_LATENCY_BUCKETS, registry=self.registry)
+        self.requests = _Requests()
+        self.registry.register(self.requests)
         self.dns_lookups = Counter("cps_dns_lookups", "DNS lookups, by record type and outcome (found, nxdomain, nodata, timeout, error).",
                                    ["type", "outcome"], registry=self.registry)
         self.provider_calls = Counter("cps_provider_calls", "Edge-provider calls, by operation and outcome (ok, rejected, unavailable, busy, gone).",
@@ -47,24 +48,53 @@ class Metrics:
         self.webhook_deliveries = Counter("cps_webhook_deliveries",
                                           "Webhook deliveries that ended, by outcome (delivered, failed: given up after max_attempts).",
                                           ["outcome"], registry=self.registry)
-        self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self.registry.register(_StoreFigures(store, clock))
 
     def count_request(self, route: str, method: str, status: int, seconds: float) -> None:
-        """One answered request. The labelled series are kept per route, method and status:
-        prometheus-client's ``labels()`` takes a lock and builds a key on every call."""
-        series = self._request_series.get((route, method, status))
-        if series is None:
-            series = (self.requests.labels(route, method, str(status)), self.latency.labels(route, method))
-            self._request_series[(route, method, status)] = series
-        series[0].inc()
-        series[1].observe(seconds)
+        self.requests.count(route, method, status, seconds)
 
     def count_lookup(self, lookup: Lookup) -> None:
         self.dns_lookups.labels(lookup.rtype, lookup.outcome).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _Requests(Collector):
+    """Requests answered, counted in plain dicts and turned into metric families when scraped.
+
+    This is counted on every request: prometheus-client's ``Counter`` and ``Histogram`` take a
+    lock for each increment and walk the buckets in Python (1.3 µs a request in a tight loop,
+    0.4 µs here). Every count happens on the event loop's thread, as every scrape does, so no
+    lock is needed."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str, int], int] = {}
+        #: Per route and method: the count in each latency bucket (the last is +Inf), and the sum.
+        self.latency: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+
+    def count(self, route: str, method: str, status: int, seconds: float) -> None:
+        key = (route, method, status)
+        self.counts[key] = self.counts.get(key, 0) + 1
+        series = self.latency.get((route, method))
+        if series is None:
+            series = self.latency[(route, method)] = ([0] * (len(_LATENCY_BUCKETS) + 1), [0.0])
+        series[0][bisect.bisect_left(_LATENCY_BUCKETS, seconds)] += 1  # the first bound >= seconds
+        series[1][0] += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily("cps_http_requests", "HTTP requests answered, by route, method and status.",
+                                       labels=["route", "method", "status"])
+        for (route, method, status), count in sorted(self.counts.items()):
+            requests.add_metric([route, method, str(status)], count)
+        yield requests
+        latency = HistogramMetricFamily("cps_http_request_duration_seconds",
+                                        "Time to answer an HTTP request, by route and method.", labels=["route", "method"])
+        bounds = [floatToGoString(bound) for bound in _LATENCY_BUCKETS] + ["+Inf"]
+        for (route, method), (buckets, total) in sorted(self.latency.items()):
+            latency.add_metric([route, method], list(zip(bounds, itertools.accumulate(buckets), strict=True)),
+                               sum_value=total[0])
+        yield latency
 
 
 class _StoreFigures(Collector):

@@ -102,13 +102,15 @@ class Decision(NamedTuple):
     window: int
     usages: tuple[Usage, ...]
     exceeded: Usage | None = None
+    policy: str = ""
+    "The RateLimit-Policy field, the same for every request to the same buckets."
 
     def policy_header(self) -> str:
-        return ", ".join(f'"{u.bucket}";q={u.quota};w={self.window}' for u in self.usages)
+        return self.policy or ", ".join(f'"{u.bucket}";q={u.quota};w={self.window}' for u in self.usages)
 
     def limit_header(self) -> str:
         """The policy closest to exhaustion (the draft allows reporting only that one)."""
-        tightest = self.exceeded or min(self.usages, key=lambda u: u.remaining)
+        tightest = self.exceeded or (self.usages[0] if len(self.usages) == 1 else min(self.usages, key=lambda u: u.remaining))
         return f'"{tightest.bucket}";r={tightest.remaining};t={tightest.reset}'
 
 
@@ -118,30 +120,37 @@ class RateLimiter:
         self.clock = clock
         self._window_index = -1
         self._counts: dict[tuple[str, str], int] = {}
+        window = config.window_seconds
+        self._buckets = {
+            buckets: (tuple((bucket, getattr(config, bucket)) for bucket in buckets),
+                      ", ".join(f'"{bucket}";q={getattr(config, bucket)};w={window}' for bucket in buckets))
+            for _, buckets in _ROUTE_BUCKETS
+        }
 
     def hit(self, path: str, client: str) -> Decision | None:
         """Count one request; ``None`` for paths outside every bucket."""
         buckets = buckets_for(path)
         if not buckets:
             return None
+        quotas, policy = self._buckets[buckets]
         window = self.config.window_seconds
-        now = self.clock.now().timestamp()
+        now = self.clock.timestamp()
         index = int(now // window)
         if index != self._window_index:
             # Fixed windows: a new window starts every counter afresh.
             self._window_index, self._counts = index, {}
         reset = max(1, math.ceil((index + 1) * window - now))
         key = _partition(client)
+        counts = self._counts
         usages = []
         exceeded = None
-        for bucket in buckets:
-            quota = getattr(self.config, bucket)
-            count = self._counts.get((bucket, key), 0)
+        for bucket, quota in quotas:
+            count = counts.get((bucket, key), 0)
             if exceeded is None:  # a request refused by one bucket is not counted by the next
                 count += 1
-                self._counts[(bucket, key)] = count
-            usage = Usage(bucket=bucket, quota=quota, remaining=max(0, quota - count), reset=reset)
+                counts[(bucket, key)] = count
+            usage = Usage(bucket, quota, quota - count if count < quota else 0, reset)
             if exceeded is None and count > quota:
                 exceeded = usage
             usages.append(usage)
-        return Decision(window=window, usages=tuple(usages), exceeded=exceeded)
+        return Decision(window, tuple(usages), exceeded, policy)

@@ -13,6 +13,8 @@ import re
 from tornado.escape import url_unescape
 from tornado.web import RequestHandler
 
+from core import logs
+
 access_log = logging.getLogger("access")
 _LINK_TOKEN = re.compile(r"vl_[A-Za-z0-9_-]+")
 _GROUP = re.compile(r"\([^)]*\)")
@@ -49,12 +51,17 @@ def log_request(handler: RequestHandler) -> None:
     principal = getattr(handler, "principal", None)
     who = principal.label if principal is not None else "-"
     ip = getattr(handler, "client_ip", handler.request.remote_ip)
+    path = shown_path(handler.request.path)
+    direct = logs.direct_handler(access_log, level)
+    if direct is not None:  # the same line, without a LogRecord: see direct_handler
+        direct.write_direct(level, "access", f"{status} {handler.request.method} {path} ({who}@{ip}) {1000.0 * seconds:.1f}ms")
+        return
     access_log.log(
         level,
         "%d %s %s (%s@%s) %.1fms",  # the request id and workspace follow, as on every line of the request
         status,
         handler.request.method,
-        shown_path(handler.request.path),
+        path,
         who,
         ip,
         1000.0 * seconds,

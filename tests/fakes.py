@@ -16,5 +16,8 @@ class FakeClock:
     def now(self) -> dt.datetime:
         return self.current
 
+    def timestamp(self) -> float:
+        return self.current.timestamp()
+
     def advance(self, seconds: float) -> None:
         self.current += dt.timedelta(seconds=seconds)

@@ -138,6 +138,44 @@ CLIENT_SECRET = "oidc-client-" + random_secrets.token_urlsafe(24)
 METRICS_TOKEN = "metrics-" + random_secrets.token_urlsafe(24)
 
 
+class TestTheAccessLine:
+    """Written without a LogRecord when the service's own handler alone would write it."""
+
+    @pytest.mark.parametrize("fmt", ["text", "json"])
+    def test_written_directly_it_is_the_line_logging_writes(self, captured, fmt):
+        buffer = captured(fmt)
+        access = logging.getLogger("access")
+        rid, ws = logs.request_id.set("r1"), logs.workspace.set("w1")
+        try:
+            logs.direct_handler(access, logging.INFO).write_direct(logging.INFO, "access", "200 GET /x (-@ip) 1.0ms")
+            access.info("200 GET /x (-@ip) 1.0ms")
+        finally:
+            logs.request_id.reset(rid)
+            logs.workspace.reset(ws)
+        direct, logged = buffer.getvalue().splitlines()
+        if fmt == "json":
+            direct, logged = json.loads(direct), json.loads(logged)
+            assert direct.pop("time")[:16] == logged.pop("time")[:16]
+        else:
+            assert direct.split(" ", 2)[0] == logged.split(" ", 2)[0]
+            direct, logged = direct.split(" ", 2)[2], logged.split(" ", 2)[2]
+        assert direct == logged
+
+    def test_another_handler_on_the_root_gets_records_instead(self, captured):
+        captured("text")
+        extra = logging.NullHandler()
+        logging.getLogger().addHandler(extra)
+        try:
+            assert logs.direct_handler(logging.getLogger("access"), logging.INFO) is None
+        finally:
+            logging.getLogger().removeHandler(extra)
+
+    def test_a_level_below_the_configured_one_is_not_written(self, captured):
+        captured("text")
+        logging.getLogger().setLevel(logging.WARNING)
+        assert logs.direct_handler(logging.getLogger("access"), logging.INFO) is None
+
+
 class TestNoSecrets:
     @pytest.fixture
     def config(self, config, http_port):

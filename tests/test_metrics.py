@@ -86,6 +86,15 @@ class TestFigures:
         assert found[("cps_http_requests_total", (("method", "GET"), ("route", "/v1/domains/:param"), ("status", "404")))] == 1
         assert found[("cps_http_request_duration_seconds_count", (("method", "POST"), ("route", "/v1/domains")))] == 1
 
+    def test_latency_falls_in_the_first_bucket_at_or_above_it_and_buckets_are_cumulative(self, services):
+        for seconds in (0.001, 0.003, 20.0):
+            services.metrics.count_request("/x", "GET", 200, seconds)
+        found = samples(services.metrics.render().decode())
+        bucket = lambda le: found[("cps_http_request_duration_seconds_bucket", (("le", le), ("method", "GET"), ("route", "/x")))]
+        assert (bucket("0.001"), bucket("0.0025"), bucket("0.005"), bucket("10.0"), bucket("+Inf")) == (1, 1, 2, 2, 3)
+        assert found[("cps_http_request_duration_seconds_sum", (("method", "GET"), ("route", "/x")))] == pytest.approx(20.004)
+        assert found[("cps_http_requests_total", (("method", "GET"), ("route", "/x"), ("status", "200")))] == 3
+
     @pytest.mark.gen_test
     async def test_unknown_methods_share_one_series(self, http_client, base_url):
         for method in ("XYZ1", "XYZ2"):
