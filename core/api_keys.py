@@ -139,8 +139,8 @@ class CachedKey:
     "When the key stops working (infinity when it never expires)."
     touch_after: float = attrs.field(init=False)
     "When ``last_used_at`` is next written."
-    derived: dict[str, Any] = attrs.field(init=False, factory=dict)
-    "What callers built from this entry and may reuse while it lives (``core.auth``'s caller)."
+    caller: Any = attrs.field(init=False, default=None)
+    "``core.auth``'s caller for this key, made once and reused while the entry lives."
 
     def __attrs_post_init__(self) -> None:
         self.expires = self.key.expires_at.timestamp() if self.key.expires_at is not None else math.inf

@@ -82,10 +82,9 @@ async def identify(services: Services, bearer: str) -> Caller:
     """The person or key behind a bearer credential, or the matching 401/403."""
     if bearer.startswith(api_keys.KEY_PREFIX):
         entry = api_keys.authenticate(services, bearer)
-        caller = entry.derived.get("caller")  # the same key, workspace and caller while cached
-        if caller is None:
-            caller = entry.derived["caller"] = Caller(api_key=entry.key, key_workspace=entry.workspace)
-        return caller
+        if entry.caller is None:  # the same key and workspace while cached: the same caller
+            entry.caller = Caller(api_key=entry.key, key_workspace=entry.workspace)
+        return entry.caller
     claims = await services.oidc.verify(bearer)
     return Caller(user=accounts.person(services, claims))
 

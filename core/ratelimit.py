@@ -101,16 +101,16 @@ class Decision(NamedTuple):
 
     window: int
     usages: tuple[Usage, ...]
-    exceeded: Usage | None = None
-    policy: str = ""
+    policy: str
     "The RateLimit-Policy field, the same for every request to the same buckets."
+    exceeded: Usage | None = None
 
     def policy_header(self) -> str:
-        return self.policy or ", ".join(f'"{u.bucket}";q={u.quota};w={self.window}' for u in self.usages)
+        return self.policy
 
     def limit_header(self) -> str:
         """The policy closest to exhaustion (the draft allows reporting only that one)."""
-        tightest = self.exceeded or (self.usages[0] if len(self.usages) == 1 else min(self.usages, key=lambda u: u.remaining))
+        tightest = self.exceeded or min(self.usages, key=lambda u: u.remaining)
         return f'"{tightest.bucket}";r={tightest.remaining};t={tightest.reset}'
 
 
@@ -153,4 +153,4 @@ class RateLimiter:
             if exceeded is None and count > quota:
                 exceeded = usage
             usages.append(usage)
-        return Decision(window, tuple(usages), exceeded, policy)
+        return Decision(window, tuple(usages), policy, exceeded)
