@@ -30,6 +30,7 @@ from core import admin, logs
 from core.certificates import idempotency
 from core.config import Config, ConfigError, load_config, parse_nameserver
 from core.crypto import SecretKeyError
+from core.hostnames import public_suffixes
 from core.services import Services, build_services
 from core.webhooks.worker import WebhookWorker
 from handlers import idp
@@ -211,6 +212,7 @@ async def serve(config: Config, services: Services, sockets: list[socket.socket]
     jobs, worker = start_jobs(services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    loop.call_soon(public_suffixes)  # parsed once listening, so that start-up does not wait for it
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()

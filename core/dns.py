@@ -26,7 +26,7 @@ import pycares
 from aiodns import error as dns_error
 
 from core.config import DnsConfig, parse_nameserver
-from core.hostnames import PUBLIC_SUFFIXES
+from core.hostnames import public_suffixes
 
 Outcome = Literal["found", "nxdomain", "nodata", "timeout", "error"]
 
@@ -164,7 +164,7 @@ class DnsChecker:
         """The current channel if it has not heard these questions; else a new one (the old one
         closes once its lookups are done)."""
         questions = {(name.lower().rstrip("."), rtype) for name, rtype in queries}
-        private = {q for q in questions if not PUBLIC_SUFFIXES.is_public(q[0])}
+        private = {q for q in questions if not public_suffixes().is_public(q[0])}
         current = self._channel
         if current is None or not current.fresh_for(private):
             if current is not None:

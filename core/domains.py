@@ -6,15 +6,16 @@ import datetime as dt
 import re
 import uuid
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
+import orjson
 
 from core import hostnames
 from core.accounts import valid_email
 from core.errors import NotFound, ValidationError
 from core.ids import uuid7
-from core.wire import dumps
+from core.wire import format_timestamp
 from store.records import DomainRow, Workspace
 
 if TYPE_CHECKING:
@@ -151,6 +152,46 @@ def present(row: DomainRow) -> Domain:
     )
 
 
+def wire(row: DomainRow) -> dict[str, Any]:
+    """``dump(present(row))``, built directly: making and unstructuring ``Domain`` records was most
+    of what a page of 100 domains not read before cost (a domain with every date set: 20 -> 12 us
+    as JSON). A test holds the two to the same bytes for every combination of optional fields."""
+    validation: dict[str, Any] = {
+        "status": row.validation_status,
+        "delegation": {"type": "CNAME", "host": DELEGATION_PREFIX + row.apex, "value": row.delegation_target,
+                       "ttl": DELEGATION_TTL},
+        "ownership": {"type": "TXT", "host": OWNERSHIP_PREFIX + row.apex,
+                      "value": OWNERSHIP_VALUE_PREFIX + row.ownership_token, "ttl": OWNERSHIP_TTL},
+    }
+    if row.validation_checked_at is not None:
+        validation["lastCheckedAt"] = format_timestamp(row.validation_checked_at)
+    if row.validation_error is not None:
+        validation["lastError"] = row.validation_error
+    cert: dict[str, Any] = {"status": row.cert_status}
+    if row.cert_issuer is not None:
+        cert["issuer"] = row.cert_issuer
+    for key, stamp in (("notAfter", row.cert_not_after), ("nextRenewalAt", row.cert_next_renewal_at),
+                       ("lastIssuedAt", row.cert_last_issued_at)):
+        if stamp is not None:
+            cert[key] = format_timestamp(stamp)
+    if row.cert_error is not None:
+        cert["lastError"] = row.cert_error
+    if row.cert_trace_id is not None:
+        cert["traceId"] = str(row.cert_trace_id)
+    domain: dict[str, Any] = {
+        "id": str(row.id), "apex": row.apex, "orgId": str(row.workspace_id), "tags": row.tags,
+        "createdAt": format_timestamp(row.created_at), "updatedAt": format_timestamp(row.updated_at),
+        "validation": validation, "cert": cert, "opsStatus": row.ops_status,
+    }
+    if row.client_id is not None:
+        domain["clientId"] = str(row.client_id)
+    if row.contact_email is not None:
+        domain["contactEmail"] = row.contact_email
+    if row.notes is not None:
+        domain["notes"] = row.notes
+    return domain
+
+
 _RENDERED: OrderedDict[uuid.UUID, tuple[DomainRow, bytes]] = OrderedDict()
 _RENDERED_MAX = 10_000
 
@@ -164,7 +205,7 @@ def render(row: DomainRow) -> bytes:
     hit = _RENDERED.get(row.id)
     if hit is not None and hit[0] is row:
         return hit[1]
-    body = dumps(present(row)).encode()
+    body = orjson.dumps(wire(row))
     _RENDERED[row.id] = (row, body)
     if len(_RENDERED) > _RENDERED_MAX:
         _RENDERED.popitem(last=False)
@@ -350,6 +391,7 @@ async def bulk_create(services: Services, *, workspace: Workspace, request: Bulk
         wanted[apex] = raw
     targets = {apex: await services.provider.delegation_target(apex) for apex in wanted}
     created: list[DomainRow] = []
+    new: list[DomainRow] = []
     store = services.store
     with store.transaction():
         existing = store.domains.by_apex(workspace.id, list(wanted))
@@ -359,8 +401,9 @@ async def bulk_create(services: Services, *, workspace: Workspace, request: Bulk
                 store.domains.update(row)
             else:
                 row = _new_row(services, workspace, apex, targets[apex], client_id=request.client_id, tags=tags or [])
-                store.domains.insert(row)
+                new.append(row)
             created.append(row)
+        store.domains.insert_many(new)
     return BulkResult(created=[present(r) for r in created], rejected=rejected)
 
 

@@ -9,6 +9,7 @@ a public suffix without being one itself. The Public Suffix List comes bundled w
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import unicodedata
@@ -21,12 +22,18 @@ MAX_LABEL = 63
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 _ASCII_NAME = re.compile(r"[a-z0-9.-]+")
 _SPACE = re.compile(r"\s")  # the same characters as str.isspace (both use Py_UNICODE_ISSPACE)
-PUBLIC_SUFFIXES = PublicSuffixList()
-"Parsed once per process (a quarter of a second): every user of the list shares it."
 #: Top-level labels no public CA issues for (RFC 6761, 6762, 7686, 8375, 9476; ICANN's .internal).
 SPECIAL_USE = frozenset({"arpa", "alt", "example", "internal", "invalid", "local", "localhost", "onion", "test"})
 #: Scripts with many letters that look alike: a label mixing them is how lookalike names are made.
 CONFUSABLE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
+
+
+@functools.cache
+def public_suffixes() -> PublicSuffixList:
+    """The list, parsed once per process and shared. Parsed on first use, not on import: parsing
+    takes tens of milliseconds that start-up would otherwise wait for (app.py warms it just after
+    the service starts listening)."""
+    return PublicSuffixList()
 
 
 class HostnameError(ValueError):
@@ -125,7 +132,7 @@ def _check_labels(name: str) -> None:
 
 
 def _check_registrable(name: str) -> None:
-    suffix = PUBLIC_SUFFIXES.publicsuffix(name, accept_unknown=False)
+    suffix = public_suffixes().publicsuffix(name, accept_unknown=False)
     if suffix is None:
         tld = name.rsplit(".", 1)[-1]
         raise HostnameError(f"'.{tld}' is not a public top-level domain.")
@@ -136,7 +143,7 @@ def _check_registrable(name: str) -> None:
 def zone_of(apex: str) -> str:
     """The registrable domain holding ``apex`` (``shop.example.co.uk`` -> ``example.co.uk``): the
     zone most customers manage at their DNS host."""
-    return PUBLIC_SUFFIXES.privatesuffix(apex) or apex
+    return public_suffixes().privatesuffix(apex) or apex
 
 
 def relative_name(host: str, zone: str) -> str:

@@ -36,7 +36,7 @@ from urllib.parse import quote, urlsplit
 import attrs
 import idna
 
-from core.hostnames import PUBLIC_SUFFIXES
+from core.hostnames import public_suffixes
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -222,7 +222,7 @@ def check_host(raw: str) -> str:
         raise DestinationRefused(f"The host {name} is a special-use name, not reachable on the public internet.")
     if len(labels) < 2:
         raise DestinationRefused(f"The host must be a full DNS name like hooks.example.com, not the single label {name}.")
-    if PUBLIC_SUFFIXES.publicsuffix(name, accept_unknown=False) is None:
+    if public_suffixes().publicsuffix(name, accept_unknown=False) is None:
         raise DestinationRefused(f"The host {name} is not under a public top-level domain (.{labels[-1]}).")
     return name
 

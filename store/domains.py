@@ -125,6 +125,24 @@ def _columns(d: DomainRow) -> dict[str, Any]:
     }
 
 
+_TAG_COLUMNS = ("domain_id", "workspace_id", "tag", "ops_status", "validation_status", "cert_status")
+#: Parameters in one statement, under the 999 that SQLite builds before 3.32 allow.
+_MAX_PARAMETERS = 990
+
+
+def _insert_rows(db: sqlite_utils.Database, table: str, columns: list[str], rows: list[Any]) -> None:
+    """``rows`` (sequences in ``columns`` order) inserted with as few statements as the parameter
+    limit allows."""
+    per_statement = _MAX_PARAMETERS // len(columns)
+    one = f"({', '.join('?' for _ in columns)})"
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start : start + per_statement]
+        db.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * len(chunk))}",
+            [value for row in chunk for value in row],
+        )
+
+
 def _like(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -183,11 +201,20 @@ class DomainRepo:
         self._cache.clear()
 
     def insert(self, domain: DomainRow) -> None:
-        cols = _columns(domain)
-        self.db.execute(
-            f"INSERT INTO domains ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})", list(cols.values())
-        )
-        self._write_tags(domain)
+        self.insert_many([domain])
+
+    def insert_many(self, domains: list[DomainRow]) -> None:
+        """New domains, many rows to a statement: SQLite sets up a table's triggers (the counts)
+        once per statement, and with one statement a row that set-up cost a bulk create of 500
+        more than the rows themselves (500 inserts: 35 ms one a statement, 16 ms 20 a statement)."""
+        rows = [_columns(d) for d in domains]
+        if rows:
+            _insert_rows(self.db, "domains", list(rows[0]), [list(r.values()) for r in rows])
+        tags = [
+            (uid(d.id), uid(d.workspace_id), tag, d.ops_status, d.validation_status, d.cert_status)
+            for d in domains for tag in d.tags
+        ]
+        _insert_rows(self.db, "domain_tags", list(_TAG_COLUMNS), tags)
 
     def update(self, domain: DomainRow, *, tags_changed: bool = False) -> None:
         """Write every mutable column of a domain of its workspace (tags when they changed)."""
@@ -204,14 +231,9 @@ class DomainRepo:
             self._write_tags(domain)
 
     def _write_tags(self, domain: DomainRow) -> None:
-        self.db.conn.executemany(
-            """INSERT INTO domain_tags (domain_id, workspace_id, tag, ops_status, validation_status, cert_status)
-               VALUES (?, ?, ?, ?, ?, ?)""",
-            [
-                (uid(domain.id), uid(domain.workspace_id), tag, domain.ops_status, domain.validation_status, domain.cert_status)
-                for tag in domain.tags
-            ],
-        )
+        tags = [(uid(domain.id), uid(domain.workspace_id), tag, domain.ops_status, domain.validation_status,
+                 domain.cert_status) for tag in domain.tags]
+        _insert_rows(self.db, "domain_tags", list(_TAG_COLUMNS), tags)
 
     def get(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> DomainRow | None:
         """A domain of this workspace; another workspace's domain is as good as missing."""

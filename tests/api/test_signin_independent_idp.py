@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import socket
+import time
+
 import attrs
 import pytest
 from oidc_provider_mock import User, run_server_in_thread
 from tornado.httpclient import HTTPRequest
 
+from core import oidc, signin
 from core.clock import SystemClock
 from core.config import OidcConfig
 from tests.servers.pkce import authorize_params, code_from, new_flow, query
@@ -92,3 +96,27 @@ class TestProviderDown:
     async def test_exchange_is_a_502(self, api):
         r = await api.post("/v1/auth/oidc/exchange", {"code": "abc", "codeVerifier": new_flow()["verifier"]})
         assert (r.status, r.code) == (502, "upstream_error")
+
+
+@pytest.fixture
+def silent_issuer():
+    """An issuer whose server takes the connection and the request, then never answers."""
+    with socket.create_server(("127.0.0.1", 0), backlog=16) as sock:  # the kernel accepts; nobody reads
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+class TestProviderHangs:
+    """A provider that stops answering mid-request is a 502 once the timeout is over, never a hang."""
+
+    @pytest.fixture
+    def config(self, config, silent_issuer, monkeypatch):
+        monkeypatch.setattr(oidc, "HTTP_TIMEOUT_SECONDS", 0.5)  # 10 s in service
+        monkeypatch.setattr(signin, "TIMEOUT_SECONDS", 0.5)
+        return attrs.evolve(config, oidc=OidcConfig(issuer=silent_issuer, client_id=CLIENT_ID))
+
+    @pytest.mark.gen_test(timeout=10)
+    async def test_exchange_is_a_502_within_the_timeout(self, api):
+        started = time.monotonic()
+        r = await api.post("/v1/auth/oidc/exchange", {"code": "abc", "codeVerifier": new_flow()["verifier"]})
+        assert (r.status, r.code) == (502, "upstream_error")
+        assert time.monotonic() - started < 3

@@ -89,6 +89,17 @@ def assert_counts_exact(store: Store, ws: Workspace) -> None:
         assert store.domains.count(ws.id, f) == brute_force(store, ws, f), f
 
 
+def test_counts_stay_exact_when_many_domains_are_inserted_in_one_call(store):
+    rng = random.Random(5)
+    ws = workspace(store)
+    rows = [random_domain(rng, ws, n) for n in range(130)]  # several statements' worth of rows and of tags
+    store.domains.insert_many(rows)
+    stored = {r.id: r.tags for r in store.domains.page(ws.id, DomainFilter(), sort_by="apex", descending=False,
+                                                        after=None, limit=1000)}
+    assert stored == {r.id: r.tags for r in rows}
+    assert_counts_exact(store, ws)
+
+
 def test_the_tag_counts_migration_counts_the_tags_already_stored(store):
     rng = random.Random(11)
     ws = workspace(store)
