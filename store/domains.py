@@ -210,11 +210,7 @@ class DomainRepo:
         rows = [_columns(d) for d in domains]
         if rows:
             _insert_rows(self.db, "domains", list(rows[0]), [list(r.values()) for r in rows])
-        tags = [
-            (uid(d.id), uid(d.workspace_id), tag, d.ops_status, d.validation_status, d.cert_status)
-            for d in domains for tag in d.tags
-        ]
-        _insert_rows(self.db, "domain_tags", list(_TAG_COLUMNS), tags)
+        self._write_tags(domains)
 
     def update(self, domain: DomainRow, *, tags_changed: bool = False) -> None:
         """Write every mutable column of a domain of its workspace (tags when they changed)."""
@@ -228,11 +224,11 @@ class DomainRepo:
         self._cache.pop(domain.id, None)
         if tags_changed:
             self.db.execute("DELETE FROM domain_tags WHERE domain_id = ?", [uid(domain.id)])
-            self._write_tags(domain)
+            self._write_tags([domain])
 
-    def _write_tags(self, domain: DomainRow) -> None:
-        tags = [(uid(domain.id), uid(domain.workspace_id), tag, domain.ops_status, domain.validation_status,
-                 domain.cert_status) for tag in domain.tags]
+    def _write_tags(self, domains: list[DomainRow]) -> None:
+        tags = [(uid(d.id), uid(d.workspace_id), tag, d.ops_status, d.validation_status, d.cert_status)
+                for d in domains for tag in d.tags]
         _insert_rows(self.db, "domain_tags", list(_TAG_COLUMNS), tags)
 
     def get(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> DomainRow | None:
