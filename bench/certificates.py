@@ -38,9 +38,11 @@ import attrs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core import accounts, api_keys, domains
+
 from core.config import load_config
-from core.services import build_services
+from core.domains import operations, records
+from core.identity import accounts, api_keys
+from core.runtime.assembly import build_services
 from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
 from tests.servers.dns import DnsServer
 
@@ -73,14 +75,14 @@ async def seed(config: Path, names: list[str], *, verified: bool) -> tuple[str, 
     services = build_services(load_config(config))
     try:
         workspace, _ = accounts.create_workspace(services, name="bench", owner_email="bench@example.com")
-        for start in range(0, len(names), domains.BULK_MAX):
-            request = domains.BulkCreate(apex_list=names[start : start + domains.BULK_MAX])
-            await domains.bulk_create(services, workspace=workspace, request=request)
+        for start in range(0, len(names), operations.BULK_MAX):
+            request = operations.BulkCreate(apex_list=names[start : start + operations.BULK_MAX])
+            await operations.bulk_create(services, workspace=workspace, request=request)
         store = services.store
         found = store.domains.by_apex(workspace.id, names)
         rows = [found[name] for name in names]
         if verified:
-            status = domains.ops_status("verified", "none")
+            status = records.ops_status("verified", "none")
             rows = [attrs.evolve(row, validation_status="verified", ops_status=status) for row in rows]
             with store.transaction():
                 for row in rows:
@@ -229,7 +231,7 @@ def bench_verify(tmp: Path, dns: DnsServer) -> list[dict]:
             batch = rows[r * VERIFY_CALLS : (r + 1) * VERIFY_CALLS]
             dns.clear()  # only this round's records
             for row in batch:
-                delegation, ownership = domains.delegation_record(row), domains.ownership_record(row)
+                delegation, ownership = records.delegation_record(row), records.ownership_record(row)
                 dns.publish(delegation.host, "CNAME", delegation.value)
                 dns.publish(ownership.host, "TXT", ownership.value)
             rounds.append(asyncio.run(verify_all(port, token, [row.id for row in batch])))

@@ -33,9 +33,11 @@ import attrs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core import accounts, api_keys, domains  # noqa: E402
-from core.config import Config, RateLimitsConfig, ServerConfig, StorageConfig  # noqa: E402
-from core.services import build_services  # noqa: E402
+
+from core.config import Config, RateLimitsConfig, ServerConfig, StorageConfig
+from core.domains import operations, records
+from core.identity import accounts, api_keys
+from core.runtime.assembly import build_services
 
 TAGS = ["eu", "us", "apac", "vip", "trial", "legacy"]
 CERT_MIX = ["none"] * 6 + ["pending", "active", "active", "error"]
@@ -47,8 +49,8 @@ async def seed(services, workspace, rows: int) -> None:
     for start in range(0, rows, 500):
         names = [f"host{n}.customer{n % 997}.com" for n in range(start, min(start + 500, rows))]
         tags = rng.sample(TAGS, 2)
-        await domains.bulk_create(
-            services, workspace=workspace, request=domains.BulkCreate(apex_list=names, tags=tags)
+        await operations.bulk_create(
+            services, workspace=workspace, request=operations.BulkCreate(apex_list=names, tags=tags)
         )
     store = services.store
     with store.transaction():
@@ -57,7 +59,7 @@ async def seed(services, workspace, rows: int) -> None:
             cert = rng.choice(CERT_MIX)
             status = "verified" if cert != "none" else row.validation_status
             store.domains.update(
-                attrs.evolve(row, cert_status=cert, validation_status=status, ops_status=domains.ops_status(status, cert))
+                attrs.evolve(row, cert_status=cert, validation_status=status, ops_status=records.ops_status(status, cert))
             )
 
 
@@ -167,7 +169,7 @@ def main() -> None:
     for run in range(5):
         names = [f"bulk{run}-{n}.example.com" for n in range(500)]
         t0 = time.perf_counter()
-        result = asyncio.run(domains.bulk_create(services, workspace=big, request=domains.BulkCreate(apex_list=names)))
+        result = asyncio.run(operations.bulk_create(services, workspace=big, request=operations.BulkCreate(apex_list=names)))
         bulk_ms.append((time.perf_counter() - t0) * 1000)
         assert len(result.created) == 500
     key = {}

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.certificates import _pin, pct, seed, start_dns, start_service, stop, write_config
-from core.dev_idp import DEFAULT_CLIENT_ID
+from core.identity.dev_idp import DEFAULT_CLIENT_ID
 from tests.servers.service import free_port
 from tests.servers.tls import TlsServer
 

@@ -35,9 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.domains import BARE, CERT_MIX, TAGS, load, start
-from core import accounts, api_keys, domains
 from core.config import Config, StorageConfig
-from core.services import build_services
+from core.domains import operations, records
+from core.identity import accounts, api_keys
+from core.runtime.assembly import build_services
 from store.migrations import MIGRATIONS
 
 CACHE = Path.home() / ".cache" / "cps-bench"
@@ -57,8 +58,8 @@ def seed(folder: Path, size: int) -> dict:
     try:
         workspace, _ = accounts.create_workspace(services, name="Scale", owner_email="scale@example.com")
         _, key = api_keys.create(services, workspace_id=workspace.id, request=api_keys.CreateKeyRequest(name="bench", scopes=["*"]))
-        first = asyncio.run(domains.bulk_create(
-            services, workspace=workspace, request=domains.BulkCreate(apex_list=["host0.customer0.com"])))
+        first = asyncio.run(operations.bulk_create(
+            services, workspace=workspace, request=operations.BulkCreate(apex_list=["host0.customer0.com"])))
         template = services.store.domains.get(workspace.id, uuid.UUID(str(first.created[0].id)))
         rng = random.Random(size)
         store = services.store
@@ -71,7 +72,7 @@ def seed(folder: Path, size: int) -> dict:
                     store.domains.insert(attrs.evolve(
                         template, id=uuid.uuid4(), apex=f"host{n}.customer{n % 997}.com", tags=rng.sample(TAGS, 2),
                         created_at=now, updated_at=now, cert_status=cert, validation_status=validation,
-                        ops_status=domains.ops_status(validation, cert),
+                        ops_status=records.ops_status(validation, cert),
                     ))
         store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         store.db.execute("ANALYZE")

@@ -41,9 +41,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core import accounts
 from core.config import load_config
-from core.services import build_services
+from core.identity import accounts
+from core.runtime.assembly import build_services
 from core.webhooks import endpoints
 from core.webhooks import worker as worker_module
 from store.records import OutboxEvent

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import uuid
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
@@ -20,11 +19,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from core.dns import Lookup
-from core.edge import EdgeProvider, HostnameGone, ProviderBusy, ProviderError, ProviderRejected, ProviderState
-
 if TYPE_CHECKING:
     from core.clock import Clock
+    from core.dns.lookups import Lookup
     from store import Store
 
 T = TypeVar("T")
@@ -121,43 +118,3 @@ class _StoreFigures(Collector):
             "Unix time when the first serving (active or renewing) certificate expires (0 when none).",
             value=soonest.timestamp() if soonest else 0.0,
         )
-
-
-class CountedProvider:
-    """The edge provider, its calls counted by outcome (it is called only through this)."""
-
-    def __init__(self, provider: EdgeProvider, metrics: Metrics) -> None:
-        self.provider = provider
-        self.metrics = metrics
-        self.name = provider.name
-
-    async def delegation_target(self, apex: str) -> str:
-        return await self._counted("delegation_target", self.provider.delegation_target(apex))
-
-    async def issue(self, apex: str, *, trace_id: uuid.UUID) -> ProviderState:
-        return await self._counted("issue", self.provider.issue(apex, trace_id=trace_id))
-
-    async def refresh(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
-        return await self._counted("refresh", self.provider.refresh(hostname_id, apex=apex, trace_id=trace_id))
-
-    def close(self) -> None:
-        self.provider.close()
-
-    async def _counted(self, operation: str, call: Awaitable[T]) -> T:
-        outcome = "ok"
-        try:
-            return await call
-        except HostnameGone:
-            outcome = "gone"
-            raise
-        except ProviderRejected:
-            outcome = "rejected"
-            raise
-        except ProviderBusy:
-            outcome = "busy"
-            raise
-        except ProviderError:
-            outcome = "unavailable"
-            raise
-        finally:
-            self.metrics.provider_calls.labels(operation, outcome).inc()

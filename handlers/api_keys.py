@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core import api_keys
-from core.scopes import MANAGERS, WRITERS
+from core.identity import api_keys
+from core.identity.scopes import MANAGERS, WRITERS
 from core.wire import dump
 from handlers.base import ApiHandler, parse_id, require
 from store.records import ApiKey
@@ -20,12 +20,12 @@ class ApiKeyListHandler(ApiHandler):
     # read_only reads domain, client and certificate records and nothing else (spec, rule 4).
     @require(scopes=("*",), roles=WRITERS)
     async def get(self) -> None:
-        self.send_json(api_keys.list_keys(self.services, workspace_id=self.principal.workspace_id))
+        self.send_json(api_keys.list_keys(self.services, workspace_id=self.authorized.workspace_id))
 
     @require(scopes=None, roles=MANAGERS)
     async def post(self) -> None:
         request = self.body(api_keys.CreateKeyRequest)
-        key, secret = api_keys.create(self.services, workspace_id=self.principal.workspace_id, request=request)
+        key, secret = api_keys.create(self.services, workspace_id=self.authorized.workspace_id, request=request)
         self.send_json(_with_secret(key, secret), status=201)
 
 
@@ -33,7 +33,7 @@ class ApiKeyRotateHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def post(self, key_id: str) -> None:
         key, secret = api_keys.rotate(
-            self.services, workspace_id=self.principal.workspace_id, key_id=parse_id(key_id, "API key")
+            self.services, workspace_id=self.authorized.workspace_id, key_id=parse_id(key_id, "API key")
         )
         self.send_json(_with_secret(key, secret))
 
@@ -41,7 +41,7 @@ class ApiKeyRotateHandler(ApiHandler):
 class ApiKeyRevokeHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def post(self, key_id: str) -> None:
-        api_keys.revoke(self.services, workspace_id=self.principal.workspace_id, key_id=parse_id(key_id, "API key"))
+        api_keys.revoke(self.services, workspace_id=self.authorized.workspace_id, key_id=parse_id(key_id, "API key"))
         self.send_empty()
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core import accounts, signin, signup
-from core.scopes import ROLES
+from core.identity import accounts, signin, signup
+from core.identity.scopes import ROLES
 from handlers.base import ApiHandler, require
 
 

@@ -19,7 +19,6 @@ from tornado import httputil
 from tornado.web import HTTPError, RequestHandler, StaticFileHandler
 
 from core import logs
-from core.auth import Caller, Principal, act_in, authorize, check_scope_names, identify
 from core.errors import (
     ApiError,
     Forbidden,
@@ -30,8 +29,9 @@ from core.errors import (
     Unauthorized,
     ValidationError,
 )
+from core.identity.auth import Caller, Principal, act_in, authorize, check_scope_names, identify
+from core.identity.scopes import READERS, ROLES
 from core.ratelimit import Decision, client_ip
-from core.scopes import READERS, ROLES
 from core.services import Services
 from core.wire import dumps, structure_body
 from handlers.log import shown_path
@@ -223,6 +223,12 @@ class ApiHandler(BaseHandler):
     @property
     def has_credentials(self) -> bool:
         return "Authorization" in self.request.headers
+
+    @property
+    def authorized(self) -> Principal:
+        """The principal a method under ``@require`` (not ``optional``) runs for: set before it runs."""
+        assert self.principal is not None, "only for methods under @require"
+        return self.principal
 
     def authenticated(self) -> Principal:
         """The caller, or the error that its credentials (or their absence) deserve."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.certificates import idempotency, issuance, views
-from core.scopes import READERS, WRITERS
+from core.identity.scopes import READERS, WRITERS
 from handlers.base import ApiHandler, parse_id, require
 
 
@@ -19,7 +19,7 @@ class IssueHandler(ApiHandler):
         )
         outcome = await issuance.issue(
             self.services,
-            workspace=self.principal.workspace,
+            workspace=self.authorized.workspace,
             domain_id=parse_id(domain_id, "Domain"),
             request=request,
             idempotency=key,
@@ -34,7 +34,7 @@ class CertificateQueryHandler(ApiHandler):
     async def post(self, domain_id: str) -> None:
         request = self.body(views.QueryCertificates)
         page = views.query(
-            self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain"), request=request
+            self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain"), request=request
         )
         self.send_json(page)
 
@@ -43,7 +43,7 @@ class CertificateHandler(ApiHandler):
     @require(scopes=("certificates:read",), roles=READERS)
     async def get(self, certificate_id: str) -> None:
         certificate = views.get(
-            self.services, workspace=self.principal.workspace, certificate_id=parse_id(certificate_id, "Certificate")
+            self.services, workspace=self.authorized.workspace, certificate_id=parse_id(certificate_id, "Certificate")
         )
         self.send_json(certificate)
 
@@ -52,7 +52,7 @@ class RefreshHandler(ApiHandler):
     @require(scopes=("certificates:write",), roles=WRITERS)
     async def post(self, certificate_id: str) -> None:
         summary = await issuance.refresh(
-            self.services, workspace=self.principal.workspace, certificate_id=parse_id(certificate_id, "Certificate")
+            self.services, workspace=self.authorized.workspace, certificate_id=parse_id(certificate_id, "Certificate")
         )
         self.send_json(summary)
 
@@ -60,7 +60,7 @@ class RefreshHandler(ApiHandler):
 class BundleHandler(ApiHandler):
     @require(scopes=("certificates:read",), roles=READERS)
     async def get(self, certificate_id: str) -> None:
-        views.bundle(self.services, workspace=self.principal.workspace, certificate_id=parse_id(certificate_id, "Certificate"))
+        views.bundle(self.services, workspace=self.authorized.workspace, certificate_id=parse_id(certificate_id, "Certificate"))
 
 
 routes = [

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from core import diagnosis, domain_query, domains, verification
-from core.scopes import READERS, WRITERS
+from core.domains import operations, shape
+from core.domains import query as domain_query
+from core.identity.scopes import READERS, WRITERS
+from core.verification import checks as verification
+from core.verification import diagnosis
 from handlers.base import ApiHandler, parse_id, require
 
 VERIFY_SCOPES = ("domains:write", "certificates:write")
@@ -12,49 +15,49 @@ VERIFY_SCOPES = ("domains:write", "certificates:write")
 class DomainCreateHandler(ApiHandler):
     @require(scopes=("domains:write",), roles=WRITERS)
     async def post(self) -> None:
-        request = self.body(domains.CreateDomain)
-        domain = await domains.create(self.services, workspace=self.principal.workspace, request=request)
+        request = self.body(operations.CreateDomain)
+        domain = await operations.create(self.services, workspace=self.authorized.workspace, request=request)
         self.send_json(domain, status=201)
 
 
 class DomainBulkHandler(ApiHandler):
     @require(scopes=("domains:write",), roles=WRITERS)
     async def post(self) -> None:
-        request = self.body(domains.BulkCreate)
-        self.send_json(await domains.bulk_create(self.services, workspace=self.principal.workspace, request=request))
+        request = self.body(operations.BulkCreate)
+        self.send_json(await operations.bulk_create(self.services, workspace=self.authorized.workspace, request=request))
 
 
 class DomainQueryHandler(ApiHandler):
     @require(scopes=("domains:read",), roles=READERS)
     async def post(self) -> None:
         request = self.body(domain_query.QueryDomains)
-        self.finish(domain_query.page_json(domain_query.query_rows(self.services, workspace=self.principal.workspace, request=request)))
+        self.finish(domain_query.page_json(domain_query.query_rows(self.services, workspace=self.authorized.workspace, request=request)))
 
 
 class DomainHandler(ApiHandler):
     @require(scopes=("domains:read",), roles=READERS)
     async def get(self, domain_id: str) -> None:
-        row = domains.load(self.services, self.principal.workspace, parse_id(domain_id, "Domain"))
-        self.finish(domains.render(row))
+        row = operations.load(self.services, self.authorized.workspace, parse_id(domain_id, "Domain"))
+        self.finish(shape.render(row))
 
     @require(scopes=("domains:write",), roles=WRITERS)
     async def patch(self, domain_id: str) -> None:
-        request = self.body(domains.PatchDomain)
-        domain = domains.patch(
-            self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain"), request=request
+        request = self.body(operations.PatchDomain)
+        domain = operations.patch(
+            self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain"), request=request
         )
         self.send_json(domain)
 
     @require(scopes=("domains:write",), roles=WRITERS)
     async def delete(self, domain_id: str) -> None:
-        domains.delete(self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain"))
+        operations.delete(self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain"))
         self.send_empty()
 
 
 class DelegationRecordHandler(ApiHandler):
     @require(scopes=("domains:read",), roles=READERS)
     async def get(self, domain_id: str) -> None:
-        record = domains.delegation(self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain"))
+        record = operations.delegation(self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain"))
         self.send_json(record)
 
 
@@ -62,7 +65,7 @@ class VerifyDelegationHandler(ApiHandler):
     @require(scopes=VERIFY_SCOPES, roles=WRITERS)
     async def post(self, domain_id: str) -> None:
         result = await verification.verify(
-            self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain")
+            self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain")
         )
         self.send_json(result)
 
@@ -71,7 +74,7 @@ class RecheckHandler(ApiHandler):
     @require(scopes=VERIFY_SCOPES, roles=WRITERS)
     async def post(self, domain_id: str) -> None:
         result = await verification.recheck(
-            self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain")
+            self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain")
         )
         self.send_json(result)
 
@@ -80,7 +83,7 @@ class DiagnosisHandler(ApiHandler):
     @require(scopes=VERIFY_SCOPES, roles=WRITERS)
     async def get(self, domain_id: str) -> None:
         report = await diagnosis.diagnose(
-            self.services, workspace=self.principal.workspace, domain_id=parse_id(domain_id, "Domain")
+            self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain")
         )
         self.send_json(report)
 

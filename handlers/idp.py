@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.dev_idp import AuthorizeError, DevIdentityProvider, InvalidEmail, TokenError
+from core.identity.dev_idp import AuthorizeError, DevIdentityProvider, InvalidEmail, TokenError
 from handlers.pages import PageHandler
 
 

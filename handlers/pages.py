@@ -22,9 +22,10 @@ from markupsafe import Markup
 from tornado import httputil
 from tornado.web import HTTPError
 
-from core import logs, portal, signin, signup, workspaces
-from core.auth import Caller, Principal, act_in, identify
+from core import logs
 from core.errors import ApiError, NotFound
+from core.identity import portal_signin, signin, signup, workspaces
+from core.identity.auth import Caller, Principal, act_in, identify
 from handlers.base import BaseHandler
 from store.records import User
 
@@ -206,9 +207,9 @@ class LoginHandler(PageHandler):
         except (ApiError, KeyError):
             raise HTTPError(502) from None
         self.hit_rate_limit("/v1/portal/login")  # the shared api bucket
-        pending = portal.start_signin(portal.safe_next(self.get_argument("next", None)))
+        pending = portal_signin.start_signin(portal_signin.safe_next(self.get_argument("next", None)))
         self.set_signed_cookie(
-            SIGNIN_COOKIE, portal.seal(self.services.keyring, pending), expires_days=portal.SIGNIN_SECONDS / 86400,
+            SIGNIN_COOKIE, portal_signin.seal(self.services.keyring, pending), expires_days=portal_signin.SIGNIN_SECONDS / 86400,
             httponly=True, samesite="Lax", secure=self.secure_cookies,
         )
         client = self.services.oidc_client
@@ -236,7 +237,7 @@ class CallbackHandler(PageHandler):
         cookie = self.get_signed_cookie(SIGNIN_COOKIE, max_age_days=1)
         self.clear_cookie(SIGNIN_COOKIE)
         state = self.get_argument("state", "")
-        pending = portal.unseal(self.services.keyring, cookie.decode()) if cookie else None
+        pending = portal_signin.unseal(self.services.keyring, cookie.decode()) if cookie else None
         # The state ties the answer to a sign-in this browser started (CSRF), compared in constant
         # time, and is used up here.
         if (

@@ -14,19 +14,15 @@ from urllib.parse import urlencode
 
 from tornado.web import HTTPError, authenticated
 
-from core import (
-    api_keys,
-    diagnosis,
-    domain_query,
-    domains,
-    portal,
-    verification,
-    verification_links,
-    workspaces,
-)
-from core.auth import Principal
+from core.domains import instructions, operations, shape
+from core.domains import query as domain_query
 from core.errors import ApiError, NotFound
-from core.scopes import MANAGERS, SCOPES, WRITERS
+from core.identity import api_keys, workspaces
+from core.identity.auth import Principal
+from core.identity.scopes import MANAGERS, SCOPES, WRITERS
+from core.verification import checks as verification
+from core.verification import diagnosis
+from core.verification import links as verification_links
 from handlers.pages import PageHandler, refusal_text
 
 PAGE_SIZE = 50
@@ -51,7 +47,7 @@ class PortalHandler(PageHandler):
             raise HTTPError(404) from None
         current = self.member()
         try:
-            return domains.load(self.services, current.workspace, wanted)
+            return operations.load(self.services, current.workspace, wanted)
         except NotFound:
             pass
         assert self.user is not None
@@ -59,7 +55,7 @@ class PortalHandler(PageHandler):
             if joined.org.id == current.workspace_id:
                 continue
             try:
-                row = domains.load(self.services, joined.org, wanted)
+                row = operations.load(self.services, joined.org, wanted)
             except NotFound:
                 continue
             self.principal = self.act_in(joined.org.id)
@@ -103,7 +99,7 @@ class DomainsPage(PortalHandler):
         principal = self.member(WRITERS)
         apex = self.get_body_argument("apex", "")
         try:
-            domain = await domains.create(self.services, workspace=principal.workspace, request=domains.CreateDomain(apex=apex))
+            domain = await operations.create(self.services, workspace=principal.workspace, request=operations.CreateDomain(apex=apex))
         except ApiError as exc:
             self.set_status(exc.status)
             message = refusal_text(exc)
@@ -121,7 +117,7 @@ class DnsPage(PortalHandler):
     async def get(self, domain_id: str) -> None:
         row = self.domain_row(domain_id)
         principal = self.member()
-        domain = domains.present(row)
+        domain = shape.present(row)
         can_write = principal.role in WRITERS
         # read_only may not retrieve link capabilities (spec, Authentication rule 4).
         links = None
@@ -133,7 +129,7 @@ class DnsPage(PortalHandler):
             self.hit_rate_limit("/v1/domains")
             report = await diagnosis.diagnose(self.services, workspace=principal.workspace, domain_id=row.id)
         self.render_page(
-            "dns.html", domain=domain, dns=portal.dns_instructions(domain.apex, domain.validation),
+            "dns.html", domain=domain, dns=instructions.dns_instructions(domain.apex, domain.validation),
             can_write=can_write, links=links, report=report,
         )
 
@@ -192,7 +188,7 @@ class PublicLinkPage(PageHandler):
         if self.get_query_argument("diagnose", "") == "1":
             self.hit_rate_limit("/v1/public/verification-links/")
             report = await verification_links.diagnose(self.services, token)
-        self.render_page("verify.html", view=view, dns=portal.dns_instructions(view.apex, view.validation), token=token,
+        self.render_page("verify.html", view=view, dns=instructions.dns_instructions(view.apex, view.validation), token=token,
                          report=report)
 
     async def post(self, token: str) -> None:

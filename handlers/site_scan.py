@@ -1,9 +1,9 @@
-"""``/v1/site-scan/https``: the live TLS check of a hostname (core/site_scan.py)."""
+"""``/v1/site-scan/https``: the live TLS check of a hostname (core/outbound/site_scan.py)."""
 
 from __future__ import annotations
 
-from core import site_scan
-from core.scopes import ROLES
+from core.identity.scopes import ROLES
+from core.outbound import site_scan
 from handlers.base import ApiHandler, require
 
 

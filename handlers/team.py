@@ -2,29 +2,29 @@
 
 from __future__ import annotations
 
-from core import team
-from core.scopes import MANAGERS
+from core.identity import team
+from core.identity.scopes import MANAGERS
 from handlers.base import ApiHandler, parse_id, require
 
 
 class TeamHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def get(self) -> None:
-        self.send_json(team.team(self.services, principal=self.principal))
+        self.send_json(team.team(self.services, principal=self.authorized))
 
 
 class InvitationListHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def post(self) -> None:
         request = self.body(team.Invite)
-        self.send_json(team.invite(self.services, principal=self.principal, request=request), status=201)
+        self.send_json(team.invite(self.services, principal=self.authorized, request=request), status=201)
 
 
 class InvitationHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def delete(self, invitation_id: str) -> None:
         team.revoke_invitation(
-            self.services, principal=self.principal, invitation_id=parse_id(invitation_id, "Invitation")
+            self.services, principal=self.authorized, invitation_id=parse_id(invitation_id, "Invitation")
         )
         self.send_empty()
 
@@ -34,13 +34,13 @@ class MemberHandler(ApiHandler):
     async def patch(self, user_id: str) -> None:
         request = self.body(team.RoleChange)
         member = team.change_role(
-            self.services, principal=self.principal, user_id=parse_id(user_id, "Member"), request=request
+            self.services, principal=self.authorized, user_id=parse_id(user_id, "Member"), request=request
         )
         self.send_json(member)
 
     @require(scopes=None, roles=MANAGERS)
     async def delete(self, user_id: str) -> None:
-        team.remove_member(self.services, principal=self.principal, user_id=parse_id(user_id, "Member"))
+        team.remove_member(self.services, principal=self.authorized, user_id=parse_id(user_id, "Member"))
         self.send_empty()
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import uuid
 
-from core import verification_links
 from core.errors import NotFound, ValidationError
-from core.scopes import WRITERS
+from core.identity.scopes import WRITERS
+from core.verification import links as verification_links
 from handlers.base import ApiHandler, parse_id, require
 
 #: Creating and reminding need both write scopes (spec, Authentication rule 2) ...
@@ -27,7 +27,7 @@ class LinkListHandler(ApiHandler):
             except ValueError:
                 raise ValidationError.field("domainId", "Invalid uuid") from None
         page = verification_links.list_links(
-            self.services, workspace=self.principal.workspace, domain_id=domain_id,
+            self.services, workspace=self.authorized.workspace, domain_id=domain_id,
             status=self.get_query_argument("status", None), limit=self.get_query_argument("limit", None),
             cursor=self.get_query_argument("cursor", None),
         )
@@ -36,7 +36,7 @@ class LinkListHandler(ApiHandler):
     @require(scopes=LINK_SCOPES, roles=WRITERS)
     async def post(self) -> None:
         request = self.body(verification_links.CreateLink)
-        link = verification_links.create(self.services, workspace=self.principal.workspace, request=request)
+        link = verification_links.create(self.services, workspace=self.authorized.workspace, request=request)
         self.send_json(link, status=201)
 
 
@@ -44,7 +44,7 @@ class LinkRemindHandler(ApiHandler):
     @require(scopes=LINK_SCOPES, roles=WRITERS)
     async def post(self, link_id: str) -> None:
         link = await verification_links.remind(
-            self.services, workspace=self.principal.workspace, link_id=parse_id(link_id, "Verification link")
+            self.services, workspace=self.authorized.workspace, link_id=parse_id(link_id, "Verification link")
         )
         self.send_json(link)
 
@@ -53,7 +53,7 @@ class LinkRevokeHandler(ApiHandler):
     @require(scopes=LINK_SCOPES, roles=WRITERS)
     async def post(self, link_id: str) -> None:
         verification_links.revoke(
-            self.services, workspace=self.principal.workspace, link_id=parse_id(link_id, "Verification link")
+            self.services, workspace=self.authorized.workspace, link_id=parse_id(link_id, "Verification link")
         )
         self.send_empty()
 

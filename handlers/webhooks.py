@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.scopes import MANAGERS, READERS
+from core.identity.scopes import MANAGERS, READERS
 from core.webhooks import deliveries, endpoints
 from core.wire import dump
 from handlers.base import ApiHandler, parse_id, require
@@ -20,12 +20,12 @@ class WebhookListHandler(ApiHandler):
     # The spec: "session, or * API key"; metadata only, never a secret.
     @require(scopes=("*",), roles=READERS)
     async def get(self) -> None:
-        self.send_json(endpoints.list_endpoints(self.services, workspace_id=self.principal.workspace_id))
+        self.send_json(endpoints.list_endpoints(self.services, workspace_id=self.authorized.workspace_id))
 
     @require(scopes=None, roles=MANAGERS)
     async def post(self) -> None:
         request = self.body(endpoints.CreateWebhook)
-        endpoint, secret = await endpoints.create(self.services, workspace_id=self.principal.workspace_id, request=request)
+        endpoint, secret = await endpoints.create(self.services, workspace_id=self.authorized.workspace_id, request=request)
         self.send_json(_with_secret(endpoint, secret), status=201)
 
 
@@ -34,7 +34,7 @@ class WebhookHandler(ApiHandler):
     async def patch(self, endpoint_id: str) -> None:
         request = self.body(endpoints.PatchWebhook)
         endpoint = await endpoints.patch(
-            self.services, workspace_id=self.principal.workspace_id, endpoint_id=parse_id(endpoint_id, "Webhook endpoint"),
+            self.services, workspace_id=self.authorized.workspace_id, endpoint_id=parse_id(endpoint_id, "Webhook endpoint"),
             request=request,
         )
         self.send_json(endpoint)
@@ -42,7 +42,7 @@ class WebhookHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def delete(self, endpoint_id: str) -> None:
         endpoints.delete(
-            self.services, workspace_id=self.principal.workspace_id, endpoint_id=parse_id(endpoint_id, "Webhook endpoint")
+            self.services, workspace_id=self.authorized.workspace_id, endpoint_id=parse_id(endpoint_id, "Webhook endpoint")
         )
         self.send_empty()
 
@@ -51,7 +51,7 @@ class WebhookRotateHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def post(self, endpoint_id: str) -> None:
         endpoint, secret = endpoints.rotate(
-            self.services, workspace_id=self.principal.workspace_id, endpoint_id=parse_id(endpoint_id, "Webhook endpoint")
+            self.services, workspace_id=self.authorized.workspace_id, endpoint_id=parse_id(endpoint_id, "Webhook endpoint")
         )
         self.send_json(_with_secret(endpoint, secret))
 
@@ -61,7 +61,7 @@ class DeliveryListHandler(ApiHandler):
     async def get(self, endpoint_id: str) -> None:
         page = deliveries.list_deliveries(
             self.services,
-            workspace_id=self.principal.workspace_id,
+            workspace_id=self.authorized.workspace_id,
             endpoint_id=parse_id(endpoint_id, "Webhook endpoint"),
             limit=self.get_query_argument("limit", None),
             cursor=self.get_query_argument("cursor", None),
@@ -74,7 +74,7 @@ class DeliveryHandler(ApiHandler):
     async def get(self, endpoint_id: str, delivery_id: str) -> None:
         self.send_json(
             deliveries.detail(
-                self.services, workspace_id=self.principal.workspace_id,
+                self.services, workspace_id=self.authorized.workspace_id,
                 endpoint_id=parse_id(endpoint_id, "Webhook endpoint"), delivery_id=parse_id(delivery_id, "Delivery"),
             )
         )
@@ -84,7 +84,7 @@ class RedeliverHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def post(self, endpoint_id: str, delivery_id: str) -> None:
         delivery = deliveries.redeliver(
-            self.services, workspace_id=self.principal.workspace_id,
+            self.services, workspace_id=self.authorized.workspace_id,
             endpoint_id=parse_id(endpoint_id, "Webhook endpoint"), delivery_id=parse_id(delivery_id, "Delivery"),
         )
         self.send_json(delivery, status=202)

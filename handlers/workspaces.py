@@ -6,7 +6,7 @@ accept their invitations.
 
 from __future__ import annotations
 
-from core import workspaces
+from core.identity import workspaces
 from handlers.base import ApiHandler, parse_id
 
 

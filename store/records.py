@@ -128,6 +128,10 @@ class Member:
     joined_at: dt.datetime
 
 
+#: A certificate's ``issuer`` until the provider names the certificate authority.
+DEFAULT_ISSUER = "Edge Provider Managed CA"
+
+
 @attrs.frozen
 class Certificate:
     """One certificate request to the edge provider for one domain, as the API shows it."""
@@ -243,7 +247,7 @@ class WebhookAttempt:
 
 @attrs.frozen
 class VerificationLinkRow:
-    """A shareable verification link as stored; core/verification_links.py shapes it for the API."""
+    """A shareable verification link as stored; core/verification/links.py shapes it for the API."""
 
     id: uuid.UUID
     workspace_id: uuid.UUID

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import pytest
 
-from app import make_app
 from core.config import Config, DnsConfig, OidcConfig, StorageConfig
-from core.services import build_services
+from core.runtime.assembly import build_services
 from handlers.limits import LimitedHTTPServer
+from handlers.server import make_app
 from tests.fakes import FakeClock
 from tests.helpers import Api, World
 from tests.servers.dns import DnsServer

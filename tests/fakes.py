@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-START = dt.datetime(2026, 11, 22, 10, 0, 0, tzinfo=dt.timezone.utc)
+START = dt.datetime(2026, 11, 22, 10, 0, 0, tzinfo=dt.UTC)
 
 
 class FakeClock:

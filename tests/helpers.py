@@ -20,8 +20,8 @@ import attrs
 from jsonschema import Draft202012Validator
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
-from core import accounts, api_keys
-from core.domains import ops_status
+from core.domains.records import ops_status
+from core.identity import accounts, api_keys
 from core.services import Services
 from store.records import User, WebhookAttempt, WebhookDelivery, WebhookEndpoint, Workspace
 from tests.fakes import FakeClock

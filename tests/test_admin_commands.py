@@ -17,9 +17,9 @@ import attrs
 import pytest
 
 import app
-from core import admin
 from core.config import StorageConfig
-from core.services import build_services
+from core.runtime import commands as admin
+from core.runtime.assembly import build_services
 from tests.helpers import mark_verified, stored_deliveries
 from tests.servers.service import ROOT, ServiceProcess, call
 

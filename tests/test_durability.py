@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from core import accounts
 from core.config import load_config
-from core.services import build_services
+from core.identity import accounts
+from core.runtime.assembly import build_services
 from core.webhooks import endpoints
 from store.records import OutboxEvent
 from tests.servers.https import HttpsReceiver

@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 from core.config import load_config
-from core.services import build_services
+from core.runtime.assembly import build_services
 from store import Store
 
 

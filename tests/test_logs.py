@@ -15,7 +15,7 @@ from tornado.httpclient import HTTPRequest
 
 from core import logs
 from core.config import LoggingConfig, MetricsConfig, NetworkConfig, OidcConfig, ServerConfig
-from core.dev_idp import DEFAULT_CLIENT_ID
+from core.identity.dev_idp import DEFAULT_CLIENT_ID
 from core.webhooks.worker import WebhookWorker
 from tests.helpers import mark_verified
 from tests.servers.https import HttpsReceiver
@@ -120,7 +120,7 @@ class TestVerificationLinkRequests:
         owner, token = await self.link(api, world)
         r = await api.post(f"/v1/public/verification-links/{token}/verify")
         entries = [json.loads(line) for line in buffer.getvalue().splitlines()]
-        [entry] = [e for e in entries if e["logger"] == "core.verification_links" and e["message"].endswith(": verify")]
+        [entry] = [e for e in entries if e["logger"] == "core.verification.links" and e["message"].endswith(": verify")]
         assert (entry["requestId"], entry["workspace"]) == (r.headers["X-Request-Id"], str(owner.workspace.id))
 
     @pytest.mark.gen_test

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-from core.dns import CaaRecord, Resolver
+from core.dns.lookups import CaaRecord, Resolver
 
 #: Properties RFC 8659 and its extensions define; a critical unknown one forbids issuance.
 KNOWN_TAGS = frozenset({"issue", "issuewild", "iodef", "contactemail", "contactphone", "issuemail", "issuevmc"})

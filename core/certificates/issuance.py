@@ -22,21 +22,20 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core import domains
 from core.certificates import caa, events
 from core.certificates import idempotency as idem
 from core.certificates.states import Classified, classify, describe, retriggerable
+from core.domains import operations, records
 from core.edge import HostnameGone, ProviderRejected, ProviderState, ProviderUnavailable
 from core.errors import Conflict, NotFound, WildcardNotSupported
 from core.wire import dumps
-from store.records import Certificate, DomainRow, Workspace
+from store.records import DEFAULT_ISSUER, Certificate, DomainRow, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
 
 log = logging.getLogger(__name__)
 
-DEFAULT_ISSUER = "Edge Provider Managed CA"
 RENEWAL_LEAD = dt.timedelta(days=30)
 _FAILED = Classified("error", "error")
 
@@ -107,7 +106,7 @@ async def issue(
             return IssueOutcome(body=begun.body, replayed=True)
         claim = begun
     try:
-        row = domains.load(services, workspace, domain_id)
+        row = operations.load(services, workspace, domain_id)
         if row.validation_status != "verified":
             raise Conflict(
                 "delegation_not_verified",
@@ -212,7 +211,7 @@ def _store(
     store = services.store
     now = services.clock.now()
     with store.transaction():
-        row = domains.load(services, workspace, domain_id)  # deleted meanwhile: 404, nothing written
+        row = operations.load(services, workspace, domain_id)  # deleted meanwhile: 404, nothing written
         latest = store.certificates.latest(workspace.id, domain_id)
         if certificate is not None:
             existing = store.certificates.get(workspace.id, certificate.id)
@@ -299,7 +298,7 @@ def _domain_with(
         cert_last_issued_at=((state and state.issued_at) or now) if became_active else row.cert_last_issued_at,
         cert_error=message if failed else None,
         cert_trace_id=trace_id,
-        ops_status=domains.ops_status(row.validation_status, classified.domain),
+        ops_status=records.ops_status(row.validation_status, classified.domain),
         # The provider's own statement of the delegation target wins over the one we derived.
         delegation_target=(state and state.delegation_target) or row.delegation_target,
         updated_at=now,

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, NoReturn
 
 import attrs
 
-from core import cursors, domains
+from core import cursors
 from core.certificates.issuance import load_certificate
-from core.domain_query import LIMIT_MAX, Page
+from core.domains import operations
+from core.domains.query import LIMIT_MAX, Page
 from core.errors import Conflict, ValidationError
 from store.records import Certificate, Workspace
 
@@ -41,7 +42,7 @@ def query(services: Services, *, workspace: Workspace, domain_id: uuid.UUID, req
     page = request.page or Page()
     if not 1 <= page.limit <= LIMIT_MAX:
         raise ValidationError.field("page", f"limit: must be 1 to {LIMIT_MAX} (got {page.limit})")
-    domains.load(services, workspace, domain_id)  # unknown or foreign domain: 404
+    operations.load(services, workspace, domain_id)  # unknown or foreign domain: 404
     bound_to = cursors.binding(str(workspace.id), "certificates", str(domain_id))
     after = cursors.decode(services.keyring, page.cursor, bound_to) if page.cursor is not None else None
     repo = services.store.certificates

@@ -4,6 +4,12 @@
 hostnames) or ``sandbox`` (in-process, for development and tests). Both report the provider's
 own words (``hostname_status``, ``ssl_status``); what they mean for our states is decided in one
 place, ``core/certificates/states.py``, so an adapter never invents a status of ours.
+
+Also here: the provider with its calls counted for the metrics (``counted``) and, for development
+with the sandbox, DNS answers simulated from the stored domains (``simulated_dns``).
+
+May import: core.domains, core.outbound (the HTTP client pools), core.dns, the base modules of
+core/ and store/.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from core.edge import (
     ProviderUnavailable,
 )
 from core.edge.pacing import Pacer, parse_ratelimit, parse_retry_after
-from core.http import Answer, KeepAliveClient, RequestTimeout
+from core.outbound.http import Answer, KeepAliveClient, RequestTimeout
 
 log = logging.getLogger(__name__)
 

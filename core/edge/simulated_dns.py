@@ -14,8 +14,8 @@ import datetime as dt
 import logging
 
 from core.clock import Clock
-from core.dns import Lookup
-from core.domains import DELEGATION_PREFIX, OWNERSHIP_PREFIX, delegation_record, ownership_record
+from core.dns.lookups import Lookup
+from core.domains.records import DELEGATION_PREFIX, OWNERSHIP_PREFIX, delegation_record, ownership_record
 from store import Store
 
 log = logging.getLogger(__name__)

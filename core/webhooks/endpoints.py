@@ -1,6 +1,6 @@
 """Webhook endpoints: registration rules, the shown-once ``whsec_`` secret, rotation.
 
-A URL must be a public HTTPS URL: the outbound guard (``core/net.py``) checks its form and what
+A URL must be a public HTTPS URL: the outbound guard (``core/outbound/guard.py``) checks its form and what
 its host resolves to now, and checks again at every send, since DNS changes. The secret is
 stored encrypted (AES-GCM under a subkey of the secret key file, bound to the endpoint's id): a
 copy of the database alone reveals none, and it is shown only when created or rotated.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core.errors import Conflict, NotFound, ValidationError
-from core.net import DestinationRefused
+from core.outbound.guard import DestinationRefused
 from store.records import WebhookEndpoint
 
 if TYPE_CHECKING:

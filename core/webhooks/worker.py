@@ -32,7 +32,7 @@ import attrs
 from tornado.ioloop import IOLoop
 
 from core.clock import truncate_ms
-from core.net import OutboundFailure
+from core.outbound.guard import OutboundFailure
 from core.webhooks import signing
 from core.webhooks.endpoints import secret_of, subscribed
 from core.wire import format_timestamp

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.api_keys import LAST_USED_RESOLUTION
+from core.identity.api_keys import LAST_USED_RESOLUTION
 
 ALL_SCOPES = ["domains:read", "domains:write", "certificates:read", "certificates:write"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core import domain_query
+from core.domains import query as domain_query
 from core.wire import dumps, structure_body
 
 

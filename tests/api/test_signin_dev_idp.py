@@ -10,7 +10,7 @@ import pytest
 from tornado.httpclient import HTTPRequest
 
 from core.config import Config, ConfigError, OidcConfig, RateLimitsConfig, ServerConfig, config_from_dict
-from core.dev_idp import CODE_SECONDS, DEFAULT_CLIENT_ID, MAX_CODES, DevIdentityProvider, TokenError
+from core.identity.dev_idp import CODE_SECONDS, DEFAULT_CLIENT_ID, MAX_CODES, DevIdentityProvider, TokenError
 from tests.servers.oidc import new_key
 from tests.servers.pkce import authorize_params, code_from, new_flow, query
 

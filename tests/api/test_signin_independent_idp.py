@@ -10,9 +10,9 @@ import pytest
 from oidc_provider_mock import User, run_server_in_thread
 from tornado.httpclient import HTTPRequest
 
-from core import oidc, signin
 from core.clock import SystemClock
 from core.config import OidcConfig
+from core.identity import oidc, signin
 from tests.servers.pkce import authorize_params, code_from, new_flow, query
 
 CLIENT_ID = "certificate-service"

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from core.scopes import SCOPES
+from core.identity.scopes import SCOPES
 from tests.helpers import openapi
 
 BEARER = {"bearer": []}

@@ -1,10 +1,10 @@
-"""core.api_keys: the key format."""
+"""core.identity.api_keys: the key format."""
 
 from __future__ import annotations
 
 import re
 
-from core.api_keys import new_secret, well_formed
+from core.identity.api_keys import new_secret, well_formed
 
 
 class TestFormat:

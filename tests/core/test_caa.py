@@ -6,7 +6,7 @@ import pytest
 
 from core.certificates.caa import preflight
 from core.config import DnsConfig
-from core.dns import DnsChecker
+from core.dns.lookups import DnsChecker
 
 ISSUERS = ["letsencrypt.org", "pki.goog", "ssl.com"]
 

@@ -1,4 +1,4 @@
-"""core.dns: resolver channels are shared by different questions, never asked one twice."""
+"""core.dns.lookups: resolver channels are shared by different questions, never asked one twice."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from core.config import DnsConfig
-from core.dns import DnsChecker
+from core.dns.lookups import DnsChecker
 
 NAME = "_acme-challenge.shop.example.com"
 

@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from core.domains import ops_status, present, render
+from core.domains.records import ops_status
+from core.domains.shape import present, render
 from core.wire import dumps
 from store.records import DomainRow
 

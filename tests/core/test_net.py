@@ -1,4 +1,4 @@
-"""core.net, the outbound guard: URL checks, the address table, resolution through the real DNS
+"""core.outbound.guard, the outbound guard: URL checks, the address table, resolution through the real DNS
 test server, and HTTPS posts to a real receiver (tests/servers/https.py) on 127.0.0.1."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 import pytest
 
 from core.config import ConfigError, DnsConfig, NetworkConfig
-from core.net import (
+from core.outbound.guard import (
     AddressPolicy,
     DestinationRefused,
     OutboundClient,

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from tornado.httpclient import AsyncHTTPClient
 
-from core.oidc import CACHE_SECONDS, OidcVerifier
+from core.identity.oidc import CACHE_SECONDS, OidcVerifier
 from tests.servers.oidc import CLIENT_ID
 
 

@@ -36,7 +36,7 @@ class Request:
 
 THING = Thing(
     id=uuid.UUID("12345678-1234-5678-1234-567812345678"),
-    created_at=dt.datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=dt.timezone.utc),
+    created_at=dt.datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=dt.UTC),
     secret_hash="h",
 )
 

@@ -13,9 +13,9 @@ import pytest
 from tornado.httpclient import HTTPRequest
 from tornado.web import create_signed_value, decode_signed_value
 
-from core import team
-from core.auth import Principal
 from core.config import ServerConfig
+from core.identity import team
+from core.identity.auth import Principal
 from tests.helpers import active_domain, mark_verified
 from tests.servers.dns import DnsServer
 
@@ -139,13 +139,13 @@ class TestSignIn:
 
     @pytest.mark.gen_test
     async def test_next_never_leaves_the_site(self, browser, services):
-        from core import portal
+        from core.identity import portal_signin
 
         for target in ("//evil.example/", "https://evil.example/", "/\\evil.example"):
             await browser.get("/login?" + urlencode({"next": target}))
             sealed = decode_signed_value(services.keyring.subkey("cookie").hex(), "cps_signin",
                                          browser.cookies["cps_signin"].strip('"')).decode()
-            assert portal.unseal(services.keyring, sealed).next_path == "/domains"
+            assert portal_signin.unseal(services.keyring, sealed).next_path == "/domains"
 
     @pytest.mark.gen_test
     async def test_sign_out_ends_the_session(self, browser, services, world):

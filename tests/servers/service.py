@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from core.dev_idp import DEFAULT_CLIENT_ID
+from core.identity.dev_idp import DEFAULT_CLIENT_ID
 from tests.servers.pkce import authorize_params, code_from
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -10,13 +10,13 @@ import uuid
 import attrs
 import pytest
 
-from core.domains import CERT_STATUSES, VALIDATION_STATUSES, ops_status
+from core.domains.records import CERT_STATUSES, VALIDATION_STATUSES, ops_status
 from store import Store
-from store.migrations import apply_migrations
 from store.domains import DomainFilter
+from store.migrations import apply_migrations
 from store.records import DomainRow, Workspace
 
-NOW = dt.datetime(2026, 11, 22, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 
 
 @pytest.fixture

@@ -62,16 +62,14 @@ class TestTransactions:
     """store.transaction()."""
 
     def test_an_exception_rolls_everything_back(self, store):
-        with pytest.raises(RuntimeError):
-            with store.transaction():
-                store.db.execute("INSERT INTO workspaces (id, name, created_at) VALUES ('w1', 'x', 't')")
-                raise RuntimeError
+        with pytest.raises(RuntimeError), store.transaction():
+            store.db.execute("INSERT INTO workspaces (id, name, created_at) VALUES ('w1', 'x', 't')")
+            raise RuntimeError
         assert store.db.execute("SELECT count(*) FROM workspaces").fetchone()[0] == 0
 
     def test_nested_blocks_commit_with_the_outer_one(self, store):
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError), store.transaction():
             with store.transaction():
-                with store.transaction():
-                    store.db.execute("INSERT INTO workspaces (id, name, created_at) VALUES ('w1', 'x', 't')")
-                raise RuntimeError
+                store.db.execute("INSERT INTO workspaces (id, name, created_at) VALUES ('w1', 'x', 't')")
+            raise RuntimeError
         assert store.db.execute("SELECT count(*) FROM workspaces").fetchone()[0] == 0

@@ -1,215 +1,29 @@
-"""Domains: the records a caller publishes, the API shape, and create/bulk/patch/delete rules."""
+"""Creating, changing and deleting domains: the rules every entry point (API, bulk, sign-up) shares."""
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 import uuid
-from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
-import orjson
 
 from core import hostnames
-from core.accounts import valid_email
+from core.domains.records import DelegationRecord, delegation_record, ops_status, ownership_record
+from core.domains.shape import Domain, present
+from core.emails import valid_email
 from core.errors import NotFound, ValidationError
 from core.ids import uuid7
-from core.wire import format_timestamp
 from store.records import DomainRow, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
 
-DELEGATION_PREFIX = "_acme-challenge."
-OWNERSHIP_PREFIX = "_service-verify."
-OWNERSHIP_VALUE_PREFIX = "service-domain-verification="
-#: Short TTLs: a record published by mistake is corrected within minutes.
-DELEGATION_TTL = 300
-OWNERSHIP_TTL = 300
 NOTES_MAX = 2000
 TAG_MAX = 64
 TAGS_MAX = 50
 BULK_MAX = 500
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-VALIDATION_STATUSES = ("pending", "verified", "error")
-CERT_STATUSES = ("none", "pending", "active", "renewing", "error", "blocked")
-OPS_STATUSES = ("active", "action_needed", "blocked", "pending")
-
-
-def ops_status(validation_status: str, cert_status: str) -> str:
-    """The one place opsStatus is decided (README, "opsStatus").
-
-    blocked: the provider blocked the certificate. active: a certificate is serving (active or
-    renewing). action_needed: DNS not verified, or the certificate failed. pending: DNS verified,
-    waiting on the certificate.
-    """
-    if cert_status == "blocked":
-        return "blocked"
-    if cert_status in ("active", "renewing"):
-        return "active"
-    if validation_status != "verified" or cert_status == "error":
-        return "action_needed"
-    return "pending"
-
-
-# --- API shapes -------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class DnsRecord:
-    type: str
-    host: str
-    value: str
-    ttl: int
-
-
-@attrs.frozen
-class Validation:
-    status: str
-    delegation: DnsRecord
-    ownership: DnsRecord
-    last_checked_at: dt.datetime | None = None
-    last_error: str | None = None
-
-
-@attrs.frozen
-class CertSummary:
-    status: str
-    issuer: str | None = None
-    not_after: dt.datetime | None = None
-    next_renewal_at: dt.datetime | None = None
-    last_issued_at: dt.datetime | None = None
-    last_error: str | None = None
-    trace_id: uuid.UUID | None = None
-
-
-@attrs.frozen
-class Domain:
-    id: uuid.UUID
-    apex: str
-    org_id: uuid.UUID
-    tags: list[str]
-    created_at: dt.datetime
-    updated_at: dt.datetime
-    validation: Validation
-    cert: CertSummary
-    ops_status: str
-    client_id: uuid.UUID | None = None
-    contact_email: str | None = None
-    notes: str | None = None
-
-
-@attrs.frozen
-class DelegationRecord:
-    """The CNAME at the top level, the ownership TXT nested (spec)."""
-
-    type: str
-    host: str
-    value: str
-    ttl: int
-    ownership: DnsRecord
-
-
-def delegation_record(row: DomainRow) -> DnsRecord:
-    return DnsRecord(type="CNAME", host=DELEGATION_PREFIX + row.apex, value=row.delegation_target, ttl=DELEGATION_TTL)
-
-
-def ownership_record(row: DomainRow) -> DnsRecord:
-    value = OWNERSHIP_VALUE_PREFIX + row.ownership_token
-    return DnsRecord(type="TXT", host=OWNERSHIP_PREFIX + row.apex, value=value, ttl=OWNERSHIP_TTL)
-
-
-def present(row: DomainRow) -> Domain:
-    return Domain(
-        id=row.id,
-        apex=row.apex,
-        org_id=row.workspace_id,
-        client_id=row.client_id,
-        contact_email=row.contact_email,
-        notes=row.notes,
-        tags=row.tags,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        validation=Validation(
-            status=row.validation_status,
-            delegation=delegation_record(row),
-            ownership=ownership_record(row),
-            last_checked_at=row.validation_checked_at,
-            last_error=row.validation_error,
-        ),
-        cert=CertSummary(
-            status=row.cert_status,
-            issuer=row.cert_issuer,
-            not_after=row.cert_not_after,
-            next_renewal_at=row.cert_next_renewal_at,
-            last_issued_at=row.cert_last_issued_at,
-            last_error=row.cert_error,
-            trace_id=row.cert_trace_id,
-        ),
-        ops_status=row.ops_status,
-    )
-
-
-def wire(row: DomainRow) -> dict[str, Any]:
-    """``dump(present(row))``, built directly: making and unstructuring ``Domain`` records was most
-    of what a page of 100 domains not read before cost (a domain with every date set: 20 -> 12 us
-    as JSON). A test holds the two to the same bytes for every combination of optional fields."""
-    validation: dict[str, Any] = {
-        "status": row.validation_status,
-        "delegation": {"type": "CNAME", "host": DELEGATION_PREFIX + row.apex, "value": row.delegation_target,
-                       "ttl": DELEGATION_TTL},
-        "ownership": {"type": "TXT", "host": OWNERSHIP_PREFIX + row.apex,
-                      "value": OWNERSHIP_VALUE_PREFIX + row.ownership_token, "ttl": OWNERSHIP_TTL},
-    }
-    if row.validation_checked_at is not None:
-        validation["lastCheckedAt"] = format_timestamp(row.validation_checked_at)
-    if row.validation_error is not None:
-        validation["lastError"] = row.validation_error
-    cert: dict[str, Any] = {"status": row.cert_status}
-    if row.cert_issuer is not None:
-        cert["issuer"] = row.cert_issuer
-    for key, stamp in (("notAfter", row.cert_not_after), ("nextRenewalAt", row.cert_next_renewal_at),
-                       ("lastIssuedAt", row.cert_last_issued_at)):
-        if stamp is not None:
-            cert[key] = format_timestamp(stamp)
-    if row.cert_error is not None:
-        cert["lastError"] = row.cert_error
-    if row.cert_trace_id is not None:
-        cert["traceId"] = str(row.cert_trace_id)
-    domain: dict[str, Any] = {
-        "id": str(row.id), "apex": row.apex, "orgId": str(row.workspace_id), "tags": row.tags,
-        "createdAt": format_timestamp(row.created_at), "updatedAt": format_timestamp(row.updated_at),
-        "validation": validation, "cert": cert, "opsStatus": row.ops_status,
-    }
-    if row.client_id is not None:
-        domain["clientId"] = str(row.client_id)
-    if row.contact_email is not None:
-        domain["contactEmail"] = row.contact_email
-    if row.notes is not None:
-        domain["notes"] = row.notes
-    return domain
-
-
-_RENDERED: OrderedDict[uuid.UUID, tuple[DomainRow, bytes]] = OrderedDict()
-_RENDERED_MAX = 10_000
-
-
-def render(row: DomainRow) -> bytes:
-    """The Domain's JSON, reused while the store hands out the very same row object.
-
-    Rows are immutable and the store hands out a new object after every change, so an identity
-    check is an exact freshness test; GET-polling clients then cost no re-serialisation.
-    """
-    hit = _RENDERED.get(row.id)
-    if hit is not None and hit[0] is row:
-        return hit[1]
-    body = orjson.dumps(wire(row))
-    _RENDERED[row.id] = (row, body)
-    if len(_RENDERED) > _RENDERED_MAX:
-        _RENDERED.popitem(last=False)
-    return body
 
 
 # --- requests -----------------------------------------------------------------------------------

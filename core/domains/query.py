@@ -16,7 +16,9 @@ import attrs
 import idna
 
 from core import cursors
-from core.domains import CERT_STATUSES, OPS_STATUSES, VALIDATION_STATUSES, Domain, clean_tags, present, render
+from core.domains.operations import clean_tags
+from core.domains.records import CERT_STATUSES, OPS_STATUSES, VALIDATION_STATUSES
+from core.domains.shape import Domain, present, render
 from core.errors import ValidationError
 from store.domains import SORT_COLUMNS, DomainFilter, fold
 from store.records import DomainRow, Workspace

@@ -25,7 +25,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from core.clock import Clock
 from core.errors import InvalidToken, UpstreamError
-from core.http import OwnClient
+from core.outbound.http import OwnClient
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

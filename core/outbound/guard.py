@@ -9,17 +9,17 @@ module, which defends against:
   host must be a public DNS name (IP literals in any spelling, localhost, single labels and
   special-use names are refused before any lookup), and every address it resolves to is judged
   by ``AddressPolicy`` against the IANA special-purpose registries. Those rules, which need no
-  I/O, live in core/net_policy.py; this module does the lookups and the requests.
+  I/O, live in core/outbound/policy.py; this module does the lookups and the requests.
 - DNS rebinding: a name can answer a public address when checked and a private one when used.
   Names are resolved by ``GuardedResolver``, which Tornado's TCPClient asks for the addresses it
   then dials, so the addresses connected to are exactly the ones judged; and every request
   resolves again, since a check at registration proves nothing at send time.
 - Redirects: never followed (a Location header could point anywhere); a 3xx is an answer.
-- Exhaustion: a bounded pool of kept connections (core/http.py ``KeepAliveClient``, reused only
+- Exhaustion: a bounded pool of kept connections (core/outbound/http.py ``KeepAliveClient``, reused only
   for an address the latest lookup still allows), one deadline on the whole request, and at most
   ``max_body_bytes`` of an answer read.
 
-Names are resolved only through ``[dns] nameservers`` (core/dns.py), never getaddrinfo, which
+Names are resolved only through ``[dns] nameservers`` (core/dns/lookups.py), never getaddrinfo, which
 would accept ``127.1`` or ``2130706433`` and consult /etc/hosts.
 """
 
@@ -36,9 +36,9 @@ import attrs
 from tornado.netutil import Resolver
 
 from core.config import ConfigError, DnsConfig, NetworkConfig
-from core.dns import DnsChecker, Lookup
-from core.http import KeepAliveClient, RequestTimeout
-from core.net_policy import (
+from core.dns.lookups import DnsChecker, Lookup
+from core.outbound.http import KeepAliveClient, RequestTimeout
+from core.outbound.policy import (
     AddressPolicy,
     DestinationRefused,
     IPAddress,

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core import accounts, api_keys
 from core.errors import Forbidden, InsufficientScope, NotFound, Unauthorized
-from core.scopes import SCOPES
+from core.identity import accounts, api_keys
+from core.identity.scopes import SCOPES
 from store.records import ApiKey, User, Workspace
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import attrs
 
 from core.config import DnsConfig
-from core.dns import DnsChecker, Lookup, Resolver
+from core.dns.lookups import DnsChecker, Lookup, Resolver
 
 #: Authoritative servers asked, at most: one that answers is enough, a second covers one that is down.
 MAX_SERVERS = 2

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from core.errors import InvalidApiKey, NotFound, ValidationError
-from core.scopes import SCOPES
+from core.identity.scopes import SCOPES
 from store.records import ApiKey, Workspace
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class CachedKey:
     touch_after: float = attrs.field(init=False)
     "When ``last_used_at`` is next written."
     caller: Any = attrs.field(init=False, default=None)
-    "``core.auth``'s caller for this key, made once and reused while the entry lives."
+    "``core.identity.auth``'s caller for this key, made once and reused while the entry lives."
 
     def __attrs_post_init__(self) -> None:
         self.expires = self.key.expires_at.timestamp() if self.key.expires_at is not None else math.inf

@@ -19,8 +19,9 @@ from authlib.oauth2.auth import ClientAuth
 from authlib.oauth2.rfc6749.parameters import prepare_token_request
 from tornado.httpclient import HTTPClientError, HTTPRequest
 
-from core import accounts
+from core.emails import normalise_email
 from core.errors import Forbidden, InvalidGrant, UpstreamError, ValidationError
+from core.identity import accounts
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -129,5 +130,5 @@ async def exchange(services: Services, request: ExchangeRequest) -> ExchangeResu
         access_token=str(data.get("access_token", "")),
         token_type=str(data.get("token_type", "Bearer")),
         expires_in_seconds=expires,
-        email=accounts.normalise_email(claims["email"]),
+        email=normalise_email(claims["email"]),
     )

@@ -30,8 +30,8 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
-from core.accounts import normalise_email, valid_email
 from core.clock import Clock
+from core.emails import normalise_email, valid_email
 
 log = logging.getLogger(__name__)
 

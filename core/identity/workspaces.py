@@ -1,9 +1,9 @@
 """A person's side of membership: their workspaces, invitations to accept or decline, leaving.
 
 An invitation is the inviter's offer; nothing happens until the invitee, signed in with the
-invited e-mail, accepts it (``core/team.py`` is the inviter's side). Someone may belong to several
+invited e-mail, accepts it (``core/identity/team.py`` is the inviter's side). Someone may belong to several
 workspaces and names the one a request acts in with the ``X-Workspace-Id`` header
-(``core/auth.py``).
+(``core/identity/auth.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core.errors import NotFound
-from core.team import keep_an_owner
+from core.identity.team import keep_an_owner
 from store.records import Invitation, Membership, User, Workspace
 
 if TYPE_CHECKING:

@@ -124,7 +124,7 @@ class DnsChecker:
         self.nameservers = [self._format(ns) for ns in config.nameservers]
         self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._channel: _Channel | None = None
-        self._closing: set[asyncio.Future] = set()
+        self._closing: set[asyncio.Future[None]] = set()
         self._resolving: dict[tuple[asyncio.AbstractEventLoop, str, tuple[str, ...]], asyncio.Future] = {}
         self.channels_opened = 0
 
@@ -219,18 +219,18 @@ class DnsChecker:
             if record.type != _TYPE_CODES[rtype]:
                 continue  # e.g. the CNAME a resolver followed on the way to TXT
             ttls.append(record.ttl)
-            if rtype == "CNAME":
-                values.append(record.data.cname.rstrip("."))
-            elif rtype == "NS":
-                values.append(record.data.nsdname.rstrip("."))
-            elif rtype in ("A", "AAAA"):
-                values.append(record.data.addr)
-            elif rtype == "CAA":
-                caa.append(CaaRecord(flags=record.data.critical, tag=record.data.tag.lower(), value=record.data.value))
+            data = record.data  # of the class the record's type code names
+            if isinstance(data, pycares.CNAMERecordData):
+                values.append(data.cname.rstrip("."))
+            elif isinstance(data, pycares.NSRecordData):
+                values.append(data.nsdname.rstrip("."))
+            elif isinstance(data, (pycares.ARecordData, pycares.AAAARecordData)):
+                values.append(data.addr)
+            elif isinstance(data, pycares.CAARecordData):
+                caa.append(CaaRecord(flags=data.critical, tag=data.tag.lower(), value=data.value))
                 values.append(str(caa[-1]))
-            else:
-                data = record.data.data
-                values.append(data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data))
+            elif isinstance(data, pycares.TXTRecordData):
+                values.append(data.data.decode("utf-8", "replace"))
         if not values:
             return Lookup(name=name, rtype=rtype, outcome="nodata")
         return Lookup(name=name, rtype=rtype, outcome="found", values=tuple(values), caa=tuple(caa), ttl=min(ttls))

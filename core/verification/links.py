@@ -25,11 +25,16 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core import cursors, diagnosis, domains, logs, mail, verification
-from core.accounts import valid_email
-from core.domains import CertSummary, Validation, delegation_record, ownership_record
+from core import cursors, logs
+from core.domains import shape
+from core.domains.records import delegation_record, ownership_record
+from core.domains.shape import CertSummary, Validation
+from core.emails import valid_email
 from core.errors import ApiError, Conflict, NotFound, UpstreamError, ValidationError
-from core.verification import VerifyResult
+from core.outbound import mail
+from core.verification import checks as verification
+from core.verification import diagnosis
+from core.verification.checks import VerifyResult
 from store.records import DomainRow, VerificationLinkRow, Workspace
 
 if TYPE_CHECKING:
@@ -329,7 +334,7 @@ def resolve(services: Services, token: str) -> VerificationLinkRow:
 
 def view(services: Services, token: str) -> PublicView:
     link = resolve(services, token)
-    domain = domains.present(_domain(services, link.workspace_id, link.domain_id))
+    domain = shape.present(_domain(services, link.workspace_id, link.domain_id))
     return PublicView(
         apex=domain.apex, expires_at=link.expires_at, validation=domain.validation, cert=domain.cert,
         ops_status=domain.ops_status,

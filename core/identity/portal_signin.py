@@ -1,5 +1,4 @@
-"""Rules of the server-rendered portal that are not HTTP: sign-ins in progress, safe redirects,
-and the DNS instructions as a person reads them.
+"""The portal's sign-in in progress and the safe redirect after it: rules, not HTTP.
 
 A sign-in in progress (its state, nonce, PKCE verifier and where to go afterwards) travels in the
 browser's cookie, encrypted and authenticated (AES-GCM under a subkey of the secret key file), so
@@ -18,8 +17,6 @@ from collections import OrderedDict
 import attrs
 
 from core.crypto import Keyring
-from core.domains import DnsRecord, Validation
-from core.hostnames import relative_name, zone_of
 
 SIGNIN_SECONDS = 600
 MAX_USED = 100_000
@@ -79,32 +76,3 @@ def safe_next(path: str | None, default: str = "/domains") -> str:
     if not path or not path.startswith("/") or path.startswith("//") or "\\" in path or any(c < " " for c in path):
         return default
     return path
-
-
-@attrs.frozen
-class RecordView:
-    """One DNS record, with the host both in full and as the customer's DNS panel asks for it."""
-
-    type: str
-    host: str
-    relative_host: str
-    value: str
-    ttl: int
-
-
-@attrs.frozen
-class DnsInstructions:
-    zone: str
-    delegation: RecordView
-    ownership: RecordView
-
-
-def _view(record: DnsRecord, zone: str) -> RecordView:
-    return RecordView(type=record.type, host=record.host, relative_host=relative_name(record.host, zone),
-                      value=record.value, ttl=record.ttl)
-
-
-def dns_instructions(apex: str, validation: Validation) -> DnsInstructions:
-    """The two records of a domain as its DNS page and its public verification page show them."""
-    zone = zone_of(apex)
-    return DnsInstructions(zone=zone, delegation=_view(validation.delegation, zone), ownership=_view(validation.ownership, zone))

@@ -2,32 +2,19 @@
 
 from __future__ import annotations
 
-import re
 import secrets
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from core.emails import normalise_email
 from core.errors import Forbidden, NotFound
 from store.records import Membership, User, Workspace
 
 if TYPE_CHECKING:
-    from core.auth import Principal
+    from core.identity.auth import Principal
     from core.services import Services
-
-
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-
-
-def normalise_email(email: str) -> str:
-    """E-mail addresses compare case-insensitively here (providers differ on the local part)."""
-    return email.strip().lower()
-
-
-def valid_email(email: str) -> bool:
-    """A deliberately loose check: one @, a dot in the domain, no spaces, at most 254 characters."""
-    return len(email) <= 254 and bool(_EMAIL.match(email))
 
 
 @attrs.frozen

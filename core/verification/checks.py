@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from core.certificates import issuance
-from core.dns import Lookup, Resolver
-from core.domains import delegation_record, load, ops_status, ownership_record
+from core.dns.lookups import Lookup, Resolver
+from core.domains.operations import load
+from core.domains.records import delegation_record, ops_status, ownership_record
 from core.edge import ProviderError
 from store.records import DomainRow, Workspace
 

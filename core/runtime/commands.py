@@ -14,12 +14,12 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core import api_keys
 from core.certificates import idempotency
 from core.config import ConfigError
 from core.crypto import SecretKeyError, read_master_key
 from core.errors import ApiError, ValidationError
-from core.net import tls_context
+from core.identity import api_keys
+from core.outbound.guard import tls_context
 from core.wire import parse_timestamp
 from store import inspection
 

@@ -3,7 +3,7 @@
 ``POST /v1/site-scan/https {urlOrDomain}`` takes a bare hostname or an http(s) URL, keeps only its
 host (normalised by the same rules as a domain's apex, core/hostnames.py) and checks TLS on
 ``[site_scan] port`` (443; a port in the URL is ignored). Names are resolved and judged by the
-outbound guard (core/net.py), and only the addresses it returns are dialled, so a private or
+outbound guard (core/outbound/guard.py), and only the addresses it returns are dialled, so a private or
 internal destination is never contacted: it is a 400 ``validation_error`` naming the reason.
 
 The scan is a TLS handshake with SNI, verified against the system CAs plus ``[network]
@@ -40,6 +40,7 @@ import datetime as dt
 import functools
 import logging
 import ssl
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import attrs
@@ -47,12 +48,13 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from core import hostnames
-from core.certificates.issuance import DEFAULT_ISSUER
 from core.errors import ValidationError
-from core.net import DestinationRefused, OutboundError
-from core.net_policy import IPAddress
-from core.services import Services
-from store.records import Workspace
+from core.outbound.guard import DestinationRefused, OutboundError
+from core.outbound.policy import IPAddress
+from store.records import DEFAULT_ISSUER, Workspace
+
+if TYPE_CHECKING:
+    from core.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +175,7 @@ def host_of(raw: str) -> str:
 
 @functools.lru_cache(maxsize=4)
 def _verifying_context(ca_bundle: str) -> ssl.SSLContext:
-    """System CAs plus the operator's bundle (checked loadable at start-up by core/net.py)."""
+    """System CAs plus the operator's bundle (checked loadable at start-up by core/outbound/guard.py)."""
     context = ssl.create_default_context()
     if ca_bundle:
         context.load_verify_locations(cafile=ca_bundle)

@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from core import accounts, domains, hostnames
+from core import hostnames
+from core.domains import operations, shape
+from core.emails import normalise_email, valid_email
 from core.errors import ValidationError
+from core.identity import accounts
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -39,7 +42,7 @@ class SignedUp:
     """201: the new workspace's first domain and where to go next."""
 
     user_email: str
-    domain: domains.Domain
+    domain: shape.Domain
     portal_url: str
     auth_provider: AuthProvider
 
@@ -65,8 +68,8 @@ def _portal(services: Services) -> str:
 
 def _validate(request: SignupRequest) -> str:
     errors: dict[str, list[str]] = {}
-    email = accounts.normalise_email(request.email)
-    if not accounts.valid_email(email):
+    email = normalise_email(request.email)
+    if not valid_email(email):
         errors["email"] = ["Must be an e-mail address"]
     if request.password is not _NOT_SENT:
         errors["password"] = ["Sign-up is passwordless: do not send a password; sign in with OpenID Connect"]
@@ -105,17 +108,17 @@ async def signup(services: Services, request: SignupRequest) -> SignedUp | SignI
     if _known(services, email):
         return _sign_in_required(services, email)
     # The Domain goes through the same rules and provider call as POST /v1/domains.
-    new = await domains.prepare_create(
-        services, workspace=None, request=domains.CreateDomain(apex=request.domain), apex_field="domain"
+    new = await operations.prepare_create(
+        services, workspace=None, request=operations.CreateDomain(apex=request.domain), apex_field="domain"
     )
     with services.store.transaction():
         if _known(services, email):  # signed up meanwhile, while the provider was asked
             return _sign_in_required(services, email)
         workspace, _ = accounts.create_workspace(services, name=new.apex, owner_email=email)
-        row = domains.save_create(services, workspace=workspace, new=new)
+        row = operations.save_create(services, workspace=workspace, new=new)
     return SignedUp(
         user_email=email,
-        domain=domains.present(row),
+        domain=shape.present(row),
         portal_url=f"{_portal(services)}/site/{row.id}/dns",
         auth_provider=_auth_provider(services),
     )

@@ -2,7 +2,7 @@
 
 Rules: only an owner grants, changes or removes the owner role; a workspace always keeps at
 least one owner; an invitation becomes a membership only when its invitee accepts it
-(core/workspaces.py).
+(core/identity/workspaces.py).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core.accounts import normalise_email, valid_email
+from core.emails import normalise_email, valid_email
 from core.errors import Conflict, Forbidden, NotFound, ValidationError
-from core.scopes import ROLES
+from core.identity.scopes import ROLES
 from store.records import Invitation, Member
 
 if TYPE_CHECKING:
-    from core.auth import Principal
+    from core.identity.auth import Principal
     from core.services import Services
 
 

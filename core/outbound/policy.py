@@ -1,4 +1,4 @@
-"""What a user-supplied destination may be, decided without any I/O: the rules behind core/net.py.
+"""What a user-supplied destination may be, decided without any I/O: the rules behind core/outbound/guard.py.
 
 A URL must be https to a public DNS name (``check_url``, ``check_host``: no IP literal in any
 spelling, no localhost, single label or special-use name), and every address that name resolves

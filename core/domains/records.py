@@ -1,0 +1,65 @@
+"""The two DNS records a caller publishes for a domain, and the statuses a domain moves through.
+
+Every other part (the API shape, verification, the diagnosis, the portal's instructions, the
+development DNS simulation) takes the records' names and values from here.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from store.records import DomainRow
+
+DELEGATION_PREFIX = "_acme-challenge."
+OWNERSHIP_PREFIX = "_service-verify."
+OWNERSHIP_VALUE_PREFIX = "service-domain-verification="
+#: Short TTLs: a record published by mistake is corrected within minutes.
+DELEGATION_TTL = 300
+OWNERSHIP_TTL = 300
+VALIDATION_STATUSES = ("pending", "verified", "error")
+CERT_STATUSES = ("none", "pending", "active", "renewing", "error", "blocked")
+OPS_STATUSES = ("active", "action_needed", "blocked", "pending")
+
+
+def ops_status(validation_status: str, cert_status: str) -> str:
+    """The one place opsStatus is decided (README, "opsStatus").
+
+    blocked: the provider blocked the certificate. active: a certificate is serving (active or
+    renewing). action_needed: DNS not verified, or the certificate failed. pending: DNS verified,
+    waiting on the certificate.
+    """
+    if cert_status == "blocked":
+        return "blocked"
+    if cert_status in ("active", "renewing"):
+        return "active"
+    if validation_status != "verified" or cert_status == "error":
+        return "action_needed"
+    return "pending"
+
+
+@attrs.frozen
+class DnsRecord:
+    type: str
+    host: str
+    value: str
+    ttl: int
+
+
+@attrs.frozen
+class DelegationRecord:
+    """The CNAME at the top level, the ownership TXT nested (spec)."""
+
+    type: str
+    host: str
+    value: str
+    ttl: int
+    ownership: DnsRecord
+
+
+def delegation_record(row: DomainRow) -> DnsRecord:
+    return DnsRecord(type="CNAME", host=DELEGATION_PREFIX + row.apex, value=row.delegation_target, ttl=DELEGATION_TTL)
+
+
+def ownership_record(row: DomainRow) -> DnsRecord:
+    value = OWNERSHIP_VALUE_PREFIX + row.ownership_token
+    return DnsRecord(type="TXT", host=OWNERSHIP_PREFIX + row.apex, value=value, ttl=OWNERSHIP_TTL)

@@ -1,0 +1,78 @@
+"""Building the services container from the configuration: which integrations run (the real
+provider or the sandbox, real DNS or its simulation, a configured or the built-in identity
+provider), each made once and shared by every request and job."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+from core.clock import Clock, SystemClock
+from core.config import Config
+from core.crypto import Keyring, load_or_create_master_key
+from core.dns.authority import Authority
+from core.dns.lookups import DnsChecker, Resolver
+from core.edge import make_provider
+from core.edge.counted import CountedProvider
+from core.edge.simulated_dns import SimulatedDns
+from core.identity.api_keys import KeyCache
+from core.identity.dev_idp import DEFAULT_CLIENT_ID, DevIdentityProvider, load_key
+from core.identity.oidc import OidcVerifier
+from core.identity.portal_signin import UsedStates
+from core.identity.signin import OidcClient
+from core.metrics import Metrics
+from core.outbound.guard import OutboundClient
+from core.ratelimit import RateLimiter
+from core.services import Services
+from store import Store
+
+
+def build_services(config: Config, *, clock: Clock | None = None) -> Services:
+    """Open the store, load the master key and wire the integrations the config selects."""
+    clock = clock or SystemClock()
+    keyring = Keyring(load_or_create_master_key(config.storage.secret_key_file))
+    store = Store(config.storage.path)
+    dev_idp = None
+    if config.oidc.issuer:
+        client = OidcClient(config.oidc.client_id, config.oidc.client_secret, config.redirect_uri)
+        issuer = config.oidc.issuer
+    else:
+        client = OidcClient(
+            config.oidc.client_id or DEFAULT_CLIENT_ID,
+            config.oidc.client_secret or keyring.mac("dev-idp-client-secret", "secret")[:32],
+            config.redirect_uri,
+        )
+        issuer = config.server.base_url.rstrip("/") + "/idp"
+        dev_idp = DevIdentityProvider(
+            issuer=issuer,
+            client_id=client.client_id,
+            client_secret=client.client_secret,
+            redirect_uri=client.redirect_uri,
+            key=load_key(Path(config.storage.path).parent / "dev-idp-key.json"),
+            clock=clock,
+        )
+    oidc = OidcVerifier(issuer=issuer, client_id=client.client_id, clock=clock)
+    sandbox = config.provider.sandbox
+    metrics = Metrics(store, clock)
+    count = metrics.count_lookup
+    dns: Resolver = DnsChecker(config.dns, observe=count)
+    if config.provider.kind == "sandbox" and sandbox.simulate_dns:  # config refuses it with any other provider
+        dns = SimulatedDns(store, clock, delay_seconds=sandbox.simulate_dns_delay_seconds)
+    return Services(
+        config=config,
+        store=store,
+        clock=clock,
+        keyring=keyring,
+        limiter=RateLimiter(config.rate_limits, clock),
+        oidc=oidc,
+        oidc_client=client,
+        dev_idp=dev_idp,
+        provider=CountedProvider(make_provider(config, keyring, clock), metrics),
+        dns=dns,
+        trusted_proxies=[ipaddress.ip_network(p, strict=False) for p in config.server.trusted_proxies],
+        outbound=OutboundClient(network=config.network, dns=config.dns, observe=count),
+        authority=Authority(config.dns, simulated=None if isinstance(dns, DnsChecker) else dns, observe=count),
+        metrics=metrics,
+        key_cache=KeyCache(),
+        used_signin_states=UsedStates(),
+    )

@@ -1,0 +1,34 @@
+"""The service's periodic jobs: webhook deliveries and the purge of old Idempotency-Key records."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tornado.ioloop import IOLoop, PeriodicCallback
+
+from core.certificates import idempotency
+from core.webhooks.worker import WebhookWorker
+
+if TYPE_CHECKING:
+    from core.services import Services
+
+#: How often Idempotency-Key records older than their retention are purged.
+PURGE_INTERVAL_SECONDS = 3600
+
+
+def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], WebhookWorker]:
+    """The periodic jobs, started with the server and stopped at shutdown.
+
+    The webhook worker also runs as soon as a transaction that queued events commits, and once at
+    start for whatever was queued before a restart.
+    """
+    worker = WebhookWorker(services)
+    services.store.outbox.listen(worker.wake)
+    jobs = {
+        "webhooks": PeriodicCallback(worker.tick, services.config.webhooks.poll_interval_seconds * 1000, jitter=0.1),
+        "idempotency-purge": PeriodicCallback(lambda: idempotency.purge(services), PURGE_INTERVAL_SECONDS * 1000),
+    }
+    for job in jobs.values():
+        job.start()
+    IOLoop.current().add_callback(worker.tick)
+    return jobs, worker

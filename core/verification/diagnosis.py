@@ -1,0 +1,185 @@
+"""One answer to "why is my certificate not active?": ``GET /v1/domains/:id/diagnosis``.
+
+The report puts side by side what the zone's own nameservers publish (core/dns/authority.py) and what
+each configured resolver answers, then names each problem found with a code, a severity, a
+sentence for a DNS administrator and the exact fix. It only reads: DNS, the stored certificate
+state (as of its last refresh) and, for an active certificate, the certificate the host serves.
+
+Findings, errors first:
+
+| code | severity | when |
+|---|---|---|
+| `delegation_missing`, `ownership_missing` | error | the record is not published (at the zone's servers when known) |
+| `delegation_wrong`, `ownership_wrong` | error | published with another value |
+| `delegation_target_zone_appended` | error | the CNAME target got the zone appended (no trailing dot) |
+| `delegation_blocked` | error | TXT or address records sit at the CNAME's name |
+| `zone_appended_twice` | error | the record is at ``<name>.<zone>`` (the DNS host appended the zone) |
+| `record_at_parent` | error | the record is at the zone's own ``_acme-challenge``/``_service-verify`` name |
+| `ownership_other_workspace` | error | the TXT holds another account's token |
+| `value_quoted` | warning | the TXT value carries literal quotes |
+| `not_yet_visible` | warning | published, but a resolver still answers otherwise (cached) |
+| `dnssec_failure` | error | a resolver answers SERVFAIL where the zone answers |
+| `lookup_failed` | warning | a resolver did not answer (a record, or a step of the walk to the zone) |
+| `caa_forbids` | error | CAA forbids the provider's certificate authorities |
+| `renewal_at_risk` | error | an active or renewing certificate whose CNAME no longer points at the target |
+| `renewal_unchecked` | warning | the same certificate, but no DNS server answered for its CNAME: not known |
+| `provider_error`, `provider_pending` | error, info | the provider's own view |
+| `served_mismatch` | warning | the host serves a certificate other than the provider's |
+| `authority_unknown` | info | the zone's nameservers could not be found or did not answer; resolvers only |
+| `all_good` | info | nothing to fix |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from typing import TYPE_CHECKING
+
+import attrs
+
+from core.certificates import caa
+from core.dns.authority import Zone
+from core.dns.lookups import Lookup
+from core.domains.operations import load
+from core.domains.records import delegation_record, ownership_record
+from core.verification.provider_findings import ProviderView, provider_findings, served_findings
+from core.verification.record_findings import (
+    Finding,
+    Seen,
+    authority_findings,
+    delegation_findings,
+    ownership_findings,
+    relative_to_zone,
+    visibility_findings,
+)
+from store.records import Workspace
+
+if TYPE_CHECKING:
+    from core.services import Services
+
+_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+@attrs.frozen
+class Answer:
+    source: str
+    "``authoritative`` (the zone's own servers) or a resolver's address."
+    outcome: str
+    "found, nxdomain, nodata, timeout or error."
+    values: list[str]
+    ttl: int | None = None
+    "How long a resolver may keep this answer, in seconds."
+    detail: str | None = None
+
+
+@attrs.frozen
+class RecordReport:
+    purpose: str
+    "``delegation`` (the CNAME) or ``ownership`` (the TXT)."
+    type: str
+    name: str
+    relative_name: str | None
+    "The name relative to the zone, as most DNS panels ask for it."
+    expected: str
+    answers: list[Answer]
+
+
+@attrs.frozen
+class Diagnosis:
+    domain_id: uuid.UUID
+    apex: str
+    checked_at: dt.datetime
+    verdict: str
+    "``ok``, ``waiting`` (only time is needed) or ``action_needed``."
+    summary: str
+    zone: str | None
+    nameservers: list[str]
+    records: list[RecordReport]
+    findings: list[Finding]
+    provider: ProviderView | None = None
+
+
+async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> Diagnosis:
+    row = load(services, workspace, domain_id)
+    cname, txt = delegation_record(row), ownership_record(row)
+    authority = services.authority
+    walk = await authority.walk(row.apex)
+    zone = walk.zone
+    # The records, their usual misplacements, and what sits beside the CNAME.
+    extra: list[tuple[str, str]] = [(cname.host, "TXT"), (cname.host, "A"), (cname.host, "AAAA")]
+    if zone is not None:
+        extra += [(f"{cname.host}.{zone.name}", "CNAME"), (f"{txt.host}.{zone.name}", "TXT")]
+        if zone.name != row.apex:
+            extra += [(f"_acme-challenge.{zone.name}", "CNAME"), (f"_service-verify.{zone.name}", "TXT")]
+    queries = [(cname.host, "CNAME"), (txt.host, "TXT"), *extra]
+    published = await authority.ask(zone, queries) if zone is not None and zone.servers else None
+    at_zone = dict(zip(queries, published[1])) if published else {}
+    resolvers = authority.each_resolver()
+    answers = await asyncio.gather(*(checker.lookup_many(queries) for _, checker in resolvers))
+    by_resolver = [(label, dict(zip(queries, found))) for (label, _), found in zip(resolvers, answers)]
+    source = at_zone if at_zone else by_resolver[0][1]
+
+    def seen(name: str, rtype: str, expected: str) -> Seen:
+        return Seen(name, rtype, expected, at_zone.get((name, rtype)),
+                     [(label, found[(name, rtype)]) for label, found in by_resolver])
+
+    delegation, ownership = seen(cname.host, "CNAME", cname.value), seen(txt.host, "TXT", txt.value)
+    certificate = services.store.certificates.latest(workspace.id, row.id)
+    findings: list[Finding] = []
+    if not at_zone:
+        authority_findings(findings, row.apex, walk)
+    delegation_ok = delegation_findings(findings, delegation, source, zone)
+    ownership_ok = ownership_findings(services, findings, ownership, source, zone, workspace)
+    for record_seen in (delegation, ownership):
+        visibility_findings(findings, record_seen, zone)
+    verdict_caa = await caa.preflight(services.dns, row.apex, services.config.provider.caa_issuers)
+    if not verdict_caa.allowed:
+        findings.append(Finding("caa_forbids", "error", verdict_caa.message or "CAA forbids issuance.",
+                                fix=verdict_caa.message))
+    provider = provider_findings(findings, row, certificate, delegation_ok, delegation)
+    if row.cert_status == "active" and certificate is not None:
+        await served_findings(services, findings, row, workspace)
+    if not any(f.severity in ("error", "warning") for f in findings):
+        done = delegation_ok and ownership_ok
+        findings.append(Finding("all_good", "info", "Both records are published and visible; nothing to fix." if done
+                                else "Nothing is wrong that a check could find."))
+    findings.sort(key=lambda f: _ORDER[f.severity])
+    return Diagnosis(
+        domain_id=row.id, apex=row.apex, checked_at=services.clock.now(),
+        verdict=_verdict(findings), summary=_summary(findings),
+        zone=zone.name if zone else None, nameservers=list(zone.nameservers) if zone else [],
+        records=[_report("delegation", delegation, zone), _report("ownership", ownership, zone)],
+        findings=findings, provider=provider,
+    )
+
+
+def _report(purpose: str, record: Seen, zone: Zone | None) -> RecordReport:
+    answers = []
+    if record.authoritative is not None:
+        answers.append(_answer("authoritative", record.authoritative))
+    answers += [_answer(label, lookup) for label, lookup in record.resolvers]
+    return RecordReport(purpose=purpose, type=record.rtype, name=record.name, relative_name=relative_to_zone(record.name, zone),
+                        expected=record.expected, answers=answers)
+
+
+def _answer(source: str, lookup: Lookup) -> Answer:
+    return Answer(source=source, outcome=lookup.outcome, values=list(lookup.values), ttl=lookup.ttl,
+                  detail=lookup.detail or None)
+
+
+def _verdict(findings: list[Finding]) -> str:
+    severities = {f.severity for f in findings}
+    if "error" in severities:
+        return "action_needed"
+    if "warning" in severities or any(f.code == "provider_pending" for f in findings):
+        return "waiting"
+    return "ok"
+
+
+def _summary(findings: list[Finding]) -> str:
+    first = findings[0]
+    if first.severity == "info":
+        return first.message
+    more = sum(1 for f in findings if f.severity != "info") - 1
+    return first.message + (f" ({more} more finding{'s' if more != 1 else ''} below.)" if more else "")

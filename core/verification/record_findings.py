@@ -1,0 +1,240 @@
+"""The diagnosis's first question: are the two records published, right, where they belong, and
+visible to every resolver? Each problem becomes a ``Finding`` (codes in core/verification/diagnosis.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+import pycares
+from aiodns import error as dns_error
+
+from core.dns.authority import Walk, Zone
+from core.dns.lookups import Lookup
+from core.domains.records import OWNERSHIP_VALUE_PREFIX
+from store.records import Workspace
+
+if TYPE_CHECKING:
+    from core.services import Services
+
+Severity = Literal["error", "warning", "info"]
+#: What c-ares says of a SERVFAIL answer; core/dns/lookups.py keeps those words as an ``error`` lookup's
+#: detail. Only SERVFAIL is what a validating resolver answers for a DNSSEC failure: an unreachable
+#: or refusing resolver is a lookup that failed, nothing more.
+_SERVFAIL = pycares.errno.strerror(dns_error.ARES_ESERVFAIL)
+
+
+@attrs.frozen
+class Finding:
+    code: str
+    severity: Severity
+    message: str
+    "What is wrong, in words a DNS administrator understands."
+    fix: str | None = None
+    "Exactly what to change."
+
+
+@attrs.frozen
+class Seen:
+    """What one record looks like from everywhere it was asked."""
+
+    name: str
+    rtype: str
+    expected: str
+    authoritative: Lookup | None
+    resolvers: list[tuple[str, Lookup]]
+
+    def best(self) -> Lookup | None:
+        """The truth as published: the zone's answer, else the first resolver that answered."""
+        if self.authoritative is not None:
+            return self.authoritative
+        answered = [lookup for _, lookup in self.resolvers if lookup.outcome not in ("timeout", "error")]
+        return answered[0] if answered else None
+
+
+def authority_findings(findings: list[Finding], apex: str, walk: Walk) -> None:
+    """Why the zone's own servers were not asked: a step of the walk unanswered, none found, or
+    none answering. The first is a warning: the report then leans on the resolvers alone."""
+    for step in walk.unanswered:
+        said = f", {step.detail}" if step.outcome == "error" and step.detail else ""
+        findings.append(Finding(
+            "lookup_failed", "warning",
+            f"The resolvers did not answer {step.rtype} at {step.name} ({step.outcome}{said}) while the zone's own "
+            f"nameservers were being looked for, so the walk to the zone stopped there.",
+            fix=f"Try again in a minute; if it persists, check that the resolvers can resolve {step.rtype} at {step.name}.",
+        ))
+    if walk.zone is None and not walk.unanswered:
+        why = f"No NS records were found at or above {apex}, so the zone's own nameservers are not known"
+    elif walk.zone is None:
+        why = "The zone's own nameservers could not be found"
+    elif not walk.zone.servers:
+        why = f"The addresses of the zone's nameservers ({', '.join(walk.zone.nameservers)}) could not be found"
+    else:
+        why = f"The zone's own nameservers ({', '.join(walk.zone.nameservers)}) did not answer"
+    findings.append(Finding("authority_unknown", "info", f"{why}; the answers below are the resolvers' only."))
+
+
+def same_name(a: str, b: str) -> bool:
+    return a.rstrip(".").lower() == b.rstrip(".").lower()
+
+
+def _txt_value(value: str) -> str:
+    """A TXT value as verification compares it (one layer of quotes tolerated)."""
+    return value.strip().strip('"').lower()
+
+
+def delegation_findings(findings: list[Finding], record: Seen, source: dict, zone: Zone | None) -> bool | None:
+    """Findings about the CNAME; whether it is right where it is published, None when no server
+    answered (not known: never taken for "wrong")."""
+    lookup = record.best()
+    fix = f"Publish a CNAME record named {record.name} with the value {record.expected}."
+    if lookup is None:
+        return None  # nobody answered: the lookup_failed findings say so, nothing is known to be missing
+    if lookup.outcome == "found":
+        target = lookup.values[0]
+        if any(same_name(v, record.expected) for v in lookup.values):
+            return True
+        if zone is not None and same_name(target, f"{record.expected}.{zone.name}"):
+            findings.append(Finding(
+                "delegation_target_zone_appended", "error",
+                f"The CNAME at {record.name} points to {target}: the DNS host appended the zone {zone.name} to the "
+                "value, which happens when the value is entered without a final dot.",
+                fix=f"Set the value to {record.expected}. (with a final dot), or as the panel shows it, exactly {record.expected}.",
+            ))
+            return False
+        findings.append(Finding("delegation_wrong", "error", f"The CNAME at {record.name} points to {target}, not to {record.expected}.",
+                                fix=f"Change the CNAME's value to {record.expected}."))
+        return False
+    blockers = [source.get((record.name, t)) for t in ("TXT", "A", "AAAA")]
+    blocking = [b for b in blockers if b is not None and b.outcome == "found"]
+    if blocking:
+        kinds = " and ".join(sorted({b.rtype for b in blocking}))
+        findings.append(Finding(
+            "delegation_blocked", "error",
+            f"{record.name} has {kinds} records, and a CNAME cannot share its name with other records.",
+            fix=f"Delete the {kinds} records at {record.name}, then {fix[0].lower()}{fix[1:]}",
+        ))
+        return False
+    if not _misplaced(findings, record, source, zone, "CNAME", lambda v: same_name(v, record.expected)):
+        findings.append(Finding("delegation_missing", "error", f"No CNAME record is published at {record.name}.", fix=fix))
+    return False
+
+
+def ownership_findings(services: Services, findings: list[Finding], record: Seen, source: dict, zone: Zone | None,
+                        workspace: Workspace) -> bool:
+    lookup = record.best()
+    expected = _txt_value(record.expected)
+    fix = f"Publish a TXT record named {record.name} with the value {record.expected}."
+    if lookup is None:
+        return False
+    if lookup.outcome == "found":
+        if any(_txt_value(v) == expected for v in lookup.values):
+            quoted = [v for v in lookup.values if _txt_value(v) == expected and v.strip() != record.expected]
+            if quoted:
+                findings.append(Finding(
+                    "value_quoted", "warning",
+                    f"The TXT record at {record.name} holds {quoted[0]}, with literal quote characters; it is accepted, "
+                    "but many tools would not match it.",
+                    fix=f"Set the TXT record at {record.name} to {record.expected}, without quote characters.",
+                ))
+            return True
+        tokens = [_txt_value(v)[len(OWNERSHIP_VALUE_PREFIX):] for v in lookup.values
+                  if _txt_value(v).startswith(OWNERSHIP_VALUE_PREFIX)]
+        others = [t for t in tokens if services.store.accounts.workspace_with_token(t) not in (None, workspace.id)]
+        if others:
+            findings.append(Finding(
+                "ownership_other_workspace", "error",
+                f"The TXT record at {record.name} holds the ownership token of another account on this service, "
+                "not of this workspace (was the domain added from another account first?).",
+                fix=f"Replace the value of the TXT record at {record.name} with {record.expected}.",
+            ))
+            return False
+        quoted_wrong = [v for v in lookup.values if _txt_value(v.replace('\\"', "").replace('"', "")) == expected]
+        if quoted_wrong:
+            findings.append(Finding("value_quoted", "error",
+                                    f"The TXT record at {record.name} holds {quoted_wrong[0]}: the quotes make it another value.",
+                                    fix=f"Set the TXT record at {record.name} to {record.expected}, without quote characters."))
+            return False
+        shown = ", ".join(lookup.values[:3])
+        findings.append(Finding("ownership_wrong", "error", f"The TXT records at {record.name} ({shown}) do not hold {record.expected}.",
+                                fix=f"Add a TXT record at {record.name} with the value {record.expected} (other TXT records may stay)."))
+        return False
+    if not _misplaced(findings, record, source, zone, "TXT", lambda v: _txt_value(v) == expected):
+        findings.append(Finding("ownership_missing", "error", f"No TXT record is published at {record.name}.", fix=fix))
+    return False
+
+
+def _misplaced(findings: list[Finding], record: Seen, source: dict, zone: Zone | None, rtype: str,
+               right: Callable[[str], bool]) -> bool:
+    """A missing record found where DNS hosts commonly put it by mistake."""
+    if zone is None:
+        return False
+    label = record.name.split(".", 1)[0]
+    doubled = source.get((f"{record.name}.{zone.name}", rtype))
+    if doubled is not None and doubled.outcome == "found":
+        findings.append(Finding(
+            "zone_appended_twice", "error",
+            f"The {rtype} record was published as {record.name}.{zone.name}: the DNS host appended the zone "
+            f"{zone.name} to a name that already ended with it.",
+            fix=f"Delete the {rtype} record {record.name}.{zone.name} and create it as {record.name}: in the panel, "
+            f"with the name {relative_to_zone(record.name, zone)} (relative to the zone).",
+        ))
+        return True
+    parent = source.get((f"{label}.{zone.name}", rtype))
+    if record.name != f"{label}.{zone.name}" and parent is not None and parent.outcome == "found" and any(map(right, parent.values)):
+        findings.append(Finding(
+            "record_at_parent", "error",
+            f"The {rtype} record was published at {label}.{zone.name}, the zone's own name, instead of at {record.name}.",
+            fix=f"Move the {rtype} record from {label}.{zone.name} to {record.name} (in the panel: {relative_to_zone(record.name, zone)}).",
+        ))
+        return True
+    return False
+
+
+def visibility_findings(findings: list[Finding], record: Seen, zone: Zone | None) -> None:
+    """Published at the zone, yet answered otherwise by a resolver: a cache, or DNSSEC."""
+    published = record.authoritative
+    for label, lookup in record.resolvers:
+        if _servfail(lookup) and published is not None and published.outcome in ("found", "nxdomain", "nodata"):
+            findings.append(Finding(
+                "dnssec_failure", "error",
+                f"The resolver {label} answers SERVFAIL for {record.rtype} at {record.name} although the zone's own "
+                "servers answer it: this is what a DNSSEC validation failure looks like (expired signatures, or a "
+                "DS record at the parent that matches no key).",
+                fix=f"Check the DNSSEC of the zone {zone.name if zone else record.name} (for example with dnsviz.net): "
+                "re-sign the zone, or remove the DS record at the registrar if DNSSEC is not meant to be on; "
+                f"then check {record.name} again.",
+            ))
+        elif lookup.outcome in ("timeout", "error"):
+            said = f", {lookup.detail}" if lookup.outcome == "error" and lookup.detail else ""
+            findings.append(Finding("lookup_failed", "warning",
+                                    f"The resolver {label} did not answer {record.rtype} at {record.name} ({lookup.outcome}{said}).",
+                                    fix=f"Try again in a minute; if it persists, check the resolver {label}."))
+        elif published is not None and published.outcome == "found" and set(lookup.values) != set(published.values):
+            if lookup.outcome == "found":
+                wait = f"it may keep that answer for up to {lookup.ttl} s more" if lookup.ttl is not None else "it keeps it until its TTL runs out"
+                shown = f"still answers {', '.join(lookup.values[:2])}; {wait}"
+                until = f"up to {lookup.ttl} s" if lookup.ttl is not None else "until its TTL runs out"
+            else:
+                shown = "does not see it yet (a negative answer is cached for up to the zone's SOA minimum TTL)"
+                until = "up to the zone's SOA minimum TTL"
+            findings.append(Finding(
+                "not_yet_visible", "warning",
+                f"The {record.rtype} record at {record.name} is published, but the resolver {label} {shown}.",
+                fix=f"Nothing to change at {record.name}: wait {until} for the resolver {label} to forget its cached "
+                "answer, then check again.",
+            ))
+
+
+def _servfail(lookup: Lookup) -> bool:
+    return lookup.outcome == "error" and lookup.detail == _SERVFAIL
+
+
+def relative_to_zone(name: str, zone: Zone | None) -> str | None:
+    if zone is None:
+        return None
+    if same_name(name, zone.name):
+        return "@"
+    suffix = "." + zone.name
+    return name[: -len(suffix)] if name.lower().endswith(suffix) else None
