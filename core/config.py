@@ -27,7 +27,7 @@ class ConfigError(Exception):
 def _check(key: str, ok: Any, problem: str) -> Any:
     """An attrs validator that names the full TOML key in its message."""
 
-    def validate(_: Any, __: attrs.Attribute, value: Any) -> None:
+    def validate(_: Any, __: attrs.Attribute[Any], value: Any) -> None:
         if not ok(value):
             raise ConfigError(f"{key}: {problem} (got {value!r})")
 

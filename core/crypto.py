@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -86,12 +87,12 @@ class Keyring:
             data = data.encode()
         return hmac.digest(self.subkey(purpose), data, "sha256").hex()  # one-shot, in C: on every request
 
-    def seal(self, purpose: str, payload: dict) -> str:
+    def seal(self, purpose: str, payload: dict[str, Any]) -> str:
         """An opaque, tamper-evident token carrying ``payload`` (readable, not secret)."""
         body = base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
         return f"{body}.{self.mac(purpose, body)[:32]}"
 
-    def unseal(self, purpose: str, token: str) -> dict | None:
+    def unseal(self, purpose: str, token: str) -> dict[str, Any] | None:
         """The payload of a token made by ``seal`` for this purpose, or ``None``."""
         body, _, tag = token.partition(".")
         # Constant-time: a forger learns nothing from how long the comparison took.

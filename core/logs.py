@@ -83,7 +83,7 @@ class JsonFormatter(logging.Formatter):
                          self.formatException(record.exc_info) if record.exc_info else None)
 
 
-class BatchingHandler(logging.StreamHandler):
+class BatchingHandler(logging.StreamHandler[TextIO]):
     """Writes each line at once but flushes INFO and DEBUG lines in batches, at most
     ``FLUSH_DELAY_SECONDS`` after the first of them: the access log writes a line per request,
     and a flush (a system call) per line was a tenth of the cost of a simple GET. Warnings and

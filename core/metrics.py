@@ -87,7 +87,7 @@ class _Requests(Collector):
         yield requests
         latency = HistogramMetricFamily("cps_http_request_duration_seconds",
                                         "Time to answer an HTTP request, by route and method.", labels=["route", "method"])
-        bounds = [floatToGoString(bound) for bound in _LATENCY_BUCKETS] + ["+Inf"]
+        bounds = [floatToGoString(bound) for bound in _LATENCY_BUCKETS] + ["+Inf"]  # type: ignore[no-untyped-call]  # unannotated upstream
         for (route, method), (buckets, total) in sorted(self.latency.items()):
             latency.add_metric([route, method], list(zip(bounds, itertools.accumulate(buckets), strict=True)),
                                sum_value=total[0])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from core.clock import Clock
@@ -40,7 +41,7 @@ def buckets_for(path: str) -> tuple[str, ...]:
     return ()
 
 
-def client_ip(peer: str, forwarded_for: str | None, trusted: list[ipaddress._BaseNetwork]) -> str:
+def client_ip(peer: str, forwarded_for: str | None, trusted: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> str:
     """The client address: the socket peer, unless it is a trusted proxy.
 
     Behind trusted proxies, X-Forwarded-For is read right to left and the first hop that is not
@@ -120,6 +121,7 @@ class RateLimiter:
         self.clock = clock
         self._window_index = -1
         self._counts: dict[tuple[str, str], int] = {}
+        self._buckets: dict[tuple[str, ...], tuple[tuple[tuple[str, int], ...], str]]
         window = config.window_seconds
         self._buckets = {
             buckets: (tuple((bucket, getattr(config, bucket)) for bucket in buckets),

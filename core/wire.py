@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import attrs
@@ -97,9 +97,9 @@ def _structure_uuid(value: Any, _: type) -> uuid.UUID:
         raise ValueError("Invalid uuid") from None
 
 
-def _unstructure_attrs_factory(converter: cattrs.Converter):
+def _unstructure_attrs_factory(converter: cattrs.Converter) -> Callable[[type], Any]:
     def factory(cls: type) -> Any:
-        overrides = {}
+        overrides: dict[str, Any] = {}
         for a in attrs.fields(cls):
             overrides[a.name] = override(
                 rename=camel(a.name),
@@ -111,10 +111,10 @@ def _unstructure_attrs_factory(converter: cattrs.Converter):
     return factory
 
 
-def _structure_attrs_factory(converter: cattrs.Converter):
+def _structure_attrs_factory(converter: cattrs.Converter) -> Callable[[type], Any]:
     def factory(cls: type) -> Any:
-        overrides = {a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)}
-        inner = make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=False, **overrides)
+        overrides: dict[str, Any] = {a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)}
+        inner: Callable[[Any, type], Any] = make_dict_structure_fn(cls, converter, _cattrs_forbid_extra_keys=False, **overrides)
 
         def structure(value: Any, type_: type) -> Any:
             # cattrs looks keys up with `in`: an array or a string holds none of them and would
@@ -126,7 +126,7 @@ def _structure_attrs_factory(converter: cattrs.Converter):
     return factory
 
 
-def _strict_list_factory(converter: cattrs.Converter):
+def _strict_list_factory(converter: cattrs.Converter) -> Callable[[type], Any]:
     def factory(cls: type) -> Any:
         inner = list_structure_factory(cls, converter)
 

@@ -13,10 +13,10 @@ import logging
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Collection
+from http.client import responses
 from typing import Any, TypeVar
 
-from tornado import httputil
-from tornado.web import HTTPError, RequestHandler, StaticFileHandler
+from tornado.web import HTTPError, RequestHandler
 
 from core import logs
 from core.errors import (
@@ -143,7 +143,9 @@ class BaseHandler(RequestHandler):
         on a route without GET it is a 405, which each kind of handler answers with ``Allow``."""
         if type(self).get is RequestHandler.get:
             raise HTTPError(405)
-        await self.get(*args, **kwargs)
+        answered = self.get(*args, **kwargs)
+        if answered is not None:
+            await answered
 
     def allowed_methods(self) -> list[str]:
         base = RequestHandler
@@ -280,7 +282,7 @@ class ApiHandler(BaseHandler):
         elif isinstance(exc, HTTPError) and exc.status_code < 500:
             # HTTPError.log_message is for logs; clients get the stock reason phrase only.
             status = exc.status_code
-            reason = httputil.responses.get(status, "Error")
+            reason = responses.get(status, "Error")
             code, message, details = reason.lower().replace(" ", "_"), reason + ".", None
         else:
             status, code = 500, "internal_error"
@@ -380,20 +382,3 @@ class ApiNotFoundHandler(ApiHandler):
     async def prepare(self) -> None:
         await super().prepare()
         raise NotFound(f"No endpoint {self.request.method} {self.request.path}.")
-
-
-class StaticHandler(StaticFileHandler):
-    """``/static/``: the same safe headers and request id as every other response."""
-
-    def initialize(self, path: str, default_filename: str | None = None) -> None:
-        super().initialize(path, default_filename)
-        self.request_id = os.urandom(16).hex()  # 128 random bits, as a uuid4 without its cost
-        logs.request_id.set(self.request_id)  # or its log line would carry the previous request's
-        logs.workspace.set(None)
-        self.set_header(REQUEST_ID_HEADER, self.request_id)
-
-    def set_default_headers(self) -> None:
-        self.set_header("X-Content-Type-Options", "nosniff")
-        self.clear_header("Server")
-        if getattr(self, "request_id", None):
-            self.set_header(REQUEST_ID_HEADER, self.request_id)

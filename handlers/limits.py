@@ -25,6 +25,7 @@ import json
 import re
 import uuid
 from collections.abc import Awaitable
+from http.client import responses
 from typing import Any
 
 from tornado import httputil, iostream
@@ -244,7 +245,7 @@ class _Refuser(httputil.HTTPMessageDelegate):
         if close:
             headers["Connection"] = "close"
         self.connection.write_headers(
-            httputil.ResponseStartLine("HTTP/1.1", error.status, httputil.responses[error.status]), headers, body
+            httputil.ResponseStartLine("HTTP/1.1", error.status, responses[error.status]), headers, body
         )
         path = self.start_line.path.split("?", 1)[0][:200]  # never the query, as in the access log
         access_log.warning("%d %s %s (-@-) rid=%s", error.status, self.start_line.method, shown_path(path), request_id)

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import hmac
 import json
+from http.client import responses
 from typing import Any
-
-from tornado import httputil
 
 from core.metrics import CONTENT_TYPE
 from handlers.base import BaseHandler
 
 
 class MetricsHandler(BaseHandler):
-    def initialize(self, services, open_access: bool = False) -> None:  # type: ignore[override]
+    def initialize(self, services, open_access: bool = False) -> None:
         super().initialize(services)
         self.open_access = open_access
 
@@ -42,7 +41,7 @@ class MetricsHandler(BaseHandler):
         """Another method is a 405 naming the one there is; any error is in the envelope."""
         if status_code == 405:
             self.set_header("Allow", ", ".join(self.allowed_methods()))
-        reason = httputil.responses.get(status_code, "Error")
+        reason = responses.get(status_code, "Error")
         self._refuse(status_code, reason.lower().replace(" ", "_"), reason + ".")
 
     def _refuse(self, status: int, code: str, message: str) -> None:

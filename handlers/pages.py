@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import uuid
+from http.client import responses
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -19,7 +20,6 @@ import jinja2
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from markupsafe import Markup
-from tornado import httputil
 from tornado.web import HTTPError
 
 from core import logs
@@ -169,7 +169,7 @@ class PageHandler(BaseHandler):
         self.render_page(
             "error.html",
             status=status_code,
-            reason=httputil.responses.get(status_code, "Error"),
+            reason=responses.get(status_code, "Error"),
             request_id=self.request_id,
         )
 

@@ -79,6 +79,7 @@ class DomainsPage(PortalHandler):
             tags=[args["tag"]] if args["tag"] else None,
             page=domain_query.Page(limit=PAGE_SIZE, cursor=self.get_argument("cursor", None)),
         )
+        error: str | None
         try:
             page = domain_query.query(self.services, workspace=principal.workspace, request=request)
         except ApiError as exc:

@@ -20,11 +20,12 @@ from core.runtime.jobs import start_jobs
 from core.services import Services
 from core.webhooks.worker import WebhookWorker
 from handlers import idp
-from handlers.base import BaseHandler, StaticHandler
+from handlers.base import BaseHandler
 from handlers.limits import LimitedHTTPServer
 from handlers.log import log_request, route_label
 from handlers.metrics import MetricsHandler
 from handlers.pages import PageNotFoundHandler
+from handlers.static import StaticHandler
 
 log = logging.getLogger("app")
 ROOT = Path(__file__).resolve().parent.parent

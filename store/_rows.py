@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from typing import Any, overload
 
 import sqlite_utils
 
@@ -15,6 +15,10 @@ def ts(value: dt.datetime | None) -> str | None:
     return None if value is None else format_timestamp(value)
 
 
+@overload
+def from_ts(value: str) -> dt.datetime: ...
+@overload
+def from_ts(value: str | None) -> dt.datetime | None: ...
 def from_ts(value: str | None) -> dt.datetime | None:
     # Stored timestamps are always written by ts(): UTC with a "Z", which fromisoformat reads
     # as an aware UTC datetime directly (the hot paths read several per row).
@@ -25,6 +29,10 @@ def uid(value: uuid.UUID | None) -> str | None:
     return None if value is None else str(value)
 
 
+@overload
+def from_uid(value: str) -> uuid.UUID: ...
+@overload
+def from_uid(value: str | None) -> uuid.UUID | None: ...
 def from_uid(value: str | None) -> uuid.UUID | None:
     return None if value is None else uuid.UUID(value)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import json
 import uuid
@@ -62,7 +63,7 @@ class ApiKeyRepo:
         )
         return _key(rows[0]) if rows else None
 
-    def with_prefix(self, prefix: str) -> list[tuple[ApiKey, Workspace]]:
+    def with_prefix(self, prefix: str) -> builtins.list[tuple[ApiKey, Workspace]]:  # list: the method above
         """Keys with this display prefix, each with its workspace (one read on the hot path)."""
         rows = select(
             self.db,

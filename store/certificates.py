@@ -96,9 +96,9 @@ class CertificateRepo:
         return [_certificate(r) for r in rows]
 
     def count(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> int:
-        return self.db.execute(
+        return int(self.db.execute(
             "SELECT count(*) FROM certificates WHERE domain_id = ? AND workspace_id = ?", [uid(domain_id), uid(workspace_id)]
-        ).fetchone()[0]
+        ).fetchone()[0])
 
     @staticmethod
     def page_key(certificate: Certificate) -> tuple[str, str]:

@@ -56,4 +56,4 @@ class ClientRepo:
         self.db.execute("DELETE FROM clients WHERE id = ? AND workspace_id = ?", [uid(client_id), uid(workspace_id)])
 
     def domain_count(self, client_id: uuid.UUID) -> int:
-        return self.db.execute("SELECT count(*) FROM domains WHERE client_id = ?", [uid(client_id)]).fetchone()[0]
+        return int(self.db.execute("SELECT count(*) FROM domains WHERE client_id = ?", [uid(client_id)]).fetchone()[0])

@@ -278,19 +278,19 @@ class DomainRepo:
         if f.q is None and f.client_id is None and not f.tags:
             sql = "SELECT coalesce(sum(n), 0) FROM domain_counts WHERE workspace_id = ?"
             sql += "".join(f" AND {column} = ?" for column, _ in statuses)
-            return self.db.execute(sql, [uid(workspace_id), *(v for _, v in statuses)]).fetchone()[0]
+            return int(self.db.execute(sql, [uid(workspace_id), *(v for _, v in statuses)]).fetchone()[0])
         if f.q is None and f.client_id is None and len(f.tags) == 1:
             sql = "SELECT coalesce(sum(n), 0) FROM tag_counts WHERE workspace_id = ? AND tag = ?"
             sql += "".join(f" AND {column} = ?" for column, _ in statuses)
-            return self.db.execute(sql, [uid(workspace_id), f.tags[0], *(v for _, v in statuses)]).fetchone()[0]
+            return int(self.db.execute(sql, [uid(workspace_id), f.tags[0], *(v for _, v in statuses)]).fetchone()[0])
         if f.q is None and f.client_id is None:
             first, *others = f.tags
             sql = "SELECT count(*) FROM domain_tags t WHERE t.workspace_id = ? AND t.tag = ?"
             sql += "".join(f" AND t.{column} = ?" for column, _ in statuses)
             sql += " AND EXISTS (SELECT 1 FROM domain_tags o WHERE o.domain_id = t.domain_id AND o.tag = ?)" * len(others)
-            return self.db.execute(sql, [uid(workspace_id), first, *(v for _, v in statuses), *others]).fetchone()[0]
+            return int(self.db.execute(sql, [uid(workspace_id), first, *(v for _, v in statuses), *others]).fetchone()[0])
         where, params = _where(workspace_id, f)
-        return self.db.execute(f"SELECT count(*) FROM domains d WHERE {where}", params).fetchone()[0]
+        return int(self.db.execute(f"SELECT count(*) FROM domains d WHERE {where}", params).fetchone()[0])
 
     def page(
         self,
@@ -337,4 +337,5 @@ class DomainRepo:
     @staticmethod
     def sort_value(domain: DomainRow, sort_by: str) -> str:
         """The stored text of the sort column, as the keyset condition compares it."""
-        return _columns(domain)[SORT_COLUMNS[sort_by]]
+        value: str = _columns(domain)[SORT_COLUMNS[sort_by]]
+        return value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import Any
 
 import attrs
 
@@ -78,7 +79,7 @@ class Client:
 
 @attrs.frozen
 class DomainRow:
-    """A domain as stored: flat columns; core/domains.py shapes it for the API."""
+    """A domain as stored: flat columns; core/domains/shape.py shapes it for the API."""
 
     id: uuid.UUID
     workspace_id: uuid.UUID
@@ -171,7 +172,7 @@ class OutboxEvent:
     id: uuid.UUID
     workspace_id: uuid.UUID
     type: str
-    data: dict
+    data: dict[str, Any]
     "The flat summary the spec names: domainId, apex, certificateId, status, provider."
     created_at: dt.datetime
     dispatched_at: dt.datetime | None = None
@@ -225,7 +226,7 @@ class WebhookDelivery:
     attempt_count: int
     "Attempts in the current round (a redelivery starts a new round)."
     created_at: dt.datetime
-    data: dict
+    data: dict[str, Any]
     endpoint_id: uuid.UUID = attrs.field(metadata=_internal)
     workspace_id: uuid.UUID = attrs.field(metadata=_internal)
     next_attempt_at: dt.datetime | None = None

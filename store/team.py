@@ -46,9 +46,9 @@ class TeamRepo:
         return _member(rows[0]) if rows else None
 
     def owner_count(self, workspace_id: uuid.UUID) -> int:
-        return self.db.execute(
+        return int(self.db.execute(
             "SELECT count(*) FROM memberships WHERE workspace_id = ? AND role = 'owner'", [uid(workspace_id)]
-        ).fetchone()[0]
+        ).fetchone()[0])
 
     def set_role(self, workspace_id: uuid.UUID, user_id: uuid.UUID, role: str) -> None:
         self.db.execute(

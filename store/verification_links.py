@@ -89,7 +89,7 @@ class VerificationLinkRepo:
 
     def count(self, workspace_id: uuid.UUID, *, domain_id: uuid.UUID | None, status: str | None, now: dt.datetime) -> int:
         where, params = self._filter(workspace_id, domain_id, status, now)
-        return self.db.execute(f"SELECT count(*) FROM verification_links WHERE {where}", params).fetchone()[0]
+        return int(self.db.execute(f"SELECT count(*) FROM verification_links WHERE {where}", params).fetchone()[0])
 
     def set_reminded(self, link_id: uuid.UUID, at: dt.datetime) -> None:
         self.db.execute("UPDATE verification_links SET last_reminded_at = ? WHERE id = ?", [ts(at), uid(link_id)])

@@ -153,7 +153,7 @@ class WebhookRepo:
         return [_delivery(r) for r in rows]
 
     def count_deliveries(self, endpoint_id: uuid.UUID) -> int:
-        return self.db.execute("SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = ?", [uid(endpoint_id)]).fetchone()[0]
+        return int(self.db.execute("SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = ?", [uid(endpoint_id)]).fetchone()[0])
 
     def purge_delivered(self, *, before: dt.datetime) -> int:
         """Delete delivered deliveries last attempted before the cut-off (their attempts go with them)."""

@@ -18,7 +18,7 @@ import pytest
 
 import app
 from core.config import StorageConfig
-from core.runtime import commands as admin
+from core.runtime import commands
 from core.runtime.assembly import build_services
 from tests.helpers import mark_verified, stored_deliveries
 from tests.servers.service import ROOT, ServiceProcess, call
@@ -64,7 +64,7 @@ class TestCheckConfig:
         fresh = tmp_path / "fresh"
         config = attrs.evolve(config, storage=StorageConfig(path=str(fresh / "service.sqlite3"),
                                                             secret_key_file=str(fresh / "secret.key")))
-        lines = admin.check_config(config)
+        lines = commands.check_config(config)
         assert lines[0] == "configuration OK"
         assert f"  database {fresh / 'service.sqlite3'} (does not exist yet: created at the first start)" in lines
         assert any(line.startswith(f"  secret key file {fresh / 'secret.key'} (does not exist yet") for line in lines)
@@ -74,7 +74,7 @@ class TestCheckConfig:
         services = build_services(config)
         services.close()  # the service stopped: its -wal and -shm files are gone
         before = files_under(tmp_path)
-        lines = admin.check_config(config)
+        lines = commands.check_config(config)
         assert f"  database {tmp_path / 'service.sqlite3'} (0 workspaces, 0 domains)" in lines
         assert files_under(tmp_path) == before
 
@@ -90,7 +90,7 @@ class TestCheckConfig:
             (crashed / f"service.sqlite3{suffix}").write_bytes(Path(f"{config.storage.path}{suffix}").read_bytes())
         writer.close()
         config = attrs.evolve(config, storage=attrs.evolve(config.storage, path=str(crashed / "service.sqlite3")))
-        assert f"  database {crashed / 'service.sqlite3'} (1 workspaces, 0 domains)" in admin.check_config(config)
+        assert f"  database {crashed / 'service.sqlite3'} (1 workspaces, 0 domains)" in commands.check_config(config)
 
     def test_the_command_creates_nothing_in_a_fresh_folder(self, tmp_path):
         config = tmp_path / "fresh.toml"
@@ -120,20 +120,20 @@ class TestCheckConfig:
     def test_a_secret_key_file_that_cannot_be_examined_is_refused_naming_it(self, config, tmp_path):
         key_file = tmp_path / ("x" * 300) / "secret.key"
         config = attrs.evolve(config, storage=attrs.evolve(config.storage, secret_key_file=str(key_file)))
-        with pytest.raises(admin.CommandError, match=r"storage\.secret_key_file: cannot read .*as the service's user"):
-            admin.check_config(config)
+        with pytest.raises(commands.CommandError, match=r"storage\.secret_key_file: cannot read .*as the service's user"):
+            commands.check_config(config)
 
     def test_a_missing_ca_bundle_is_refused_as_at_start_up(self, config, tmp_path):
         config = attrs.evolve(config, network=attrs.evolve(config.network, ca_bundle=str(tmp_path / "absent.pem")))
-        with pytest.raises(admin.CommandError, match=r"network\.ca_bundle: cannot load .*absent\.pem"):
-            admin.check_config(config)
+        with pytest.raises(commands.CommandError, match=r"network\.ca_bundle: cannot load .*absent\.pem"):
+            commands.check_config(config)
 
     def test_a_ca_bundle_holding_no_certificate_is_refused_as_at_start_up(self, config, tmp_path):
         garbage = tmp_path / "garbage.pem"
         garbage.write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n")
         config = attrs.evolve(config, network=attrs.evolve(config.network, ca_bundle=str(garbage)))
-        with pytest.raises(admin.CommandError, match=r"network\.ca_bundle: cannot load .*garbage\.pem"):
-            admin.check_config(config)
+        with pytest.raises(commands.CommandError, match=r"network\.ca_bundle: cannot load .*garbage\.pem"):
+            commands.check_config(config)
 
 
 class TestBackup:

@@ -37,7 +37,7 @@ class Classified:
 
 
 def ssl_timed_out(ssl_status: str | None) -> bool:
-    return bool(ssl_status) and ssl_status.endswith("_timed_out")
+    return ssl_status is not None and ssl_status.endswith("_timed_out")
 
 
 def retriggerable(state: ProviderState) -> bool:

@@ -125,7 +125,8 @@ class DnsChecker:
         self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._channel: _Channel | None = None
         self._closing: set[asyncio.Future[None]] = set()
-        self._resolving: dict[tuple[asyncio.AbstractEventLoop, str, tuple[str, ...]], asyncio.Future] = {}
+        self._resolving: dict[tuple[asyncio.AbstractEventLoop, str, tuple[str, ...]],
+                              asyncio.Future[tuple[list[str], list[Lookup]]]] = {}
         self.channels_opened = 0
 
     def _in_flight(self) -> asyncio.Semaphore:

@@ -19,6 +19,7 @@ import datetime as dt
 import fnmatch
 import logging
 import uuid
+from typing import Any
 
 from core.clock import Clock
 from core.config import SandboxConfig
@@ -73,7 +74,7 @@ class SandboxProvider:
 
     async def _state(self, hostname_id: str, apex: str) -> ProviderState:
         issued_at = self._issued[hostname_id][1]
-        common = {
+        common: dict[str, Any] = {
             "hostname_id": hostname_id,
             "ssl_id": str(uuid.uuid5(uuid.NAMESPACE_URL, hostname_id)),
             "delegation_target": await self.delegation_target(apex),

@@ -84,7 +84,8 @@ async def identify(services: Services, bearer: str) -> Caller:
         entry = api_keys.authenticate(services, bearer)
         if entry.caller is None:  # the same key and workspace while cached: the same caller
             entry.caller = Caller(api_key=entry.key, key_workspace=entry.workspace)
-        return entry.caller
+        caller: Caller = entry.caller
+        return caller
     claims = await services.oidc.verify(bearer)
     return Caller(user=accounts.person(services, claims))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from joserfc import jws, jwt
@@ -81,7 +81,7 @@ class OidcVerifier:
         task = self._fetches.get(kind)
         return task if task is not None and task.get_loop() is asyncio.get_running_loop() else None
 
-    async def _once(self, kind: str, fetch: Callable[[], Awaitable[T]]) -> T:
+    async def _once(self, kind: str, fetch: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Await the fetch of this kind already in flight on this loop, or start one."""
         task = self._in_flight(kind)
         if task is None:
@@ -143,13 +143,13 @@ class OidcVerifier:
             raise UpstreamError("The identity provider's discovery document names no JWKS.")
         data = await self._get_json(uri)
         try:
-            keys = KeySet.import_key_set(data)
+            keys = KeySet.import_key_set(data)  # type: ignore[arg-type]  # any JSON: a bad shape raises, caught below
         except (JoseError, ValueError, KeyError, TypeError):
             raise UpstreamError("The identity provider's JWKS could not be read.") from None
         self._keys, self._keys_at = keys, self._now()
         return keys
 
-    async def _allowed_algorithms(self) -> set[str]:
+    async def _allowed_algorithms(self) -> frozenset[str]:
         doc = await self.discovery()
         offered = doc.get("id_token_signing_alg_values_supported") or ["RS256"]
         return SAFE_ALGORITHMS.intersection(offered)

@@ -88,7 +88,7 @@ def _dns_failure(host: str, lookups: list[Lookup]) -> str:
 class GuardedResolver(Resolver):
     """A Tornado resolver that returns only the addresses the policy allows, looked up in the service's DNS."""
 
-    def initialize(self, dns: DnsChecker, policy: AddressPolicy) -> None:  # type: ignore[override]
+    def initialize(self, dns: DnsChecker, policy: AddressPolicy) -> None:
         self.dns = dns
         self.policy = policy
 
@@ -124,7 +124,7 @@ class GuardedResolver(Resolver):
             )
         return list(dict.fromkeys(allowed))
 
-    async def resolve(  # type: ignore[override]
+    async def resolve(
         self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC
     ) -> list[tuple[int, Any]]:
         return [
@@ -142,7 +142,7 @@ class OutboundClient:
     def __init__(self, network: NetworkConfig, dns: DnsConfig, max_clients: int = 64,
                  max_body_bytes: int = 64 * 1024, observe: Callable[[Lookup], None] | None = None) -> None:
         self.policy = AddressPolicy(network.allow_private_ranges)
-        self.resolver = GuardedResolver(dns=DnsChecker(dns, observe=observe), policy=self.policy)
+        self.resolver: GuardedResolver = GuardedResolver(dns=DnsChecker(dns, observe=observe), policy=self.policy)
         self.max_body_bytes = max_body_bytes
         self.pool = KeepAliveClient(max_clients=max_clients, ssl_context=tls_context(network.ca_bundle),
                                     max_body_bytes=max_body_bytes)

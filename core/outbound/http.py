@@ -112,10 +112,10 @@ class _Reader(HTTPMessageDelegate):
 class _Given(Resolver):
     """Answers with addresses already looked up (and judged) by the caller."""
 
-    def initialize(self, addresses: list[tuple[int, Any]]) -> None:  # type: ignore[override]
+    def initialize(self, addresses: list[tuple[int, Any]]) -> None:
         self.addresses = addresses
 
-    async def resolve(self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC) -> list[tuple[int, Any]]:  # type: ignore[override]
+    async def resolve(self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC) -> list[tuple[int, Any]]:
         return self.addresses
 
 

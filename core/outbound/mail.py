@@ -51,16 +51,21 @@ def _tls_context(ca_bundle: str) -> ssl.SSLContext:
     return context
 
 
+def _text(reply: bytes | str) -> str:
+    """An SMTP reply as words; smtplib keeps the server's bytes, or a str it made itself."""
+    return reply.decode(errors="replace") if isinstance(reply, bytes) else reply
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         code, reply = next(iter(exc.recipients.values()))
         return f"it refused the recipient ({code} {reply.decode(errors='replace')})"
     if isinstance(exc, smtplib.SMTPAuthenticationError):
-        return f"it refused the login of [smtp] username ({exc.smtp_code} {exc.smtp_error.decode(errors='replace')})"
+        return f"it refused the login of [smtp] username ({exc.smtp_code} {_text(exc.smtp_error)})"
     if isinstance(exc, smtplib.SMTPNotSupportedError):
         return f"it does not support a step that [smtp] asks for ({exc})"
     if isinstance(exc, smtplib.SMTPResponseException):
-        return f"it answered {exc.smtp_code} {exc.smtp_error.decode(errors='replace')}"
+        return f"it answered {exc.smtp_code} {_text(exc.smtp_error)}"
     if isinstance(exc, smtplib.SMTPServerDisconnected):
         return "it closed the connection"
     if isinstance(exc, TimeoutError):

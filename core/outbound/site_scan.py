@@ -200,7 +200,8 @@ async def _handshake(ip: IPAddress, port: int, host: str, context: ssl.SSLContex
             str(ip), port, ssl=context, server_hostname=host, ssl_handshake_timeout=timeout
         )
     try:
-        return writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        peer: bytes | None = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        return peer
     finally:
         # Outside the deadline: a handshake that completed counts even if closing is slow.
         writer.close()

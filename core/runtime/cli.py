@@ -58,7 +58,7 @@ def run_command(args: argparse.Namespace, services: Services) -> list[str]:
     if args.command == "create-api-key":
         scopes = [scope.strip() for scope in args.scopes.split(",") if scope.strip()]
         return commands.create_api_key(services, workspace=args.workspace, name=args.name, scopes=scopes,
-                                    expires_at=args.expires_at)
+                                       expires_at=args.expires_at)
     if args.command == "rebind-user":
         return commands.rebind_users(services, email=args.email, from_issuer=args.from_issuer)
     assert args.command == "purge"

@@ -24,9 +24,13 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
     """
     worker = WebhookWorker(services)
     services.store.outbox.listen(worker.wake)
+
+    def purge_idempotency() -> None:
+        idempotency.purge(services)
+
     jobs = {
         "webhooks": PeriodicCallback(worker.tick, services.config.webhooks.poll_interval_seconds * 1000, jitter=0.1),
-        "idempotency-purge": PeriodicCallback(lambda: idempotency.purge(services), PURGE_INTERVAL_SECONDS * 1000),
+        "idempotency-purge": PeriodicCallback(purge_idempotency, PURGE_INTERVAL_SECONDS * 1000),
     }
     for job in jobs.values():
         job.start()

@@ -184,6 +184,7 @@ async def verify(services: Services, *, workspace: Workspace, domain_id: uuid.UU
     if row.validation_status == "verified" and row.cert_status != "active":
         certificate, said = await _issuance(services, workspace, row)
         message = f"{message} {said}"
+    assert row.validation_checked_at is not None  # _check_dns has just set it
     return VerifyResult(status=row.validation_status, checked_at=row.validation_checked_at, message=message, certificate=certificate)
 
 
@@ -200,4 +201,5 @@ async def recheck(services: Services, *, workspace: Workspace, domain_id: uuid.U
             except ProviderError as exc:
                 log.info("recheck of %s: no provider result (%s)", row.apex, exc.message)
     row = load(services, workspace, domain_id)
+    assert row.validation_checked_at is not None  # _check_dns set it; nothing clears it
     return RecheckResult(status=row.ops_status, checked_at=row.validation_checked_at, cert_status=row.cert_status)

@@ -18,6 +18,8 @@ from store.records import Workspace
 if TYPE_CHECKING:
     from core.services import Services
 
+#: What was asked, (name, type), and the answer, from the zone's own servers or a resolver.
+Answers = dict[tuple[str, str], Lookup]
 Severity = Literal["error", "warning", "info"]
 #: What c-ares says of a SERVFAIL answer; core/dns/lookups.py keeps those words as an ``error`` lookup's
 #: detail. Only SERVFAIL is what a validating resolver answers for a DNSSEC failure: an unreachable
@@ -84,7 +86,7 @@ def _txt_value(value: str) -> str:
     return value.strip().strip('"').lower()
 
 
-def delegation_findings(findings: list[Finding], record: Seen, source: dict, zone: Zone | None) -> bool | None:
+def delegation_findings(findings: list[Finding], record: Seen, source: Answers, zone: Zone | None) -> bool | None:
     """Findings about the CNAME; whether it is right where it is published, None when no server
     answered (not known: never taken for "wrong")."""
     lookup = record.best()
@@ -121,7 +123,7 @@ def delegation_findings(findings: list[Finding], record: Seen, source: dict, zon
     return False
 
 
-def ownership_findings(services: Services, findings: list[Finding], record: Seen, source: dict, zone: Zone | None,
+def ownership_findings(services: Services, findings: list[Finding], record: Seen, source: Answers, zone: Zone | None,
                         workspace: Workspace) -> bool:
     lookup = record.best()
     expected = _txt_value(record.expected)
@@ -165,7 +167,7 @@ def ownership_findings(services: Services, findings: list[Finding], record: Seen
     return False
 
 
-def _misplaced(findings: list[Finding], record: Seen, source: dict, zone: Zone | None, rtype: str,
+def _misplaced(findings: list[Finding], record: Seen, source: Answers, zone: Zone | None, rtype: str,
                right: Callable[[str], bool]) -> bool:
     """A missing record found where DNS hosts commonly put it by mistake."""
     if zone is None:

@@ -58,7 +58,7 @@ LEASE_MARGIN_SECONDS = 5
 def retry_delay(retry: int, rng: random.Random) -> float:
     """Seconds before retry number ``retry`` (1 is the first retry): 30 s doubling to a 30-minute
     cap, then up to 20 % added so that receivers coming back are not hit all at once."""
-    base = min(MAX_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** (retry - 1))
+    base: float = min(MAX_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** (retry - 1))
     return base * (1 + rng.uniform(0, JITTER))
 
 

@@ -120,7 +120,7 @@ def test_sparse_and_dense_pages_agree(store):
     for n in range(40):
         store.domains.insert(random_domain(rng, ws, n))
     f = DomainFilter(tags=("a", "b"))
-    kwargs = dict(sort_by="apex", descending=False, after=None, limit=100)
+    kwargs = {"sort_by": "apex", "descending": False, "after": None, "limit": 100}
     dense = [r.id for r in store.domains.page(ws.id, f, sparse=False, **kwargs)]
     sparse = [r.id for r in store.domains.page(ws.id, f, sparse=True, **kwargs)]
     assert dense == sparse and len(dense) == brute_force(store, ws, f)
