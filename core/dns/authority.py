@@ -12,6 +12,11 @@ A step of the walk that no resolver answers (a timeout, SERVFAIL) ends it: wheth
 zone of its own is then unknown, and going on to the parent would ask the parent's servers, which
 answer for a delegated child with a referral, not its records: every record would look missing.
 The step is reported instead (``Walk.unanswered``), and the diagnosis says so.
+
+The nameservers' addresses come from DNS that whoever holds the zone controls, so each one must
+pass the same address policy as a webhook or a scan before it is dialled (``allowed``): a zone
+naming a private or loopback address as its nameserver must not turn a diagnosis into a query to
+an internal server and an echo of its answers. Such nameservers are listed as refused, by name.
 """
 
 from __future__ import annotations
@@ -46,12 +51,16 @@ class Walk:
     "None when no name at or above the hostname has NS records, or when a step was not answered."
     unanswered: tuple[Lookup, ...] = ()
     "The NS or nameserver-address lookups no resolver answered (timeout, error): reported, never skipped."
+    refused: tuple[str, ...] = ()
+    "Nameservers not asked because no address of theirs is one the service may reach (by name only)."
 
 
 class Authority:
-    def __init__(self, config: DnsConfig, *, port: int = 53, simulated: Resolver | None = None,
-                 observe: Callable[[Lookup], None] | None = None) -> None:
+    def __init__(self, config: DnsConfig, *, allowed: Callable[[str], bool], port: int = 53,
+                 simulated: Resolver | None = None, observe: Callable[[Lookup], None] | None = None) -> None:
         self.config = config
+        self.allowed = allowed
+        "Whether a nameserver's address may be dialled: the outbound address policy."
         self.port = port
         "Where the zone's nameservers are asked (tests run them on loopback, on another port)."
         self.observe = observe
@@ -79,10 +88,17 @@ class Authority:
                 return Walk(None, (lookup,))  # not past it: see the module's docstring
             if lookup.outcome == "found":
                 nameservers = tuple(sorted(lookup.values))
-                found = await asyncio.gather(*(self.resolvers.addresses(ns) for ns in nameservers[:MAX_SERVERS]))
-                servers = tuple(self._server(addresses[0]) for addresses, _ in found if addresses)
+                asked = nameservers[:MAX_SERVERS]
+                found = await asyncio.gather(*(self.resolvers.addresses(ns) for ns in asked))
+                servers, refused = [], []
+                for ns, (addresses, _) in zip(asked, found):
+                    reachable = [address for address in addresses if self.allowed(address)]
+                    if reachable:
+                        servers.append(self._server(reachable[0]))
+                    elif addresses:
+                        refused.append(ns)
                 failed = tuple(step for addresses, steps in found if not addresses for step in steps if _unanswered(step))
-                return Walk(Zone(name=name, nameservers=nameservers, servers=servers), failed)
+                return Walk(Zone(name=name, nameservers=nameservers, servers=tuple(servers)), failed, tuple(refused))
         return Walk(None)
 
     async def ask(self, zone: Zone, queries: list[tuple[str, str]]) -> tuple[str, list[Lookup]] | None:

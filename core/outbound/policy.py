@@ -124,6 +124,11 @@ class AddressPolicy:
     def __init__(self, allow_private_ranges: Iterable[str] = ()) -> None:
         self.allowed = tuple(ipaddress.ip_network(cidr, strict=False) for cidr in allow_private_ranges)
 
+    def allows(self, address: str) -> bool:
+        """Whether the service may connect to ``address`` (text, as DNS answers it)."""
+        ip = parse_ip(address)
+        return ip is not None and self.refusal(ip) is None
+
     def refusal(self, ip: IPAddress) -> str | None:
         """None if the service may connect to ``ip``, else why not (``"10.0.0.5 is a private address"``)."""
         ip = _without_zone(ip)

@@ -58,6 +58,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     dns: Resolver = DnsChecker(config.dns, observe=count)
     if config.provider.kind == "sandbox" and sandbox.simulate_dns:  # config refuses it with any other provider
         dns = SimulatedDns(store, clock, delay_seconds=sandbox.simulate_dns_delay_seconds)
+    outbound = OutboundClient(network=config.network, dns=config.dns, observe=count)
     return Services(
         config=config,
         store=store,
@@ -70,8 +71,9 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         provider=CountedProvider(make_provider(config, keyring, clock), metrics),
         dns=dns,
         trusted_proxies=[ipaddress.ip_network(p, strict=False) for p in config.server.trusted_proxies],
-        outbound=OutboundClient(network=config.network, dns=config.dns, observe=count),
-        authority=Authority(config.dns, simulated=None if isinstance(dns, DnsChecker) else dns, observe=count),
+        outbound=outbound,
+        authority=Authority(config.dns, allowed=outbound.policy.allows,
+                            simulated=None if isinstance(dns, DnsChecker) else dns, observe=count),
         metrics=metrics,
         key_cache=KeyCache(),
         used_signin_states=UsedStates(),

@@ -70,6 +70,9 @@ def authority_findings(findings: list[Finding], apex: str, walk: Walk) -> None:
         why = f"No NS records were found at or above {apex}, so the zone's own nameservers are not known"
     elif walk.zone is None:
         why = "The zone's own nameservers could not be found"
+    elif not walk.zone.servers and walk.refused:
+        why = (f"The zone's own nameservers ({', '.join(walk.refused)}) are not publicly reachable, so the service "
+               "does not ask them")
     elif not walk.zone.servers:
         why = f"The addresses of the zone's nameservers ({', '.join(walk.zone.nameservers)}) could not be found"
     else:

@@ -8,6 +8,7 @@ NS records for ``example.com`` at the resolver, and the nameserver's address.
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 
 import attrs
 import pytest
@@ -19,6 +20,13 @@ from tests.servers.dns import DnsServer
 APEX = "shop.example.com"
 CNAME_AT = f"_acme-challenge.{APEX}"
 TXT_AT = f"_service-verify.{APEX}"
+
+
+@pytest.fixture
+def config(config):
+    """The zone's nameserver of these tests runs on 127.0.0.2, which the diagnosis dials only
+    because ``[network] allow_private_ranges`` lets it, as it would a webhook or a scan."""
+    return attrs.evolve(config, network=attrs.evolve(config.network, allow_private_ranges=["127.0.0.2/32"]))
 
 
 @pytest.fixture(scope="module")
@@ -436,6 +444,50 @@ class TestWithoutTheZonesServers:
         report = await diagnose(api, owner, created)
         assert codes(report) == ["authority_unknown", "all_good"] and report["verdict"] == "ok"
         assert report["zone"] is None
+
+
+class TestNameserversOnPrivateAddresses:
+    @pytest.fixture
+    def internal(self, dns, services):
+        """A nameserver on 127.0.0.4, outside the allowed ranges, that example.com names as its own."""
+        server = DnsServer("127.0.0.4").start()
+        dns.publish("example.com", "NS", "ns1.example.com")
+        dns.publish("ns1.example.com", "A", "127.0.0.4")
+        services.authority.port = server.port
+        yield server
+        server.stop()
+
+    @pytest.mark.gen_test
+    async def test_a_nameserver_on_a_private_address_is_never_asked(self, api, world, dns, internal):
+        owner, created = await new_domain(api, world)
+        internal.publish(CNAME_AT, "CNAME", "secret.internal.example")
+        publish_both(dns, created)
+        report = await diagnose(api, owner, created)
+        assert internal.zone.queries == []
+        assert "secret.internal.example" not in str(report)
+        assert all(answer["source"] != "authoritative" for record in report["records"] for answer in record["answers"])
+
+    @pytest.mark.gen_test
+    async def test_it_is_reported_as_not_publicly_reachable_without_its_address(self, api, world, dns, internal):
+        owner, created = await new_domain(api, world)
+        publish_both(dns, created)
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "authority_unknown"]
+        assert finding["message"] == (
+            "The zone's own nameservers (ns1.example.com) are not publicly reachable, so the service does not ask "
+            "them; the answers below are the resolvers' only."
+        )
+        assert "127.0.0.4" not in str(report)
+
+    @pytest.mark.gen_test
+    async def test_the_public_link_page_does_not_ask_it_either(self, api, world, dns, internal, http_client, base_url):
+        owner, created = await new_domain(api, world)
+        url = (await api.post("/v1/verification-links", {"domainId": created["id"]}, token=owner.token)).body["url"]
+        internal.publish(CNAME_AT, "CNAME", "secret.internal.example")
+        page = await http_client.fetch(base_url + urlsplit(url).path + "?diagnose=1", raise_error=False)
+        assert page.code == 200
+        assert internal.zone.queries == []
+        assert b"secret.internal.example" not in page.body and b"not publicly reachable" in page.body
 
 
 class TestAccess:
