@@ -57,6 +57,8 @@ __all__ = [
 
 
 log = logging.getLogger(__name__)
+#: Addresses of one name dialled at most, per family (IPv4, IPv6), by a webhook attempt or a scan.
+ADDRESSES_PER_FAMILY = 2
 
 
 class OutboundError(OutboundFailure):
@@ -83,6 +85,15 @@ def _dns_failure(host: str, lookups: list[Lookup]) -> str:
     if outcomes == {"nxdomain"}:
         return f"{host} does not exist in DNS (NXDOMAIN)."
     return f"{host} has no address records ({' or '.join(lookup.rtype for lookup in lookups)})."
+
+
+def _dialled(addresses: list[IPAddress]) -> list[IPAddress]:
+    """The first ``ADDRESSES_PER_FAMILY`` of each family, in DNS order: a name with hundreds of
+    records must not make one webhook attempt or one anonymous scan open hundreds of connections."""
+    kept: list[IPAddress] = []
+    for version in (4, 6):
+        kept += [ip for ip in addresses if ip.version == version][:ADDRESSES_PER_FAMILY]
+    return [ip for ip in addresses if ip in kept]
 
 
 class GuardedResolver(Resolver):
@@ -122,7 +133,7 @@ class GuardedResolver(Resolver):
                 f"{host} resolves only to non-public addresses (loopback, private, link-local or others "
                 "the service may not reach)."
             )
-        return list(dict.fromkeys(allowed))
+        return _dialled(list(dict.fromkeys(allowed)))
 
     async def resolve(
         self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC

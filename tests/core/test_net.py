@@ -230,6 +230,22 @@ class TestResolution:
         ]
 
     @pytest.mark.gen_test
+    async def test_at_most_two_addresses_of_each_family_are_dialled(self, outbound, dns):
+        """A name with hundreds of records costs one webhook attempt or one scan two connections per family."""
+        dns.publish("many.example.net", "A", *(f"9.9.{n // 250}.{n % 250 + 1}" for n in range(300)))
+        dns.publish("many.example.net", "AAAA", *(f"2606:4700::{n:x}" for n in range(1, 301)))
+        resolved = await outbound().resolver.resolve("many.example.net", 443)
+        assert resolved == [
+            (socket.AF_INET, ("9.9.0.1", 443)), (socket.AF_INET, ("9.9.0.2", 443)),
+            (socket.AF_INET6, ("2606:4700::1", 443, 0, 0)), (socket.AF_INET6, ("2606:4700::2", 443, 0, 0)),
+        ]
+
+    @pytest.mark.gen_test
+    async def test_the_scan_gets_the_same_two_of_each_family(self, outbound, dns):
+        dns.publish("many.example.net", "A", *(f"9.9.0.{n}" for n in range(1, 201)))
+        assert await outbound().resolve("many.example.net") == [ipaddress.ip_address("9.9.0.1"), ipaddress.ip_address("9.9.0.2")]
+
+    @pytest.mark.gen_test
     async def test_a_mapped_address_is_dialled_as_the_ipv4_address_it_was_judged_as(self, outbound, dns):
         dns.publish("hooks.example.net", "AAAA", "::ffff:127.0.0.1")
         resolved = await outbound(LOOPBACK).resolver.resolve("hooks.example.net", 8443)
