@@ -51,7 +51,7 @@ from core.outbound.policy import (
 )
 
 __all__ = [
-    "AddressPolicy", "DestinationRefused", "GuardedResolver", "OutboundClient", "OutboundError",
+    "AddressPolicy", "DestinationRefused", "GuardedResolver", "NoAddress", "OutboundClient", "OutboundError",
     "OutboundFailure", "OutboundResponse", "Target", "check_host", "check_url",
 ]
 
@@ -63,6 +63,10 @@ ADDRESSES_PER_FAMILY = 2
 
 class OutboundError(OutboundFailure):
     """The destination could not be reached: DNS, connection, TLS or a timeout."""
+
+
+class NoAddress(OutboundError):
+    """DNS answered, and the name has no address: it does not exist, or has no A/AAAA records."""
 
 
 @attrs.frozen
@@ -112,7 +116,8 @@ class GuardedResolver(Resolver):
             rtypes = {socket.AF_INET: ("A",), socket.AF_INET6: ("AAAA",)}.get(family, ("A", "AAAA"))
             found, lookups = await self.dns.addresses(host, rtypes)
             if not found:
-                raise OutboundError(_dns_failure(host, lookups))
+                failure = NoAddress if {lookup.outcome for lookup in lookups} <= {"nxdomain", "nodata"} else OutboundError
+                raise failure(_dns_failure(host, lookups))
         allowed: list[IPAddress] = []
         refused: list[str] = []
         for text in found:

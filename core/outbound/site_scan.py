@@ -4,7 +4,9 @@
 host (normalised by the same rules as a domain's apex, core/hostnames.py) and checks TLS on
 ``[site_scan] port`` (443; a port in the URL is ignored). Names are resolved and judged by the
 outbound guard (core/outbound/guard.py), and only the addresses it returns are dialled, so a private or
-internal destination is never contacted: it is a 400 ``validation_error`` naming the reason.
+internal destination is never contacted. One typed in (an IP literal, localhost, a special-use name)
+is a 400 ``validation_error`` naming the reason; a name without a public address is an ``error`` in
+the same words whether it is missing or resolves only to non-public addresses.
 
 The scan is a TLS handshake with SNI, verified against the system CAs plus ``[network]
 ca_bundle``; no application data is ever sent. When verification fails, a second handshake with
@@ -49,7 +51,7 @@ from cryptography.x509.oid import NameOID
 
 from core import hostnames
 from core.errors import ValidationError
-from core.outbound.guard import DestinationRefused, OutboundError
+from core.outbound.guard import DestinationRefused, NoAddress, OutboundError, check_host
 from core.outbound.policy import IPAddress
 from store.records import DEFAULT_ISSUER, Workspace
 
@@ -59,6 +61,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FIELD = "urlOrDomain"
+NO_PUBLIC_ADDRESS = (
+    "{host} has no public address: it does not exist in DNS, has no address records, or resolves only to "
+    "addresses the service may not reach."
+)
 MAX_INPUT = 2048
 
 SECURE, NOT_SECURE, ERROR = "secure", "not_secure", "error"
@@ -128,9 +134,16 @@ async def scan_https(services: Services, request: ScanRequest, workspace: Worksp
     """Scan ``request.url_or_domain``; a bad or refused destination is a ``ValidationError``."""
     host = host_of(request.url_or_domain)
     try:
-        addresses = await services.outbound.resolve(host)
+        check_host(host)  # an address, localhost or a special-use name as typed: refused, saying why
     except DestinationRefused as exc:
         raise ValidationError.field(FIELD, exc.reason) from None
+    try:
+        addresses = await services.outbound.resolve(host)
+    except (DestinationRefused, NoAddress):
+        # One answer for a name that resolves only to non-public addresses and one that has none:
+        # told apart, anyone could map the names that exist only in the operator's internal DNS.
+        outcome = _Outcome(ERROR, ScanDetails(https_reachable=False, certificate_valid=False,
+                                              reason=NO_PUBLIC_ADDRESS.format(host=host)))
     except OutboundError as exc:
         outcome = _Outcome(ERROR, ScanDetails(https_reachable=False, certificate_valid=False, reason=exc.reason))
     else:

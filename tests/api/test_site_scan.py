@@ -199,15 +199,7 @@ class TestClosedPort:
 
 
 class TestRefusedTargets:
-    """Private, internal and malformed destinations are a 400 naming why; nothing is dialled."""
-
-    @pytest.mark.gen_test
-    async def test_a_name_resolving_to_a_private_address_is_refused(self, api, dns):
-        dns.publish("internal.scan-test.com", "A", "10.0.0.1")
-        r = await scan(api, "internal.scan-test.com")
-        assert (r.status, r.code) == (400, "validation_error")
-        reason = r.body["details"]["fieldErrors"]["urlOrDomain"][0]
-        assert "non-public" in reason and "10.0.0.1" not in reason  # no lookups into internal DNS
+    """Addresses typed in, internal names and malformed destinations are a 400 naming why; nothing is dialled."""
 
     @pytest.mark.gen_test
     @pytest.mark.parametrize("target", ["127.0.0.1", "https://127.0.0.1/", "https://[::1]:443/", "localhost", "http://localhost/"])
@@ -229,16 +221,34 @@ class TestRefusedTargets:
 
 
 class TestDnsFailure:
-    """A name that does not exist cannot be scanned: status error."""
+    """A name without a public address cannot be scanned: status error, in the same words whether
+    it does not exist, has no address records or resolves only to addresses the service may not
+    reach, so that the scan cannot tell an internal name from a missing one."""
+
+    @staticmethod
+    def expected(host):
+        return {
+            "httpsReachable": False, "certificateValid": False,
+            "reason": f"{host} has no public address: it does not exist in DNS, has no address records, or resolves "
+                      "only to addresses the service may not reach.",
+        }
 
     @pytest.mark.gen_test
     async def test_nxdomain_is_an_error(self, api):
         r = await scan(api, "missing.scan-test.com")
-        assert (r.status, r.body["status"]) == (200, "error")
-        assert r.body["details"] == {
-            "httpsReachable": False, "certificateValid": False,
-            "reason": "missing.scan-test.com does not exist in DNS (NXDOMAIN).",
-        }
+        assert (r.status, r.body["status"], r.body["details"]) == (200, "error", self.expected("missing.scan-test.com"))
+
+    @pytest.mark.gen_test
+    async def test_a_name_without_address_records_is_the_same_error(self, api, dns):
+        dns.publish("mail-only.scan-test.com", "TXT", "v=spf1 -all")
+        r = await scan(api, "mail-only.scan-test.com")
+        assert (r.status, r.body["status"], r.body["details"]) == (200, "error", self.expected("mail-only.scan-test.com"))
+
+    @pytest.mark.gen_test
+    async def test_a_name_resolving_only_to_private_addresses_is_the_same_error(self, api, dns):
+        dns.publish("internal.scan-test.com", "A", "10.0.0.1")
+        r = await scan(api, "internal.scan-test.com")
+        assert (r.status, r.body["status"], r.body["details"]) == (200, "error", self.expected("internal.scan-test.com"))
 
 
 class TestCredentials:
