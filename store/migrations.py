@@ -349,6 +349,19 @@ MIGRATIONS: list[Migration] = [
             "UPDATE domains SET search_text = cps_search_text(notes, tags)",
         ],
     ),
+    (
+        9,
+        "reminders sent, by recipient",
+        [
+            # One row per reminder e-mail, kept a day: the per-recipient daily limit counts them
+            # across links and workspaces. The address is stored normalised (lower case).
+            """CREATE TABLE reminder_sends (
+                recipient TEXT NOT NULL,
+                sent_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX reminder_sends_recipient ON reminder_sends(recipient, sent_at)",
+        ],
+    ),
 ]
 
 

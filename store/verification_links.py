@@ -91,6 +91,23 @@ class VerificationLinkRepo:
         where, params = self._filter(workspace_id, domain_id, status, now)
         return int(self.db.execute(f"SELECT count(*) FROM verification_links WHERE {where}", params).fetchone()[0])
 
+    def reminders_since(self, recipient: str, since: dt.datetime) -> list[dt.datetime]:
+        """When reminders went to ``recipient`` after ``since``, oldest first."""
+        rows = self.db.execute(
+            "SELECT sent_at FROM reminder_sends WHERE recipient = ? AND sent_at > ? ORDER BY sent_at", [recipient, ts(since)]
+        ).fetchall()
+        return [from_ts(sent_at) for (sent_at,) in rows]
+
+    def record_reminder(self, recipient: str, at: dt.datetime, *, forget_before: dt.datetime) -> int:
+        """Count a reminder to ``recipient`` (its id, to take it back if it is not sent), dropping
+        this recipient's rows too old to count any more."""
+        self.db.execute("DELETE FROM reminder_sends WHERE recipient = ? AND sent_at <= ?", [recipient, ts(forget_before)])
+        cursor = self.db.execute("INSERT INTO reminder_sends (recipient, sent_at) VALUES (?, ?)", [recipient, ts(at)])
+        return int(cursor.lastrowid or 0)
+
+    def forget_reminder(self, reminder_id: int) -> None:
+        self.db.execute("DELETE FROM reminder_sends WHERE rowid = ?", [reminder_id])
+
     def set_reminded(self, link_id: uuid.UUID, at: dt.datetime) -> None:
         self.db.execute("UPDATE verification_links SET last_reminded_at = ? WHERE id = ?", [ts(at), uid(link_id)])
 

@@ -29,7 +29,7 @@ from core import cursors, logs
 from core.domains import shape
 from core.domains.records import delegation_record, ownership_record
 from core.domains.shape import CertSummary, Validation
-from core.emails import valid_email
+from core.emails import normalise_email, valid_email
 from core.errors import ApiError, Conflict, NotFound, UpstreamError, ValidationError
 from core.outbound import mail
 from core.verification import checks as verification
@@ -48,6 +48,9 @@ _HASH_PURPOSE = "verification-link"
 _TOKEN_PURPOSE = "verification-link-token"
 DEFAULT_DAYS = 7
 REMIND_INTERVAL = dt.timedelta(hours=1)
+#: Reminders one address receives at most in ``RECIPIENT_WINDOW``, whatever the links and workspaces.
+REMINDERS_PER_RECIPIENT = 5
+RECIPIENT_WINDOW = dt.timedelta(days=1)
 MIN_DAYS = 1
 MAX_DAYS = 30
 STATUSES = ("active", "expired", "revoked")
@@ -253,6 +256,22 @@ def reminder_text(services: Services, *, workspace: Workspace, domain: DomainRow
     )
 
 
+def _count_reminder(services: Services, recipient: str) -> int:
+    """Count one more reminder to ``recipient`` before it is sent (so two at once cannot both pass),
+    or refuse it: links are cheap to make, and one address must not receive a flood of them."""
+    now = services.clock.now()
+    with services.store.transaction():
+        sent = services.store.verification_links.reminders_since(recipient, now - RECIPIENT_WINDOW)
+        if len(sent) >= REMINDERS_PER_RECIPIENT:
+            next_at = _human_time(sent[len(sent) - REMINDERS_PER_RECIPIENT] + RECIPIENT_WINDOW)
+            raise Conflict(
+                "reminded_recently",
+                f"{recipient} has had {REMINDERS_PER_RECIPIENT} reminders in the last 24 hours, the most the service "
+                f"sends to one address; send another after {next_at}.",
+            )
+        return services.store.verification_links.record_reminder(recipient, now, forget_before=now - RECIPIENT_WINDOW)
+
+
 async def remind(services: Services, *, workspace: Workspace, link_id: uuid.UUID) -> VerificationLink:
     """E-mail the link to its recipient, then record ``lastRemindedAt``."""
     link = _load(services, workspace.id, link_id)
@@ -273,6 +292,7 @@ async def remind(services: Services, *, workspace: Workspace, link_id: uuid.UUID
     if link.last_reminded_at is not None and services.clock.now() - link.last_reminded_at < REMIND_INTERVAL:
         next_at = _human_time(link.last_reminded_at + REMIND_INTERVAL)
         raise Conflict("reminded_recently", f"A reminder for this link was sent less than an hour ago; send another after {next_at}.")
+    reminder = _count_reminder(services, normalise_email(link.recipient_email))
     domain = _domain(services, workspace.id, link.domain_id)
     message = mail.new_message(
         smtp,
@@ -286,6 +306,8 @@ async def remind(services: Services, *, workspace: Workspace, link_id: uuid.UUID
         await mail.send(smtp, message, ca_bundle=services.config.network.ca_bundle)
     except mail.MailError as exc:
         log.warning("verification link %s: reminder not sent: %s", link.id, exc)
+        with services.store.transaction():
+            services.store.verification_links.forget_reminder(reminder)
         raise UpstreamError(str(exc)) from None
     log.info("verification link %s: reminder sent", link.id)
     with services.store.transaction():

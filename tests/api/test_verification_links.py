@@ -320,6 +320,42 @@ class TestRemind:
         assert (await api.post(f"{LINKS}/{link['id']}/remind", token=owner.token)).status == 200
 
     @pytest.mark.gen_test
+    async def test_one_recipient_gets_at_most_five_reminders_a_day_across_links(self, api, world, smtp, clock):
+        owner, domain, first = await owner_with_link(api, world, recipientEmail=RECIPIENT)
+        links = [first] + [await make_link(api, owner.token, domain["id"], recipientEmail=RECIPIENT.upper())
+                           for _ in range(19)]
+        answers = [await api.post(f"{LINKS}/{link['id']}/remind", token=owner.token) for link in links]
+        assert [a.status for a in answers] == [200] * 5 + [409] * 15 and len(smtp.messages) == 5
+        assert answers[5].code == "reminded_recently"
+        assert answers[5].body["message"] == (
+            "dns-admin@example.net has had 5 reminders in the last 24 hours, the most the service sends to one "
+            "address; send another after 2026-11-23 10:00 UTC."
+        )
+
+    @pytest.mark.gen_test
+    async def test_the_daily_count_is_per_recipient_and_frees_up_after_a_day(self, api, world, smtp, clock):
+        owner, domain, first = await owner_with_link(api, world, recipientEmail=RECIPIENT)
+        links = [first] + [await make_link(api, owner.token, domain["id"], recipientEmail=RECIPIENT) for _ in range(5)]
+        for link in links[:5]:
+            assert (await api.post(f"{LINKS}/{link['id']}/remind", token=owner.token)).status == 200
+        other = await make_link(api, owner.token, domain["id"], recipientEmail="someone-else@example.net")
+        assert (await api.post(f"{LINKS}/{other['id']}/remind", token=owner.token)).status == 200
+        assert (await api.post(f"{LINKS}/{links[5]['id']}/remind", token=owner.token)).status == 409
+        clock.advance(DAY)
+        key = world.key(owner.workspace, BOTH)  # the owner's session ended meanwhile
+        assert (await api.post(f"{LINKS}/{links[5]['id']}/remind", token=key)).status == 200
+
+    @pytest.mark.gen_test
+    async def test_a_reminder_that_could_not_be_sent_does_not_count(self, api, world, smtp):
+        owner, domain, link = await owner_with_link(api, world, recipientEmail=RECIPIENT)
+        smtp.refuse_recipients(550, "5.1.1 No such mailbox")
+        assert (await api.post(f"{LINKS}/{link['id']}/remind", token=owner.token)).status == 502
+        smtp.reset()
+        for _ in range(5):
+            extra = await make_link(api, owner.token, domain["id"], recipientEmail=RECIPIENT)
+            assert (await api.post(f"{LINKS}/{extra['id']}/remind", token=owner.token)).status == 200
+
+    @pytest.mark.gen_test
     @pytest.mark.parametrize("smtp_settings", [SmtpConfig()])
     async def test_without_smtp_it_is_a_conflict(self, api, world):
         owner, _, link = await owner_with_link(api, world, recipientEmail=RECIPIENT)
