@@ -14,7 +14,7 @@ class IssueHandler(ApiHandler):
         key = idempotency.key_from_header(
             self.request.headers.get(idempotency.HEADER),
             method=self.request.method,
-            path=self.request.path,
+            path=idempotency.canonical_path(self.request.path, id_segment=3, raw_id=domain_id),
             body=self.json_body(),
         )
         outcome = await issuance.issue(

@@ -1,7 +1,8 @@
 """Idempotency-Key: a retried request gets the stored result instead of a second provider call.
 
 A record is keyed by (workspace, method, requested path, key), so the issue alias path has its
-own records. The claim is one ``INSERT ... ON CONFLICT DO NOTHING``: of two concurrent requests,
+own records; the path is taken with its id as parsed (``canonical_path``), and the body without
+its ``null`` members, so a retry that spells either differently is still the same request. The claim is one ``INSERT ... ON CONFLICT DO NOTHING``: of two concurrent requests,
 exactly one wins and the other gets 409 ``idempotency_in_progress``. The winner holds a lease;
 a claim left behind by a crash can be taken over once the lease has run out.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -55,9 +57,30 @@ class Replay:
 
 
 def fingerprint(body: Any) -> str:
-    """SHA-256 of the parsed body in canonical JSON: key order and white space do not matter."""
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """SHA-256 of the parsed body in canonical JSON: key order, white space and members that are
+    ``null`` (the same as omitted, as the API document says) do not matter."""
+    canonical = json.dumps(_without_nulls(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {name: _without_nulls(member) for name, member in value.items() if member is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
+
+
+def canonical_path(path: str, *, id_segment: int, raw_id: str) -> str:
+    """``path`` with the id at ``id_segment`` as parsed, so every spelling of one id (upper case,
+    without dashes, in braces, ``urn:uuid:``) is one request; an id that does not parse stays."""
+    try:
+        parsed = uuid.UUID(raw_id)
+    except ValueError:
+        return path
+    segments = path.split("/")
+    segments[id_segment] = str(parsed)
+    return "/".join(segments)
 
 
 def key_from_header(value: str | None, *, method: str, path: str, body: Any) -> IdempotencyKey | None:

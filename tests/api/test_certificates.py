@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from urllib.parse import quote
 
 import pytest
 
@@ -282,6 +283,24 @@ class TestIdempotency:
         r = await issue(api, owner, d, {}, path="issue", headers={"Idempotency-Key": "k-3"})
         assert r.status == 200 and "Idempotent-Replayed" not in r.headers
         assert len(events(services, owner)) == 2
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("spelling", [str.upper, lambda i: i.replace("-", ""), lambda i: "{" + i + "}",
+                                          lambda i: "urn:uuid:" + i])
+    async def test_the_domain_id_in_any_spelling_is_the_same_request(self, api, world, services, spelling):
+        owner, d = await verified_domain(api, world, services)
+        first = await issue(api, owner, d, {}, headers={"Idempotency-Key": "k-5"})
+        again = await api.post(f"/v1/domains/{quote(spelling(d['id']), safe='')}/certificates/issue", {},
+                               token=owner.token, headers={"Idempotency-Key": "k-5"})
+        assert (again.status, again.body) == (200, first.body)
+        assert again.headers.get("Idempotent-Replayed") == "true" and len(events(services, owner)) == 1
+
+    @pytest.mark.gen_test
+    async def test_a_null_member_is_the_same_body_as_an_omitted_one(self, api, world, services):
+        owner, d = await verified_domain(api, world, services)
+        await issue(api, owner, d, {}, headers={"Idempotency-Key": "k-6"})
+        r = await issue(api, owner, d, {"wildcard": None, "ca": None}, headers={"Idempotency-Key": "k-6"})
+        assert (r.status, r.headers.get("Idempotent-Replayed")) == (200, "true")
 
     @pytest.mark.gen_test
     async def test_keys_are_at_most_200_characters(self, api, world, services):
