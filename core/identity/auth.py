@@ -59,14 +59,22 @@ def authorize(principal: Principal | None, *, scopes: Collection[str] | None, ro
     if principal.api_key is not None:
         if scopes is None:
             raise Forbidden("This action needs an owner or admin session; API keys cannot perform it.")
-        granted = set(principal.api_key.scopes)
-        if "*" not in granted and not set(scopes) <= granted:
-            missing = ", ".join(sorted(set(scopes) - granted))
+        if not permits(principal, scopes=scopes, roles=roles):
+            missing = ", ".join(sorted(set(scopes) - set(principal.api_key.scopes)))
             raise InsufficientScope(f"The API key lacks the required scope(s): {missing}.")
         return principal
-    if principal.role not in roles:
+    if not permits(principal, scopes=(), roles=roles):
         raise Forbidden(f"The role '{principal.role}' may not do this; it needs one of: {', '.join(roles)}.")
     return principal
+
+
+def permits(principal: Principal, *, scopes: Collection[str], roles: Collection[str]) -> bool:
+    """Whether ``principal`` holds ``scopes`` (an API key) or one of ``roles`` (a session): for
+    what an answer may include, where ``authorize`` decides whether there is an answer at all."""
+    if principal.api_key is not None:
+        granted = principal.api_key.scopes
+        return "*" in granted or set(scopes) <= set(granted)
+    return principal.role in roles
 
 
 @attrs.frozen

@@ -332,6 +332,21 @@ class TestProviderMatch:
         assert "servedMatchesProvider" not in details and "providerNotAfter" not in details
 
     @pytest.mark.gen_test
+    async def test_a_key_without_certificates_read_gets_no_comparison(self, api, world, services, clock, site, cas):
+        owner, cert = await active_domain(api, world, services, clock)
+        site("shop.example.com", cas["sandbox"].issue_cert("shop.example.com", not_after=not_after_of(cert)))
+        for scopes in ([], ["domains:read"]):
+            details = (await scan(api, "shop.example.com", token=world.key(owner.workspace, scopes))).body["details"]
+            assert "servedMatchesProvider" not in details and "providerNotAfter" not in details
+
+    @pytest.mark.gen_test
+    async def test_a_key_with_certificates_read_gets_the_comparison(self, api, world, services, clock, site, cas):
+        owner, cert = await active_domain(api, world, services, clock)
+        site("shop.example.com", cas["sandbox"].issue_cert("shop.example.com", not_after=not_after_of(cert)))
+        details = (await scan(api, "shop.example.com", token=world.key(owner.workspace, ["certificates:read"]))).body["details"]
+        assert (details["servedMatchesProvider"], details["providerNotAfter"]) == (True, cert["notAfter"])
+
+    @pytest.mark.gen_test
     async def test_anonymous_callers_get_no_comparison(self, api, world, services, clock, site, cas):
         _, cert = await active_domain(api, world, services, clock)
         site("shop.example.com", cas["sandbox"].issue_cert("shop.example.com", not_after=not_after_of(cert)))
