@@ -33,11 +33,12 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+from tornado.iostream import UnsatisfiableReadError
 from tornado.netutil import Resolver
 
 from core.config import ConfigError, DnsConfig, NetworkConfig
 from core.dns.lookups import DnsChecker, Lookup
-from core.outbound.http import KeepAliveClient, RequestTimeout
+from core.outbound.http import MAX_HEADER_BYTES, KeepAliveClient, RequestTimeout
 from core.outbound.policy import (
     AddressPolicy,
     DestinationRefused,
@@ -232,7 +233,12 @@ def _failure(exc: Exception, target: Target, timeout: float) -> OutboundFailure:
     if isinstance(exc, ConnectionRefusedError):
         return OutboundError(f"{where} refused the connection.")
     if isinstance(exc, ConnectionResetError):
-        return OutboundError(f"{where} closed the connection before answering.")
+        # Tornado closes an answer that is not HTTP without saying so: the two look the same here.
+        return OutboundError(f"{where} closed the connection before answering, or answered in something other than HTTP.")
     if isinstance(exc, OSError):
         return OutboundError(f"Could not connect to {where}: {exc.strerror or exc}.")
-    return OutboundError(f"{where} sent an answer that could not be read ({exc}).")
+    if isinstance(exc, UnsatisfiableReadError):
+        return OutboundError(f"{where} sent response headers longer than {MAX_HEADER_BYTES // 1024} KiB.")
+    # The library's own words name its internals (buffers, regular expressions): logged, not shown.
+    log.info("unreadable answer from %s: %r", where, exc)
+    return OutboundError(f"{where} sent an answer that could not be read as HTTP.")

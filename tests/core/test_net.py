@@ -9,6 +9,7 @@ import socket
 import time
 
 import pytest
+import trustme
 
 from core.config import ConfigError, DnsConfig, NetworkConfig
 from core.outbound.guard import (
@@ -20,6 +21,7 @@ from core.outbound.guard import (
     check_url,
 )
 from tests.servers.https import Answer, HttpsReceiver
+from tests.servers.tls import TlsServer
 
 HOST = "hooks.receiver-test.com"
 LOOPBACK = ["127.0.0.0/8"]
@@ -504,3 +506,43 @@ class TestKeptConnections:
         receiver.respond_with(200, delay=3)
         with pytest.raises(OutboundError, match=r"timed out after 0\.5 s \(waiting for the answer\)"):
             await client.post(receiver.url(), body=b"{}", headers={}, timeout=0.5)
+
+
+class TestAnswersThatAreNotHttp:
+    """A receiver that does not answer in readable HTTP: the attempt's error says so in words,
+    never a library's internals."""
+
+    @pytest.fixture
+    def receiver_answering(self, dns, tmp_path):
+        ca = trustme.CA()
+        ca_file = tmp_path / "ca.pem"
+        ca.cert_pem.write_to_path(str(ca_file))
+        servers = []
+
+        def make(answer: bytes):
+            server = TlsServer(answer)
+            server.serve("odd.example.net", ca.issue_cert("odd.example.net"))
+            servers.append(server)
+            dns.publish("odd.example.net", "A", "127.0.0.1")
+            return server, str(ca_file)
+
+        yield make
+        for server in servers:
+            server.stop()
+
+    async def post(self, outbound, receiver_answering, answer):
+        server, ca_file = receiver_answering(answer)
+        with pytest.raises(OutboundError) as caught:
+            await outbound(LOOPBACK, ca_file).post(f"https://odd.example.net:{server.port}/hook", body=b"{}",
+                                                   headers={}, timeout=5)
+        return caught.value.reason.replace(f":{server.port}", ":PORT")
+
+    @pytest.mark.gen_test
+    async def test_headers_that_never_end_are_named(self, outbound, receiver_answering):
+        reason = await self.post(outbound, receiver_answering, b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70_000)
+        assert reason == "odd.example.net:PORT sent response headers longer than 64 KiB."
+
+    @pytest.mark.gen_test
+    async def test_an_answer_that_is_not_http_is_said_in_words(self, outbound, receiver_answering):
+        reason = await self.post(outbound, receiver_answering, b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+        assert reason == "odd.example.net:PORT closed the connection before answering, or answered in something other than HTTP."

@@ -6,6 +6,7 @@ throwaway CA), so one server and one port stand for any number of sites. After a
 reads until the client closes: ``connections`` lists ``(sni, bytes_received)`` per connection
 that completed a handshake, to show that a scanner sent no application data.
 
+With ``answer``, it writes those bytes (an HTTP answer, or not) after the client's first bytes.
 ``TcpServer`` speaks no TLS: it reads the client's first bytes and answers ``answer`` (an HTTP
 error by default, like a plain HTTP server on port 443), or with ``answer=None`` never answers.
 
@@ -119,7 +120,9 @@ class _LoopServer(abc.ABC):
 
 
 class TlsServer(_LoopServer):
-    def __init__(self) -> None:
+    def __init__(self, answer: bytes | None = None) -> None:
+        """With ``answer``, each connection gets those bytes once the client has sent something."""
+        self.answer = answer
         self._contexts: dict[str, ssl.SSLContext] = {}
         self._lock = threading.Lock()
         self._connections: list[tuple[str | None, int]] = []
@@ -169,6 +172,11 @@ class TlsServer(_LoopServer):
         try:
             while chunk := await reader.read(65536):
                 received += len(chunk)
+                if self.answer is not None:
+                    writer.write(self.answer)
+                    await writer.drain()
+                    writer.close()
+                    break
         finally:
             with self._lock:
                 self._connections.append((sni, received))
