@@ -33,8 +33,9 @@ OPEN_FILES = 65536
 
 def load(args: argparse.Namespace, *, serving: bool) -> Config:
     config = load_config(args.config)
-    # A command prints its own result; its log says only what went wrong.
-    logs.configure(config.logging if serving else attrs.evolve(config.logging, level="warning"))
+    # A command prints its own result and its refusal; its log says only what failed. The warnings
+    # that the sandbox provider and the development identity provider are on belong to serving.
+    logs.configure(config.logging if serving else attrs.evolve(config.logging, level="error"))
     log.info(
         "configuration %s; database %s; secret key file %s",
         Path(args.config).resolve() if args.config else "(embedded defaults)",

@@ -155,6 +155,31 @@ class TestBackup:
         assert result.returncode == 2 and "already exists" in result.stderr
         assert target.read_text() == "precious"
 
+    def test_a_dangling_symbolic_link_is_refused_in_one_line(self, live, tmp_path):
+        service, _ = live
+        target = tmp_path / "link"
+        target.symlink_to(tmp_path / "nowhere")
+        result = run(service.config, "backup", str(target))
+        assert (result.returncode, result.stderr) == (2, f"backup: {target} already exists (a symbolic link); choose a new file\n")
+        assert not (tmp_path / "nowhere").exists()
+
+    def test_a_folder_that_is_a_file_is_refused_in_one_line(self, live, tmp_path):
+        service, _ = live
+        target = tmp_path / "a-folder"
+        target.mkdir()
+        (target / "copy.sqlite3").write_text("a file")
+        result = run(service.config, "backup", str(target / "copy.sqlite3" / "deeper"))
+        assert (result.returncode, result.stderr) == (2, f"backup: the folder {target / 'copy.sqlite3'} does not exist\n")
+
+
+class TestQuietCommands:
+    @pytest.mark.parametrize("command", [["purge"], ["check-config"]])
+    def test_a_command_does_not_print_the_serving_warnings(self, live, command):
+        service, _ = live
+        result = run(service.config, *command)
+        assert result.returncode == 0, result.stderr
+        assert "SANDBOX" not in result.stderr and "DEVELOPMENT" not in result.stderr and result.stderr == ""
+
 
 class TestCreateApiKey:
     def test_the_printed_key_works_against_the_running_service(self, live):

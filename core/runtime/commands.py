@@ -92,11 +92,16 @@ def _unreadable(setting: str, path: Path, exc: OSError) -> CommandError:
 def backup(services: Services, target: str) -> list[str]:
     """An online, consistent copy through SQLite's backup API, private (0600) like the original."""
     path = Path(target)
+    if path.is_symlink():  # even one pointing nowhere: O_EXCL refuses it, and it is no new file
+        raise CommandError(f"backup: {path} already exists (a symbolic link); choose a new file")
     if path.exists():
         raise CommandError(f"backup: {path} already exists; choose a new file")
     if not path.parent.is_dir():
         raise CommandError(f"backup: the folder {path.parent} does not exist")
-    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError as exc:  # made meanwhile, no permission, a read-only file system...
+        raise CommandError(f"backup: cannot create {path}: {exc.strerror or exc}") from None
     copy = sqlite3.connect(path)
     try:
         services.store.db.conn.backup(copy)
