@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
@@ -31,6 +31,9 @@ _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 
 class Metrics:
     def __init__(self, store: Store, clock: Clock) -> None:
+        # No ``<counter>_created`` series: a series per counter that says only when the process
+        # started doubles what every scrape carries (prometheus-client's switch is process-wide).
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated upstream
         self.registry = CollectorRegistry()
         self.requests = _Requests()
         self.registry.register(self.requests)

@@ -104,6 +104,14 @@ class TestFigures:
         assert "OTHER" in methods and not methods & {"XYZ1", "XYZ2"}
 
     @pytest.mark.gen_test
+    async def test_counters_carry_no_created_series(self, api, world, http_client, base_url):
+        owner = world.owner()
+        d = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
+        await api.post(f"/v1/domains/{d['id']}/verify-delegation", token=owner.token)
+        text = (await scrape(http_client, base_url)).body.decode()
+        assert "cps_dns_lookups_total{" in text and "_created" not in text
+
+    @pytest.mark.gen_test
     async def test_dns_lookups_are_counted_by_type_and_outcome(self, api, world, http_client, base_url):
         owner = world.owner()
         d = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
