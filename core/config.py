@@ -7,6 +7,7 @@ Every default here is repeated in ``config.example.toml``; a test keeps the two 
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import tomllib
 from pathlib import Path
@@ -345,14 +346,20 @@ _converter = cattrs.Converter(forbid_extra_keys=True)
 register_strict_primitives(_converter)
 
 
+def _unknown(shown: str, name: str, known: list[str]) -> str:
+    """An unknown key, with the key it most likely stands for when one is close (a typo)."""
+    near = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+    return f"{shown} (did you mean {shown[: len(shown) - len(name)]}{near[0]}?)" if near else shown
+
+
 def _first_problem(exc: BaseException) -> str:
     for path, leaf in iter_errors(exc):
         if isinstance(leaf, ConfigError):
             return str(leaf)
         key = ".".join(str(p) for p in path)
         if isinstance(leaf, ForbiddenExtraKeysError):
-            extra = ", ".join(f"{key}.{k}" if key else k for k in sorted(leaf.extra_fields))
-            return f"unknown key {extra}"
+            known = [field.name for field in attrs.fields(leaf.cl)]
+            return "unknown key " + ", ".join(_unknown(f"{key}.{k}" if key else k, k, known) for k in sorted(leaf.extra_fields))
         if isinstance(leaf, AttributeError):
             return f"{key}: expected a table"
         return f"{key}: {describe(leaf)}"

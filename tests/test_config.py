@@ -80,9 +80,11 @@ class TestErrors:
     @pytest.mark.parametrize(
         ("data", "message"),
         [
-            ({"server": {"prot": 1}}, "unknown key server.prot"),
-            ({"serverr": {}}, "unknown key serverr"),
-            ({"provider": {"cloudflare": {"zone": "x"}}}, "unknown key provider.cloudflare.zone"),
+            ({"server": {"prot": 1}}, "unknown key server.prot (did you mean server.port?)"),
+            ({"serverr": {}}, "unknown key serverr (did you mean server?)"),
+            ({"provider": {"cloudflare": {"zone": "x"}}}, "unknown key provider.cloudflare.zone (did you mean provider.cloudflare.zone_id?)"),
+            ({"webhooks": {"max_attempt": 3}}, "unknown key webhooks.max_attempt (did you mean webhooks.max_attempts?)"),
+            ({"server": {"colour": "red"}}, "unknown key server.colour"),
             ({"server": {"port": "8080"}}, "server.port: Expected integer, received string"),
             ({"server": {"port": 70000}}, "server.port: must be 0 to 65535"),
             ({"server": "x"}, "server: expected a table"),
