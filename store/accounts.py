@@ -108,6 +108,23 @@ class AccountRepo:
         )
         return [_membership(r) for r in rows]
 
+    def workspaces_with_owners(self, *, member_email: str | None = None) -> list[tuple[Workspace, list[str]]]:
+        """Every workspace (or those ``member_email`` belongs to), oldest first, with its owners' e-mails."""
+        where, params = "", []
+        if member_email is not None:
+            where = """WHERE w.id IN (SELECT m.workspace_id FROM memberships m JOIN users u ON u.id = m.user_id
+                                      WHERE u.email = ?)"""
+            params = [member_email]
+        rows = select(
+            self.db,
+            f"""SELECT w.*, (SELECT group_concat(email, ' ') FROM (
+                    SELECT u.email FROM memberships m JOIN users u ON u.id = m.user_id
+                    WHERE m.workspace_id = w.id AND m.role = 'owner' ORDER BY m.created_at, u.email)) AS owners
+                FROM workspaces w {where} ORDER BY w.created_at, w.id""",
+            params,
+        )
+        return [(_workspace(r), (r["owners"] or "").split()) for r in rows]
+
     def owner_email(self, workspace_id: uuid.UUID) -> str | None:
         """The e-mail of the workspace's first owner."""
         rows = select(

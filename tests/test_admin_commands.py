@@ -41,11 +41,11 @@ def live(tmp_path_factory):
 
 
 class TestHelp:
-    def test_help_lists_the_five_commands(self):
+    def test_help_lists_the_six_commands(self):
         result = subprocess.run([sys.executable, str(ROOT / "app.py"), "--help"], check=False, capture_output=True,
                                 text=True, timeout=30)
         assert result.returncode == 0, result.stderr
-        for command in ("check-config", "backup", "create-api-key", "rebind-user", "purge"):
+        for command in ("check-config", "backup", "list-workspaces", "create-api-key", "rebind-user", "purge"):
             assert re.search(rf"^\s+{command}\s+\S", result.stdout, re.MULTILINE), (command, result.stdout)
 
 
@@ -179,6 +179,25 @@ class TestQuietCommands:
         result = run(service.config, *command)
         assert result.returncode == 0, result.stderr
         assert "SANDBOX" not in result.stderr and "DEVELOPMENT" not in result.stderr and result.stderr == ""
+
+
+class TestListWorkspaces:
+    def test_each_workspace_is_listed_with_its_id_name_and_owners(self, live):
+        service, workspace = live
+        result = run(service.config, "list-workspaces")
+        assert result.returncode == 0, result.stderr
+        [line] = [line for line in result.stdout.splitlines() if line.startswith(workspace)]
+        assert line.split("  ")[2] == "owners: ops@example.com"
+
+    def test_the_listed_id_is_what_create_api_key_takes(self, live):
+        service, _ = live
+        workspace = run(service.config, "list-workspaces").stdout.split()[0]
+        assert run(service.config, "create-api-key", "--workspace", workspace, "--scopes", "*").returncode == 0
+
+    def test_one_person_s_workspaces_by_e_mail(self, live):
+        service, workspace = live
+        assert run(service.config, "list-workspaces", "--email", "OPS@example.com").stdout.split()[0] == workspace
+        assert run(service.config, "list-workspaces", "--email", "nobody@example.com").stdout == "no workspace\n"
 
 
 class TestCreateApiKey:

@@ -31,22 +31,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parents=[config],
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("serve", parents=[config], help="run the service (the default)")
-    commands.add_parser("check-config", parents=[config], help="load the configuration, key file and database, and say what would run")
-    backup = commands.add_parser("backup", parents=[config], help="an online, consistent copy of the database")
+    subcommands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subcommands.add_parser("serve", parents=[config], help="run the service (the default)")
+    subcommands.add_parser("check-config", parents=[config], help="load the configuration, key file and database, and say what would run")
+    backup = subcommands.add_parser("backup", parents=[config], help="an online, consistent copy of the database")
     backup.add_argument("path", help="the new file to write (must not exist)")
-    key = commands.add_parser("create-api-key", parents=[config], help="an API key for automation, printed once")
+    workspaces = subcommands.add_parser("list-workspaces", parents=[config],
+                                     help="the workspaces, with the id create-api-key takes and their owners")
+    workspaces.add_argument("--email", help="only the workspaces this person belongs to")
+    key = subcommands.add_parser("create-api-key", parents=[config], help="an API key for automation, printed once")
     key.add_argument("--workspace", required=True, help="the workspace id")
     key.add_argument("--scopes", required=True, help="comma-separated scopes, e.g. domains:read,domains:write or *")
     key.add_argument("--name", default="automation", help="a label for the key (default: automation)")
     key.add_argument("--expires-at", help="ISO 8601 time with offset, e.g. 2027-01-01T00:00:00Z")
-    rebind = commands.add_parser("rebind-user", parents=[config],
+    rebind = subcommands.add_parser("rebind-user", parents=[config],
                                  help="after switching identity provider: let users bind again by verified e-mail")
     who = rebind.add_mutually_exclusive_group(required=True)
     who.add_argument("--email", help="one user")
     who.add_argument("--from-issuer", metavar="URL", help="every user bound to this (old) issuer")
-    purge = commands.add_parser("purge", parents=[config], help="drop old idempotency records and delivered webhook deliveries")
+    purge = subcommands.add_parser("purge", parents=[config], help="drop old idempotency records and delivered webhook deliveries")
     purge.add_argument("--webhook-days", type=int, default=30, help="keep delivered deliveries this many days (default 30)")
     return parser.parse_args(argv)
 
@@ -59,6 +62,8 @@ def run_command(args: argparse.Namespace, services: Services) -> list[str]:
         scopes = [scope.strip() for scope in args.scopes.split(",") if scope.strip()]
         return commands.create_api_key(services, workspace=args.workspace, name=args.name, scopes=scopes,
                                        expires_at=args.expires_at)
+    if args.command == "list-workspaces":
+        return commands.list_workspaces(services, email=args.email)
     if args.command == "rebind-user":
         return commands.rebind_users(services, email=args.email, from_issuer=args.from_issuer)
     assert args.command == "purge"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from core.certificates import idempotency
 from core.config import ConfigError
 from core.crypto import SecretKeyError, read_master_key
+from core.emails import normalise_email
 from core.errors import ApiError, ValidationError
 from core.identity import api_keys
 from core.outbound.guard import tls_context
@@ -115,6 +116,14 @@ def backup(services: Services, target: str) -> list[str]:
         f"backed up to {path} ({path.stat().st_size} bytes, integrity {ok})",
         "keep the secret key file with it: webhook secrets and link tokens are encrypted under that key",
     ]
+
+
+def list_workspaces(services: Services, *, email: str | None) -> list[str]:
+    """Each workspace's id (what ``create-api-key --workspace`` takes), name and owners."""
+    found = services.store.accounts.workspaces_with_owners(member_email=normalise_email(email) if email else None)
+    if not found:
+        return ["no workspace"]
+    return [f"{workspace.id}  {workspace.name}  owners: {', '.join(owners) or '-'}" for workspace, owners in found]
 
 
 def create_api_key(services: Services, *, workspace: str, name: str, scopes: list[str],
