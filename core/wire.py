@@ -78,6 +78,14 @@ def _expect(value: Any, kinds: tuple[type, ...], name: str) -> Any:
     return value
 
 
+def _structure_integer(value: Any, _: type) -> int:
+    # JSON Schema 2020-12 counts a number with a zero fractional part as an integer: 250.0 is 250.
+    if type(value) is float and value.is_integer():
+        return int(value)
+    integer: int = _expect(value, (int,), "integer")
+    return integer
+
+
 def _structure_datetime(value: Any, _: type) -> dt.datetime:
     _expect(value, (str,), "string")
     try:
@@ -143,7 +151,7 @@ def register_strict_primitives(c: cattrs.Converter) -> None:
     """No coercion: ``"8080"`` is not an integer and ``1`` is not a string."""
     c.register_structure_hook(str, lambda v, _: _expect(v, (str,), "string"))
     c.register_structure_hook(bool, lambda v, _: _expect(v, (bool,), "boolean"))
-    c.register_structure_hook(int, lambda v, _: _expect(v, (int,), "integer"))
+    c.register_structure_hook(int, _structure_integer)
     c.register_structure_hook(float, lambda v, _: float(_expect(v, (int, float), "number")))
     c.register_structure_hook_factory(is_sequence, _strict_list_factory(c))
 

@@ -167,6 +167,10 @@ class _EnvelopeConnection(HTTP1Connection):
         self.close()
 
 
+#: The media types Tornado parses into form arguments on its own.
+_FORMS = ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
 class _Refuser(httputil.HTTPMessageDelegate):
     """Passes a request on, unless its head or body is over the limit.
 
@@ -203,6 +207,11 @@ class _Refuser(httputil.HTTPMessageDelegate):
             if close:
                 self._finish()
             return None
+        if start_line.path.startswith("/v1/") and headers.get("Content-Type", "").lower().startswith(_FORMS):
+            # The JSON API reads every body as JSON, whatever its Content-Type says. Tornado would
+            # parse a form before any handler runs and refuse a malformed one with a bare 400,
+            # ahead of the rate limits and authentication: it is not shown the form type.
+            del headers["Content-Type"]
         try:
             return self.delegate.headers_received(start_line, headers)
         except httputil.HTTPInputError as exc:  # the request itself refused (its Host, its query)

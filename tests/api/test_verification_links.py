@@ -99,6 +99,11 @@ class TestCreate:
         assert (link["expiresAt"], link["recipientEmail"]) == ("2026-12-22T10:00:00.000Z", RECIPIENT)
 
     @pytest.mark.gen_test
+    async def test_an_integral_number_of_days_written_as_a_float_is_taken(self, api, world):
+        _, _, link = await owner_with_link(api, world, expiresInDays=23.0)
+        assert link["expiresAt"] == "2026-12-15T10:00:00.000Z"
+
+    @pytest.mark.gen_test
     @pytest.mark.parametrize("days", [0, 31, -1])
     async def test_expiry_outside_one_to_thirty_days_is_refused(self, api, world, days):
         owner = world.owner()

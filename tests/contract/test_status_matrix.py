@@ -47,6 +47,9 @@ def acts_in_a_workspace(template: str, operation: dict) -> bool:
     return BEARER in operation.get("security", []) and not template.startswith(PERSON_PATHS)
 
 
+EVERY = operations(lambda template, _: template.startswith("/v1/"))
+
+
 def ids(found):
     return [f"{method} {template}" for method, template, _ in found]
 
@@ -61,6 +64,19 @@ IN_A_WORKSPACE = operations(acts_in_a_workspace)
 async def test_without_credentials_it_is_401(api, method, template, operation):
     r = await api.request(method, concrete(template), json_body={} if "requestBody" in operation else None)
     assert (r.status, r.code) == (401, "unauthorized")
+
+
+@pytest.mark.gen_test
+@pytest.mark.parametrize("content_type", ["multipart/form-data; boundary=b", "application/x-www-form-urlencoded"])
+@pytest.mark.parametrize(("method", "template", "operation"), EVERY, ids=ids(EVERY))
+async def test_a_form_content_type_is_read_as_json_like_any_other(api, method, template, operation, content_type):
+    """The JSON API parses no forms: a form body is a body that is not JSON, answered after the
+    rate limits and authentication like any other (not Tornado's early 400)."""
+    r = await api.request(method, concrete(template), raw=b"--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n",
+                          headers={"Content-Type": content_type})
+    assert r.code != "bad_request" and "RateLimit-Policy" in r.headers
+    if operation.get("security") == [BEARER]:
+        assert (r.status, r.code) == (401, "unauthorized")
 
 
 @pytest.mark.gen_test

@@ -59,6 +59,12 @@ class TestDump:
 class TestStructure:
     """JSON to request records."""
 
+    @pytest.mark.parametrize("value", [250.0, -3.0, 0.0, 1e3])
+    def test_an_integral_number_is_the_integer_it_equals(self, value):
+        """JSON Schema 2020-12 counts 250.0 as an integer: it is taken as 250, an int."""
+        request = structure_body({"name": "a", "count": value}, Request)
+        assert request.count == int(value) and type(request.count) is int
+
     def test_unknown_keys_are_ignored(self):
         assert structure_body({"name": "a", "extra": 1}, Request) == Request(name="a")
 
@@ -72,6 +78,7 @@ class TestStructure:
             ({"name": "a", "tags": "x"}, "tags", "Expected array, received string"),
             ({"name": "a", "tags": ["x", 2]}, "tags", "[1]: Expected string, received number"),
             ({"name": "a", "page": {"limit": "5"}}, "page", "limit: Expected integer, received string"),
+            ({"name": "a", "count": 2.5}, "count", "Expected integer, received number"),
         ],
     )
     def test_field_errors(self, body, field, message):
