@@ -213,6 +213,17 @@ class TestFlow:
         assert isinstance(patched, Domain)
         assert (patched.tags, patched.notes) == (["eu", "vip"], "Call first")
 
+    def test_a_request_names_its_workspace_in_the_header(self, owner):
+        """X-Workspace-Id is typed as the string it is sent as (a UUID type failed at run time)."""
+        import inspect
+
+        from cps_client.api.domains import get_domain
+
+        domain = new_domain(owner, "workspace-header")
+        annotation = str(inspect.signature(get_domain.sync).parameters["x_workspace_id"].annotation)
+        assert "str" in annotation and "UUID" not in annotation
+        assert get_domain.sync(domain.id, client=owner.client, x_workspace_id=str(domain.org_id)) == domain
+
     def test_a_bulk_create_answers_for_each_hostname(self, owner):
         from cps_client.api.domains import bulk_create_domains
         from cps_client.models import BulkCreate, BulkResult
