@@ -130,9 +130,15 @@ async def issue(
 
 
 async def request_issuance(
-    services: Services, workspace: Workspace, row: DomainRow, *, claim: idem.Claim | None = None
+    services: Services, workspace: Workspace, row: DomainRow, *, claim: idem.Claim | None = None,
+    records_checked: bool = False,
 ) -> IssuanceSummary:
-    """A new issuance request to the provider, its result stored with exactly one event."""
+    """A new issuance request to the provider, its result stored with exactly one event.
+
+    An existing hostname whose validation timed out is validated again only when
+    ``records_checked`` (a DNS check found both records just now): otherwise the provider's
+    failure is stored as it reported it, with ``cert.issue_failed``.
+    """
     trace_id = uuid.uuid4()
     verdict = await caa.preflight(services.dns, row.apex, services.config.provider.caa_issuers)
     if not verdict.allowed:
@@ -141,9 +147,9 @@ async def request_issuance(
                       message=verdict.message or "", new_request=True, claim=claim)
     try:
         state = await services.provider.issue(row.apex, trace_id=trace_id)
-        if retriggerable(state):
-            # An adopted hostname that timed out: ask the provider to validate again now.
-            state = await services.provider.refresh(state.hostname_id, apex=row.apex, trace_id=trace_id)
+        if retriggerable(state) and records_checked:
+            # An adopted hostname that timed out, and the records are right now: validate again.
+            state = await services.provider.revalidate(state.hostname_id, apex=row.apex, trace_id=trace_id)
     except ProviderRejected as exc:
         return _store(services, workspace, row.id, trace_id=trace_id, state=None, classified=_FAILED,
                       message=exc.message, new_request=True, claim=claim)
@@ -183,11 +189,12 @@ async def refresh(services: Services, *, workspace: Workspace, certificate_id: u
 
 
 async def start_or_check(services: Services, workspace: Workspace, row: DomainRow) -> IssuanceSummary:
-    """What verification does for a verified domain whose certificate is not active: a new
-    request when there is no usable certificate (none yet, or it failed), a refresh otherwise."""
+    """What verification does for a verified domain whose certificate is not active, once its DNS
+    check found both records: a new request when there is no usable certificate (none yet, or it
+    failed; a timed-out validation is then tried again), a refresh otherwise."""
     latest = services.store.certificates.latest(workspace.id, row.id)
     if latest is None or latest.provider_hostname_id is None or row.cert_status in ("none", "error"):
-        return await request_issuance(services, workspace, row)
+        return await request_issuance(services, workspace, row, records_checked=True)
     return await refresh(services, workspace=workspace, certificate_id=latest.id)
 
 

@@ -106,9 +106,16 @@ class EdgeProvider(Protocol):
         """
 
     async def refresh(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
-        """Read the hostname's current state; re-trigger validation where that is the fix.
+        """Read the hostname's current state, as the provider reports it (a failure included).
 
         Raises ``HostnameGone`` when the provider no longer has it, otherwise as ``issue``.
+        """
+
+    async def revalidate(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
+        """Ask the provider to validate a timed-out certificate or moved hostname again, and
+        answer its state after that. Called only once a DNS check found both records in place.
+
+        Raises as ``refresh``.
         """
 
     def close(self) -> None:

@@ -111,6 +111,10 @@ class CloudflareProvider:
         return parse_state(result)
 
     async def refresh(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
+        """Read the hostname, a timed-out certificate reported as it is (no re-validation here)."""
+        return parse_state(await self._call("GET", f"/custom_hostnames/{quote(hostname_id, safe='')}", trace_id=trace_id))
+
+    async def revalidate(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
         """Read the hostname; a timed-out certificate or ``moved`` hostname is validated again.
 
         The documented re-validation trigger is a PATCH repeating the current ``ssl`` method and

@@ -31,6 +31,9 @@ class CountedProvider:
     async def refresh(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
         return await self._counted("refresh", self.provider.refresh(hostname_id, apex=apex, trace_id=trace_id))
 
+    async def revalidate(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
+        return await self._counted("revalidate", self.provider.revalidate(hostname_id, apex=apex, trace_id=trace_id))
+
     def close(self) -> None:
         self.provider.close()
 

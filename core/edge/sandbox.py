@@ -66,6 +66,11 @@ class SandboxProvider:
         log.info("sandbox refresh %s (trace %s)", apex, trace_id)
         return await self._state(hostname_id, apex)
 
+    async def revalidate(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
+        """The sandbox's failures are fixed by its configuration, not by validating again."""
+        log.info("sandbox revalidate %s (trace %s)", apex, trace_id)
+        return await self.refresh(hostname_id, apex=apex, trace_id=trace_id)
+
     def close(self) -> None:
         """Nothing to release: the sandbox holds no connections."""
 

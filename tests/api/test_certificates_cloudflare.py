@@ -120,12 +120,41 @@ class TestFlow:
         assert len(cloudflare.hostnames) == 1
 
     @pytest.mark.gen_test
-    async def test_a_timed_out_validation_is_retriggered_by_refresh(self, api, world, services, cloudflare):
+    async def test_a_refresh_stores_a_timed_out_validation_as_the_error_it_is(self, api, world, services, cloudflare):
         owner, d = await marked_verified(api, world, services)
         summary = (await issue(api, owner, d)).body
-        cloudflare.set_state(APEX, ssl_status="validation_timed_out")
+        cloudflare.set_state(APEX, ssl_status="validation_timed_out", ssl_errors=["CAA record forbids issuance"])
         r = await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)
-        assert r.body["status"] == "pending" and cloudflare.revalidations == 1
+        assert (r.body["status"], cloudflare.revalidations) == ("error", 0)
+        assert "CAA record forbids issuance" in r.body["message"]
+        domain = (await api.get(f"/v1/domains/{d['id']}", token=owner.token)).body
+        assert (domain["cert"]["status"], domain["opsStatus"]) == ("error", "action_needed")
+        assert event_types(services, owner) == ["cert.issue_pending"]  # no event for a refresh (spec)
+
+    @pytest.mark.gen_test
+    async def test_an_issue_that_finds_a_timed_out_hostname_stores_the_failure_and_its_event(
+        self, api, world, services, cloudflare
+    ):
+        owner, d = await marked_verified(api, world, services)
+        first = (await issue(api, owner, d)).body
+        cloudflare.set_state(APEX, ssl_status="validation_timed_out", ssl_errors=["CAA record forbids issuance"])
+        services.store.certificates.update(  # forgotten: the next request adopts the provider's hostname
+            attrs.evolve(services.store.certificates.get(owner.workspace.id, uuid.UUID(first["certificateId"])), status="error")
+        )
+        again = (await issue(api, owner, d)).body
+        assert (again["status"], cloudflare.revalidations) == ("error", 0)
+        assert sorted(event_types(services, owner)) == ["cert.issue_failed", "cert.issue_pending"]
+
+    @pytest.mark.gen_test
+    async def test_a_check_that_finds_both_records_validates_a_timed_out_hostname_again(
+        self, api, world, dns, cloudflare
+    ):
+        owner, d = await verified(api, world, dns)
+        first = (await api.post(f"/v1/domains/{d['id']}/verify-delegation", token=owner.token)).body
+        cloudflare.set_state(APEX, ssl_status="validation_timed_out")
+        await api.post(f"/v1/certificates/{first['certificate']['certificateId']}/refresh", token=owner.token)
+        r = (await api.post(f"/v1/domains/{d['id']}/recheck", token=owner.token)).body
+        assert (r["certStatus"], cloudflare.revalidations) == ("pending", 1)
 
     @pytest.mark.gen_test
     async def test_issuing_during_a_renewal_reports_renewing(self, api, world, services, cloudflare):

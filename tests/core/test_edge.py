@@ -252,10 +252,18 @@ class TestCloudflareRefresh:
         assert [method for method, _ in cloudflare.requests] == ["POST", "GET"]
 
     @pytest.mark.gen_test
+    async def test_a_refresh_reads_a_timed_out_certificate_as_the_provider_reports_it(self, provider, cloudflare):
+        hostname_id = await self.issued(provider)
+        cloudflare.set_state("shop.customer-a.com", ssl_status="validation_timed_out", ssl_errors=["CAA forbids"])
+        state = await provider.refresh(hostname_id, apex="shop.customer-a.com", trace_id=TRACE)
+        assert (state.ssl_status, state.errors[-1]) == ("validation_timed_out", "CAA forbids")
+        assert cloudflare.revalidations == 0 and not [b for b in cloudflare.bodies if b[0] == "PATCH"]
+
+    @pytest.mark.gen_test
     async def test_a_timed_out_certificate_is_validated_again_with_one_patch(self, provider, cloudflare):
         hostname_id = await self.issued(provider)
         cloudflare.set_state("shop.customer-a.com", ssl_status="validation_timed_out")
-        state = await provider.refresh(hostname_id, apex="shop.customer-a.com", trace_id=TRACE)
+        state = await provider.revalidate(hostname_id, apex="shop.customer-a.com", trace_id=TRACE)
         assert state.ssl_status == "pending_validation"
         assert [b for b in cloudflare.bodies if b[0] == "PATCH"] == [
             ("PATCH", f"{CREATE_PATH}/{hostname_id}", {"ssl": {"method": "txt", "type": "dv"}})
@@ -266,7 +274,7 @@ class TestCloudflareRefresh:
     async def test_the_patch_repeats_the_hostname_s_own_method(self, provider, cloudflare):
         hostname_id = await self.issued(provider)
         cloudflare.edit("shop.customer-a.com", lambda r: r["ssl"].update(method="http", status="issuance_timed_out"))
-        await provider.refresh(hostname_id, apex="shop.customer-a.com", trace_id=TRACE)
+        await provider.revalidate(hostname_id, apex="shop.customer-a.com", trace_id=TRACE)
         assert cloudflare.bodies[-1][2] == {"ssl": {"method": "http", "type": "dv"}}
         assert cloudflare.revalidations == 1
 
@@ -274,7 +282,7 @@ class TestCloudflareRefresh:
     async def test_a_moved_hostname_is_validated_again(self, provider, cloudflare):
         hostname_id = await self.issued(provider)
         cloudflare.set_state("shop.customer-a.com", status="moved")
-        state = await provider.refresh(hostname_id, apex="shop.customer-a.com", trace_id=TRACE)
+        state = await provider.revalidate(hostname_id, apex="shop.customer-a.com", trace_id=TRACE)
         assert state.hostname_status == "pending"
         assert cloudflare.revalidations == 1
 
