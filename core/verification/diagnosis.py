@@ -14,7 +14,7 @@ Findings, errors first:
 | `delegation_target_zone_appended` | error | the CNAME target got the zone appended (no trailing dot) |
 | `delegation_blocked` | error | TXT or address records sit at the CNAME's name |
 | `zone_appended_twice` | error | the record is at ``<name>.<zone>`` (the DNS host appended the zone) |
-| `record_at_parent` | error | the record is at the zone's own ``_acme-challenge``/``_service-verify`` name |
+| `record_at_parent` | error | the record is at the zone's own ``_acme-challenge``/``_service-verify`` name (not the zone's own domain's) |
 | `ownership_other_workspace` | error | the TXT holds another account's token |
 | `value_quoted` | warning | the TXT value carries literal quotes |
 | `not_yet_visible` | warning | published, but a resolver still answers otherwise (cached) |
@@ -129,8 +129,13 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     findings: list[Finding] = []
     if not at_zone:
         authority_findings(findings, row.apex, walk)
-    delegation_ok = delegation_findings(findings, delegation, source, zone)
-    ownership_ok = ownership_findings(services, findings, ownership, source, zone, workspace)
+    # The zone's own apex, when it is a domain of this workspace too, needs the records at the
+    # zone's name: they are never called misplaced for this one.
+    zone_is_a_domain = zone is not None and zone.name != row.apex and bool(
+        services.store.domains.by_apex(workspace.id, [zone.name]))
+    delegation_ok = delegation_findings(findings, delegation, source, zone, zone_is_a_domain=zone_is_a_domain)
+    ownership_ok = ownership_findings(services, findings, ownership, source, zone, workspace,
+                                      zone_is_a_domain=zone_is_a_domain)
     for record_seen in (delegation, ownership):
         visibility_findings(findings, record_seen, zone)
     verdict_caa = await caa.preflight(services.dns, row.apex, services.config.provider.caa_issuers)

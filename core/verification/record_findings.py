@@ -89,7 +89,8 @@ def _txt_value(value: str) -> str:
     return value.strip().strip('"').lower()
 
 
-def delegation_findings(findings: list[Finding], record: Seen, source: Answers, zone: Zone | None) -> bool | None:
+def delegation_findings(findings: list[Finding], record: Seen, source: Answers, zone: Zone | None, *,
+                        zone_is_a_domain: bool) -> bool | None:
     """Findings about the CNAME; whether it is right where it is published, None when no server
     answered (not known: never taken for "wrong")."""
     lookup = record.best()
@@ -121,13 +122,14 @@ def delegation_findings(findings: list[Finding], record: Seen, source: Answers, 
             fix=f"Delete the {kinds} records at {record.name}, then {fix[0].lower()}{fix[1:]}",
         ))
         return False
-    if not _misplaced(findings, record, source, zone, "CNAME", lambda v: same_name(v, record.expected)):
+    if not _misplaced(findings, record, source, zone, "CNAME", lambda v: same_name(v, record.expected),
+                      zone_is_a_domain=zone_is_a_domain):
         findings.append(Finding("delegation_missing", "error", f"No CNAME record is published at {record.name}.", fix=fix))
     return False
 
 
 def ownership_findings(services: Services, findings: list[Finding], record: Seen, source: Answers, zone: Zone | None,
-                        workspace: Workspace) -> bool:
+                        workspace: Workspace, *, zone_is_a_domain: bool) -> bool:
     lookup = record.best()
     expected = _txt_value(record.expected)
     fix = f"Publish a TXT record named {record.name} with the value {record.expected}."
@@ -165,14 +167,19 @@ def ownership_findings(services: Services, findings: list[Finding], record: Seen
         findings.append(Finding("ownership_wrong", "error", f"The TXT records at {record.name} ({shown}) do not hold {record.expected}.",
                                 fix=f"Add a TXT record at {record.name} with the value {record.expected} (other TXT records may stay)."))
         return False
-    if not _misplaced(findings, record, source, zone, "TXT", lambda v: _txt_value(v) == expected):
+    if not _misplaced(findings, record, source, zone, "TXT", lambda v: _txt_value(v) == expected,
+                      zone_is_a_domain=zone_is_a_domain):
         findings.append(Finding("ownership_missing", "error", f"No TXT record is published at {record.name}.", fix=fix))
     return False
 
 
 def _misplaced(findings: list[Finding], record: Seen, source: Answers, zone: Zone | None, rtype: str,
-               right: Callable[[str], bool]) -> bool:
-    """A missing record found where DNS hosts commonly put it by mistake."""
+               right: Callable[[str], bool], *, zone_is_a_domain: bool) -> bool:
+    """A missing record found where DNS hosts commonly put it by mistake. True when that is the
+    whole story (the zone appended twice: the record is there under a wrong name). A record at the
+    zone's own name is named beside the missing one, with "add", never "move": and not at all when
+    the zone itself is a domain of this workspace, whose own record that is (the ownership token is
+    the workspace's, so it looks right for this domain too)."""
     if zone is None:
         return False
     label = record.name.split(".", 1)[0]
@@ -186,14 +193,16 @@ def _misplaced(findings: list[Finding], record: Seen, source: Answers, zone: Zon
             f"with the name {relative_to_zone(record.name, zone)} (relative to the zone).",
         ))
         return True
-    parent = source.get((f"{label}.{zone.name}", rtype))
-    if record.name != f"{label}.{zone.name}" and parent is not None and parent.outcome == "found" and any(map(right, parent.values)):
+    at_zone = f"{label}.{zone.name}"
+    parent = source.get((at_zone, rtype))
+    if (not zone_is_a_domain and record.name != at_zone and parent is not None and parent.outcome == "found"
+            and any(map(right, parent.values))):
         findings.append(Finding(
             "record_at_parent", "error",
-            f"The {rtype} record was published at {label}.{zone.name}, the zone's own name, instead of at {record.name}.",
-            fix=f"Move the {rtype} record from {label}.{zone.name} to {record.name} (in the panel: {relative_to_zone(record.name, zone)}).",
+            f"The {rtype} record was published at {at_zone}, the zone's own name, instead of at {record.name}.",
+            fix=f"Add the {rtype} record at {record.name} (in the panel: {relative_to_zone(record.name, zone)}); "
+            f"the one at {at_zone} does not count for {record.name.split('.', 1)[1]}.",
         ))
-        return True
     return False
 
 

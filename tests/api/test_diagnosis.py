@@ -226,8 +226,11 @@ class TestCommonMistakes:
         report = await diagnose(api, owner, created)
         [finding] = [f for f in report["findings"] if f["code"] == "record_at_parent"]
         assert "published at _acme-challenge.example.com, the zone's own name" in finding["message"]
-        assert finding["fix"] == f"Move the CNAME record from _acme-challenge.example.com to {CNAME_AT} (in the panel: _acme-challenge.shop)."
-        assert "delegation_missing" not in codes(report)
+        assert finding["fix"] == (
+            f"Add the CNAME record at {CNAME_AT} (in the panel: _acme-challenge.shop); the one at "
+            "_acme-challenge.example.com does not count for shop.example.com."
+        )
+        assert "delegation_missing" in codes(report)  # the record this domain needs is still missing
 
     @pytest.mark.gen_test
     async def test_the_record_under_the_zone_instead_of_the_subdomain(self, api, world, zone):
@@ -236,7 +239,21 @@ class TestCommonMistakes:
         zone.publish("_service-verify.example.com", "TXT", value)
         report = await diagnose(api, owner, created)
         [finding] = [f for f in report["findings"] if f["code"] == "record_at_parent"]
-        assert TXT_AT in finding["fix"]
+        assert finding["fix"].startswith(f"Add the TXT record at {TXT_AT}") and "Move" not in finding["fix"]
+        assert "ownership_missing" in codes(report)
+
+    @pytest.mark.gen_test
+    async def test_a_record_the_zone_s_own_domain_needs_is_never_called_misplaced(self, api, world, zone):
+        """The ownership token is the workspace's: the zone's own TXT, for its own domain, also holds
+        it, and moving it (as an old fix said) would break that domain's verification."""
+        owner, created = await new_domain(api, world)
+        apex = (await api.post("/v1/domains", {"apex": "example.com"}, token=owner.token)).body
+        zone.publish("_service-verify.example.com", "TXT", apex["validation"]["ownership"]["value"])
+        target, _ = expected(created)
+        zone.publish(CNAME_AT, "CNAME", target)
+        report = await diagnose(api, owner, created)
+        assert "record_at_parent" not in codes(report) and "ownership_missing" in codes(report)
+        assert not any("_service-verify.example.com" in (f.get("fix") or "") for f in report["findings"])
 
     @pytest.mark.gen_test
     async def test_a_txt_record_blocking_the_cname(self, api, world, zone):
