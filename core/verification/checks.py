@@ -93,6 +93,14 @@ async def check_delegation(dns: Resolver, lookup: Lookup, target: str) -> Record
     return _failed(lookup, dns.timeout)
 
 
+def split_over_records(values: list[str], expected: str) -> bool:
+    """Two TXT records that together make the value (a panel that cut it, or a person who did):
+    each record is compared whole, so the token is not found, though it looks published."""
+    wanted = expected.lower()
+    texts = [v.strip().strip('"').lower() for v in values]
+    return any(a + b == wanted for a in texts for b in texts if a is not b)
+
+
 def check_ownership(lookup: Lookup, expected: str, timeout: float) -> RecordCheck:
     """Judge the TXT ``lookup`` (``timeout``: the lookups' time limit, for the message)."""
     host = lookup.name
@@ -100,6 +108,9 @@ def check_ownership(lookup: Lookup, expected: str, timeout: float) -> RecordChec
         values = [v.strip().strip('"') for v in lookup.values]
         if any(v.lower() == expected.lower() for v in values):
             return RecordCheck("ok", f"The TXT record at {host} holds the ownership token.")
+        if split_over_records(values, expected):
+            return RecordCheck("wrong", f"The ownership value at {host} is split over two TXT records; put the whole "
+                                        f"value {expected} in one TXT record.")
         prefix = expected.split("=", 1)[0] + "="
         other = [v for v in values if v.lower().startswith(prefix)]
         if other:

@@ -15,6 +15,7 @@ Findings, errors first:
 | `delegation_blocked` | error | TXT or address records sit at the CNAME's name |
 | `zone_appended_twice` | error | the record is at ``<name>.<zone>`` (the DNS host appended the zone) |
 | `record_at_parent` | error | the record is at the zone's own ``_acme-challenge``/``_service-verify`` name (not the zone's own domain's) |
+| `ownership_split` | error | the TXT value is cut over two TXT records |
 | `ownership_other_workspace` | error | the TXT holds another account's token |
 | `value_quoted` | warning | the TXT value carries literal quotes |
 | `not_yet_visible` | warning | published, but a resolver still answers otherwise (cached) |

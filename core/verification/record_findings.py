@@ -13,6 +13,7 @@ from aiodns import error as dns_error
 from core.dns.authority import Walk, Zone
 from core.dns.lookups import Lookup
 from core.domains.records import OWNERSHIP_VALUE_PREFIX
+from core.verification.checks import split_over_records
 from store.records import Workspace
 
 if TYPE_CHECKING:
@@ -146,6 +147,14 @@ def ownership_findings(services: Services, findings: list[Finding], record: Seen
                     fix=f"Set the TXT record at {record.name} to {record.expected}, without quote characters.",
                 ))
             return True
+        if split_over_records(list(lookup.values), record.expected):
+            findings.append(Finding(
+                "ownership_split", "error",
+                f"The TXT records at {record.name} hold the ownership value cut in two: each TXT record is "
+                "compared whole, so neither holds it.",
+                fix=f"Replace the two TXT records at {record.name} with one holding the whole value {record.expected}.",
+            ))
+            return False
         tokens = [_txt_value(v)[len(OWNERSHIP_VALUE_PREFIX):] for v in lookup.values
                   if _txt_value(v).startswith(OWNERSHIP_VALUE_PREFIX)]
         others = [t for t in tokens if services.store.accounts.workspace_with_token(t) not in (None, workspace.id)]

@@ -243,6 +243,17 @@ class TestCommonMistakes:
         assert "ownership_missing" in codes(report)
 
     @pytest.mark.gen_test
+    async def test_a_value_split_over_two_txt_records(self, api, world, zone):
+        owner, created = await new_domain(api, world)
+        target, value = expected(created)
+        zone.publish(CNAME_AT, "CNAME", target)
+        zone.publish(TXT_AT, "TXT", value[:28], value[28:])
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "ownership_split"]
+        assert finding["fix"] == f"Replace the two TXT records at {TXT_AT} with one holding the whole value {value}."
+        assert "ownership_wrong" not in codes(report) and "ownership_other_workspace" not in codes(report)
+
+    @pytest.mark.gen_test
     async def test_a_record_the_zone_s_own_domain_needs_is_never_called_misplaced(self, api, world, zone):
         """The ownership token is the workspace's: the zone's own TXT, for its own domain, also holds
         it, and moving it (as an old fix said) would break that domain's verification."""

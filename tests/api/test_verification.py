@@ -106,6 +106,20 @@ class TestDiagnosis:
         assert "holds another token (service-domain-verification=0000)" in r.body["message"]
 
     @pytest.mark.gen_test
+    async def test_a_token_split_over_two_txt_records_is_named(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        value = d["validation"]["ownership"]["value"]
+        dns.publish("_acme-challenge.shop.example.com", "CNAME", d["validation"]["delegation"]["value"])
+        dns.publish("_service-verify.shop.example.com", "TXT", value[:28], value[28:])
+        r = await verify(api, owner, d)
+        assert r.body["status"] == "error"
+        assert r.body["message"].endswith(
+            f"The ownership value at _service-verify.shop.example.com is split over two TXT records; put the whole "
+            f"value {value} in one TXT record."
+        )
+        assert "another token" not in r.body["message"]
+
+    @pytest.mark.gen_test
     async def test_txt_records_without_the_token_are_shown(self, api, world, dns):
         owner, d = await make_domain(api, world)
         publish_both(dns, d, txt="something else")
