@@ -5,15 +5,33 @@ a key or session that may not (403). What no test reaches is reported at the end
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 
 import pytest
+from tornado.httputil import HTTPHeaders
 
 from core.identity.scopes import SCOPES
-from tests.helpers import openapi
+from tests.helpers import check_against_openapi, openapi
 
 BEARER = {"bearer": []}
 PERSON_PATHS = ("/v1/workspaces", "/v1/invitations")
+
+
+async def by_hand(port: int, request: str) -> tuple[int, HTTPHeaders, dict]:
+    """Send a request no HTTP client would (too large, or malformed) and read the one answer."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request.encode())
+        await writer.drain()
+        head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)).decode("latin-1")
+        status_line, _, fields = head.partition("\r\n")
+        headers = HTTPHeaders.parse(fields)
+        body = await asyncio.wait_for(reader.readexactly(int(headers.get("Content-Length", "0"))), 5)
+    finally:
+        writer.close()
+    return int(status_line.split(" ")[1]), headers, json.loads(body)
 
 
 def operations(predicate) -> list[tuple[str, str, dict]]:
@@ -80,7 +98,25 @@ async def test_a_form_content_type_is_read_as_json_like_any_other(api, method, t
 
 
 @pytest.mark.gen_test
-@pytest.mark.parametrize(("method", "template", "operation"), WITH_BODY, ids=ids(WITH_BODY))
+@pytest.mark.parametrize(("method", "template", "operation"), EVERY, ids=ids(EVERY))
+async def test_a_request_that_is_not_valid_http_is_400_bad_request(http_server, http_port, method, template, operation):
+    path = concrete(template)
+    status, headers, body = await by_hand(http_port, f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: x\r\n\r\n")
+    check_against_openapi(method, path, status, body, headers)
+    assert (status, body["code"], headers["Connection"]) == (400, "bad_request", "close")
+
+
+@pytest.mark.gen_test
+@pytest.mark.parametrize(("method", "template", "operation"), EVERY, ids=ids(EVERY))
+async def test_headers_over_32_kib_are_431(http_server, http_port, method, template, operation):
+    path = concrete(template)
+    status, headers, body = await by_hand(http_port, f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nX-Big: {'a' * 40_000}\r\n\r\n")
+    check_against_openapi(method, path, status, body, headers)
+    assert (status, body["code"]) == (431, "header_fields_too_large")
+
+
+@pytest.mark.gen_test
+@pytest.mark.parametrize(("method", "template", "operation"), EVERY, ids=ids(EVERY))
 async def test_a_body_over_1_mib_is_413(api, world, method, template, operation):
     r = await api.request(method, concrete(template), raw=b" " * (1024 * 1024 + 1), token=world.owner().token)
     assert (r.status, r.code) == (413, "payload_too_large")
