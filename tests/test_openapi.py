@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from tornado.web import RequestHandler
@@ -189,3 +190,41 @@ class TestSharedEnums:
         schemas = openapi()["components"]["schemas"]
         assert schemas["EventData"]["properties"]["provider"] == {"$ref": "#/components/schemas/CertificateProvider"}
         assert {CloudflareProvider.name, SandboxProvider.name} <= set(schemas["CertificateProvider"]["enum"])
+
+
+class TestRulesTheSchemaStates:
+    """Rules the server enforces that JSON Schema can say, said in the document (review 2, item 13),
+    each pattern agreeing with the server's own rule on both sides."""
+
+    CONTROL = "^[^\\u0000-\\u001f\\u007f]*$"
+
+    def schema(self, name):
+        return openapi()["components"]["schemas"][name]["properties"]
+
+    @pytest.mark.parametrize(("schema", "field"), [
+        ("CreateDomain", "tags"), ("BulkCreate", "tags"), ("PatchDomain", "tags"), ("QueryDomains", "tags"),
+        ("CreateWebhook", "events"), ("PatchWebhook", "events"),
+    ])
+    def test_list_items_refuse_control_characters(self, schema, field):
+        pattern = self.schema(schema)[field]["items"]["pattern"]
+        assert pattern == self.CONTROL
+        assert re.search(pattern, "eu-west é") and not re.search(pattern, "eu\x01west") and not re.search(pattern, "a\x7f")
+
+    def test_the_query_text_refuses_control_characters(self):
+        assert self.schema("QueryDomains")["q"]["pattern"] == self.CONTROL
+
+    def test_the_idempotency_key_is_printable_ascii(self):
+        for path in ("/v1/domains/{domainId}/certificates/issue", "/v1/domains/{domainId}/issue"):
+            [header] = [p for p in openapi()["paths"][path]["post"]["parameters"] if p.get("name") == "Idempotency-Key"]
+            pattern = header["schema"]["pattern"]
+            assert re.search(pattern, "k-1 ~!") and not re.search(pattern, "clé") and not re.search(pattern, "a\tb")
+
+    @pytest.mark.parametrize("schema", ["CreateWebhook", "PatchWebhook"])
+    def test_webhook_urls_are_https(self, schema):
+        pattern = self.schema(schema)["url"]["pattern"]
+        assert re.search(pattern, "https://hooks.example.net/x") and re.search(pattern, "HTTPS://hooks.example.net/")
+        assert not re.search(pattern, "http://hooks.example.net/") and not re.search(pattern, "ftp://x")
+
+    def test_wildcard_may_only_be_false(self):
+        wildcard = self.schema("IssueRequest")["wildcard"]
+        assert wildcard["not"] == {"const": True} and "wildcard_not_supported_in_minimal_edge_provider_mode" in wildcard["description"]
