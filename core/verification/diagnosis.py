@@ -18,6 +18,7 @@ Findings, errors first:
 | `ownership_split` | error | the TXT value is cut over two TXT records |
 | `ownership_other_workspace` | error | the TXT holds another account's token |
 | `value_quoted` | warning | the TXT value carries literal quotes |
+| `still_cached` | warning | a resolver still serves a record the zone no longer has |
 | `not_yet_visible` | warning | published, but a resolver still answers otherwise (cached) |
 | `dnssec_failure` | error | a resolver answers SERVFAIL where the zone answers |
 | `lookup_failed` | warning | a resolver did not answer (a record, or a step of the walk to the zone) |

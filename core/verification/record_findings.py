@@ -234,6 +234,16 @@ def visibility_findings(findings: list[Finding], record: Seen, zone: Zone | None
             findings.append(Finding("lookup_failed", "warning",
                                     f"The resolver {label} did not answer {record.rtype} at {record.name} ({lookup.outcome}{said}).",
                                     fix=f"Try again in a minute; if it persists, check the resolver {label}."))
+        elif published is not None and published.outcome in ("nxdomain", "nodata") and lookup.outcome == "found":
+            until = f"up to {lookup.ttl} s" if lookup.ttl is not None else "until its TTL runs out"
+            within = f"within {lookup.ttl} s" if lookup.ttl is not None else "when its TTL runs out"
+            findings.append(Finding(
+                "still_cached", "warning",
+                f"The resolver {label} still serves a {record.rtype} record at {record.name} "
+                f"({', '.join(lookup.values[:2])}) that the zone no longer has; it may keep serving it for {until}.",
+                fix=f"If it was removed by mistake, publish it again at {record.name}; otherwise nothing to change: "
+                f"the resolver {label} forgets it {within}.",
+            ))
         elif published is not None and published.outcome == "found" and set(lookup.values) != set(published.values):
             if lookup.outcome == "found":
                 wait = f"it may keep that answer for up to {lookup.ttl} s more" if lookup.ttl is not None else "it keeps it until its TTL runs out"

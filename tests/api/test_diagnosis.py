@@ -169,6 +169,26 @@ class TestTwoResolvers:
         assert all(f"the resolver {lagging.address} does not see it yet" in f["message"] for f in findings)
         assert f"Nothing to change at {TXT_AT}" in findings[1]["fix"]
 
+    @pytest.mark.gen_test
+    async def test_a_resolver_still_serving_a_removed_record_is_named(self, api, world, dns, lagging, zone):
+        owner, created = await new_domain(api, world)
+        target, _ = expected(created)
+        zone.publish(TXT_AT, "TXT", expected(created)[1])  # the CNAME was removed at the zone...
+        dns.publish(TXT_AT, "TXT", expected(created)[1])
+        publish_both(lagging, created, ttl=180)  # ...and a resolver still serves it from its cache
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "still_cached"]
+        assert finding["severity"] == "warning"
+        assert finding["message"] == (
+            f"The resolver {lagging.address} still serves a CNAME record at {CNAME_AT} ({target}) that the zone "
+            "no longer has; it may keep serving it for up to 180 s."
+        )
+        assert finding["fix"] == (
+            f"If it was removed by mistake, publish it again at {CNAME_AT}; otherwise nothing to change: the resolver "
+            f"{lagging.address} forgets it within 180 s."
+        )
+        assert "delegation_missing" in codes(report)  # what the zone publishes is what counts
+
 
 
 class TestAnUnreachableResolver:
