@@ -179,14 +179,21 @@ async def _issuance(services: Services, workspace: Workspace, row: DomainRow) ->
     return summary, summary.message
 
 
+#: Said after a failed check: it asks the resolvers only, while the diagnosis also asks the zone's
+#: own servers and names the common mistakes (a doubled zone, the zone's own name used, a cache).
+DIAGNOSIS_POINTER = (
+    'The diagnosis names the exact fix: GET /v1/domains/:id/diagnosis, or "Diagnose" on the DNS page or '
+    "the verification link's page."
+)
+
+
 def _summary(row: DomainRow) -> str:
     if row.validation_status == "verified":
         if row.validation_error:
             return "The domain stays verified, but this check was inconclusive. " + row.validation_error
         return "Both DNS records are in place; the domain is verified."
-    if row.validation_status == "pending":
-        return "DNS is still pending. " + (row.validation_error or "")
-    return "DNS verification failed. " + (row.validation_error or "")
+    said = "DNS is still pending." if row.validation_status == "pending" else "DNS verification failed."
+    return " ".join(part for part in (said, row.validation_error, DIAGNOSIS_POINTER) if part)
 
 
 async def verify(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> VerifyResult:

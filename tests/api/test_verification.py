@@ -7,6 +7,12 @@ import pytest
 BOTH = ["domains:write", "certificates:write"]
 
 
+DIAGNOSIS_POINTER = (
+    "The diagnosis names the exact fix: GET /v1/domains/:id/diagnosis, or \"Diagnose\" on the DNS page or "
+    "the verification link's page."
+)
+
+
 async def make_domain(api, world):
     owner = world.owner()
     created = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
@@ -113,11 +119,26 @@ class TestDiagnosis:
         dns.publish("_service-verify.shop.example.com", "TXT", value[:28], value[28:])
         r = await verify(api, owner, d)
         assert r.body["status"] == "error"
-        assert r.body["message"].endswith(
+        assert (
             f"The ownership value at _service-verify.shop.example.com is split over two TXT records; put the whole "
             f"value {value} in one TXT record."
-        )
+        ) in r.body["message"]
         assert "another token" not in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_failed_check_points_to_the_diagnosis(self, api, world, dns):
+        """The check asks the resolvers only; the diagnosis knows the common mistakes (a doubled zone,
+        the zone's own name used) and says what to change."""
+        owner, d = await make_domain(api, world)
+        dns.publish("_acme-challenge.shop.example.com.example.com", "CNAME", d["validation"]["delegation"]["value"])
+        r = await verify(api, owner, d)
+        assert r.body["message"].endswith(DIAGNOSIS_POINTER)
+
+    @pytest.mark.gen_test
+    async def test_a_passed_check_does_not(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d)
+        assert DIAGNOSIS_POINTER not in (await verify(api, owner, d)).body["message"]
 
     @pytest.mark.gen_test
     async def test_txt_records_without_the_token_are_shown(self, api, world, dns):
