@@ -2,9 +2,10 @@
 
 A record is keyed by (workspace, method, requested path, key), so the issue alias path has its
 own records; the path is taken with its id as parsed (``canonical_path``), and the body without
-its ``null`` members, so a retry that spells either differently is still the same request. The claim is one ``INSERT ... ON CONFLICT DO NOTHING``: of two concurrent requests,
-exactly one wins and the other gets 409 ``idempotency_in_progress``. The winner holds a lease;
-a claim left behind by a crash can be taken over once the lease has run out.
+its ``null`` members, so a retry that spells either differently is still the same request. The
+claim is one ``INSERT ... ON CONFLICT DO NOTHING``: of two concurrent requests, exactly one wins
+and the other gets 409 ``idempotency_in_progress``. The winner holds a lease; a claim left behind
+by a crash can be taken over once the lease has run out.
 
 What is stored: the response of every request that reached the provider and stored its result
 (a 200 issuance summary, a failed one included). Nothing is stored for a request refused before
