@@ -27,3 +27,10 @@ class SystemClock:
 
     def timestamp(self) -> float:
         return time.time()
+
+
+def by_minute(moment: dt.datetime) -> str:
+    """``HH:MM UTC``, for "by HH:MM": rounded up to the minute, so it is never early."""
+    if moment.second or moment.microsecond:
+        moment = moment.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
+    return moment.astimezone(dt.UTC).strftime("%H:%M UTC")

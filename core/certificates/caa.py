@@ -3,7 +3,10 @@
 The relevant record set is the first one found climbing from the hostname towards the root. A
 set with ``issue`` records must name one of ``[provider] caa_issuers``; a critical flag on a
 property no CA understands forbids issuance. A lookup that fails (SERVFAIL, timeout) does not
-block: the provider checks CAA again itself, and the message says what could not be checked.
+block: the provider checks CAA again itself, and the message says what could not be checked. A
+SERVFAIL that the resolver answers with DNSSEC checking disabled does block: the zone's DNSSEC
+does not validate, and the certificate authority's validating resolvers will fail the same way, so
+handing the domain to the provider would only spend its validation attempts.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import attrs
 
 from core.dns.lookups import CaaRecord, Resolver
+from core.dns.probe import dnssec_fix, unchecked
 
 #: Properties RFC 8659 and its extensions define; a critical unknown one forbids issuance.
 KNOWN_TAGS = frozenset({"issue", "issuewild", "iodef", "contactemail", "contactphone", "issuemail", "issuevmc"})
@@ -22,6 +26,8 @@ class CaaVerdict:
     allowed: bool
     message: str | None = None
     "Why issuance is blocked, with the records to add; or what could not be checked."
+    dnssec: bool = False
+    "Blocked because the zone's DNSSEC does not validate, not by CAA records."
 
 
 def _issuer_domain(value: str) -> str:
@@ -56,6 +62,11 @@ async def preflight(dns: Resolver, hostname: str, issuers: list[str]) -> CaaVerd
     for name, lookup in zip(names, lookups):
         if lookup.outcome == "found":
             return _judge(name, lookup.caa, [i.lower() for i in issuers])
+        if await unchecked(dns, lookup) is not None:
+            return CaaVerdict(False, f"DNSSEC validation fails at {name}: the resolvers answer SERVFAIL for its CAA "
+                                     "records, which they do answer with DNSSEC checking disabled. The certificate "
+                                     "authority's resolvers validate DNSSEC and would fail the same way, so the domain "
+                                     f"is not handed to the edge provider. {dnssec_fix(name)}", dnssec=True)
         if lookup.outcome in ("timeout", "error"):
             why = "timed out" if lookup.outcome == "timeout" else f"failed ({lookup.detail or 'server error'})"
             return CaaVerdict(True, f"The CAA lookup at {name} {why}, so CAA was not checked before issuing.")

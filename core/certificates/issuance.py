@@ -142,7 +142,7 @@ async def request_issuance(
     trace_id = uuid.uuid4()
     verdict = await caa.preflight(services.dns, row.apex, services.config.provider.caa_issuers)
     if not verdict.allowed:
-        log.info("issuance of %s stopped by CAA (trace %s)", row.apex, trace_id)
+        log.info("issuance of %s stopped by the CAA pre-flight (trace %s)", row.apex, trace_id)
         return _store(services, workspace, row.id, trace_id=trace_id, state=None, classified=_FAILED,
                       message=verdict.message or "", new_request=True, claim=claim)
     try:

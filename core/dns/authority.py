@@ -17,6 +17,11 @@ The nameservers' addresses come from DNS that whoever holds the zone controls, s
 pass the same address policy as a webhook or a scan before it is dialled (``allowed``): a zone
 naming a private or loopback address as its nameserver must not turn a diagnosis into a query to
 an internal server and an echo of its answers. Such nameservers are listed as refused, by name.
+
+A step that a validating resolver answers SERVFAIL is asked again with DNSSEC checking disabled
+(core/dns/probe.py). An answer then means the zone's DNSSEC is broken: the step is kept as
+``Walk.bogus`` and the walk goes on with unchecked answers, so the zone's own servers can still
+be asked and the diagnosis can say both what is published and why resolvers will not show it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import attrs
 
 from core.config import DnsConfig
 from core.dns.lookups import DnsChecker, Lookup, Resolver
+from core.dns.probe import unchecked
 
 #: Authoritative servers asked, at most: one that answers is enough, a second covers one that is down.
 MAX_SERVERS = 2
@@ -53,6 +59,8 @@ class Walk:
     "The NS or nameserver-address lookups no resolver answered (timeout, error): reported, never skipped."
     refused: tuple[str, ...] = ()
     "Nameservers not asked because no address of theirs is one the service may reach (by name only)."
+    bogus: tuple[Lookup, ...] = ()
+    "Steps the resolvers answered SERVFAIL and answered with DNSSEC checking disabled: DNSSEC fails there."
 
 
 class Authority:
@@ -83,13 +91,15 @@ class Authority:
         labels = hostname.split(".")
         candidates = [".".join(labels[i:]) for i in range(len(labels) - 1)]  # never the TLD alone
         lookups = await self.resolvers.lookup_many([(name, "NS") for name in candidates])
+        bogus: list[Lookup] = []
         for name, lookup in zip(candidates, lookups):
+            lookup = await self._validated_or_not(lookup, bogus)
             if _unanswered(lookup):
-                return Walk(None, (lookup,))  # not past it: see the module's docstring
+                return Walk(None, (lookup,), bogus=tuple(bogus))  # not past it: see the module's docstring
             if lookup.outcome == "found":
                 nameservers = tuple(sorted(lookup.values))
                 asked = nameservers[:MAX_SERVERS]
-                found = await asyncio.gather(*(self.resolvers.addresses(ns) for ns in asked))
+                found = await asyncio.gather(*(self._addresses(ns, bogus) for ns in asked))
                 servers, refused = [], []
                 for ns, (addresses, _) in zip(asked, found):
                     reachable = [address for address in addresses if self.allowed(address)]
@@ -98,8 +108,24 @@ class Authority:
                     elif addresses:
                         refused.append(ns)
                 failed = tuple(step for addresses, steps in found if not addresses for step in steps if _unanswered(step))
-                return Walk(Zone(name=name, nameservers=nameservers, servers=tuple(servers)), failed, tuple(refused))
-        return Walk(None)
+                zone = Zone(name=name, nameservers=nameservers, servers=tuple(servers))
+                return Walk(zone, failed, tuple(refused), tuple(bogus))
+        return Walk(None, bogus=tuple(bogus))
+
+    async def _validated_or_not(self, lookup: Lookup, bogus: list[Lookup]) -> Lookup:
+        """``lookup``, or its answer without DNSSEC checking when only validation failed (noted in ``bogus``)."""
+        answer = await unchecked(self.resolvers, lookup)
+        if answer is None:
+            return lookup
+        bogus.append(lookup)
+        return answer
+
+    async def _addresses(self, nameserver: str, bogus: list[Lookup]) -> tuple[list[str], list[Lookup]]:
+        addresses, steps = await self.resolvers.addresses(nameserver)
+        if addresses:
+            return addresses, steps
+        steps = [await self._validated_or_not(step, bogus) for step in steps]
+        return [value for step in steps if step.outcome == "found" for value in step.values], steps
 
     async def ask(self, zone: Zone, queries: list[tuple[str, str]]) -> tuple[str, list[Lookup]] | None:
         """The zone's own answers to ``queries``, from the first of its servers that answers them all."""

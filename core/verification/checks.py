@@ -9,7 +9,7 @@ Validation status after a check:
 | what DNS showed                                  | next status                          |
 |--------------------------------------------------|--------------------------------------|
 | both records right                               | verified                             |
-| a record present but wrong                       | error                                |
+| a record present but wrong, or DNSSEC failing    | error                                |
 | a lookup failed (timeout, SERVFAIL, ...)          | unchanged if verified, else error    |
 | a record missing                                 | pending, or error if it was verified |
 """
@@ -24,7 +24,10 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from core.certificates import issuance
+from core.clock import by_minute
+from core.dns.authority import Walk
 from core.dns.lookups import Lookup, Resolver
+from core.dns.probe import dnssec_fix, negative_ttl, unchecked
 from core.domains.operations import load
 from core.domains.records import delegation_record, ops_status, ownership_record
 from core.edge import ProviderError
@@ -124,6 +127,47 @@ def check_ownership(lookup: Lookup, expected: str, timeout: float) -> RecordChec
     return _failed(lookup, timeout)
 
 
+def _holds(lookup: Lookup, expected: str) -> bool:
+    if lookup.outcome != "found":
+        return False
+    if lookup.rtype == "CNAME":
+        return any(_same_name(v, expected) for v in lookup.values)
+    return any(v.strip().strip('"').lower() == expected.lower() for v in lookup.values)
+
+
+async def look_again(services: Services, apex: str, asked: list[tuple[Lookup, str, RecordCheck]]) -> list[RecordCheck]:
+    """What the resolver's answer alone does not tell, for each (lookup, expected value, check).
+
+    A SERVFAIL the resolver answers with DNSSEC checking disabled is a DNSSEC failure, which needs
+    a fix, not patience: "wrong", so the domain is not handed to the provider. A record the
+    resolver says is missing may already be published at the zone's own nameservers, hidden by the
+    resolver's cached negative answer: then the message says when the resolver will see it (it
+    stays "missing": the certificate authority's resolvers may hold the same answer).
+    """
+    walk: Walk | None = None
+    checks = []
+    for lookup, expected, check in asked:
+        if check.state == "unknown" and await unchecked(services.dns, lookup) is not None:
+            check = RecordCheck("wrong", (
+                f"DNSSEC validation fails for {lookup.name}: the resolver answers SERVFAIL, and answers it when asked "
+                "with DNSSEC checking disabled (expired signatures, or a DS record at the parent that matches no key). "
+                "Certificate authorities validate DNSSEC, so the domain is not handed to the edge provider until this "
+                f"is fixed. {dnssec_fix('holding ' + lookup.name)}"))
+        elif check.state == "missing":
+            walk = walk or await services.authority.walk(apex)
+            published = await services.authority.ask(walk.zone, [(lookup.name, lookup.rtype)]) if walk.zone else None
+            if published is not None and _holds(published[1][0], expected):
+                ttl = await negative_ttl(services.dns, lookup)
+                when = (f"by {by_minute(services.clock.now() + dt.timedelta(seconds=ttl))}" if ttl is not None
+                        else "once that answer expires (at most the zone's SOA minimum TTL)")
+                check = RecordCheck("missing", (
+                    f"The {lookup.rtype} record at {lookup.name} is published at the zone's own nameservers, but the "
+                    f"resolver still holds its earlier \"no such record\" answer; it will see the record {when}. "
+                    "Nothing to change: check again then."))
+        checks.append(check)
+    return checks
+
+
 def next_status(previous: str, checks: list[RecordCheck]) -> str:
     states = {c.state for c in checks}
     if states == {"ok"}:
@@ -145,10 +189,10 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
     row = load(services, workspace, domain_id)
     cname, txt = delegation_record(row), ownership_record(row)
     delegation, ownership = await services.dns.lookup_many([(cname.host, "CNAME"), (txt.host, "TXT")])
-    checks = [
-        await check_delegation(services.dns, delegation, cname.value),
-        check_ownership(ownership, txt.value, services.dns.timeout),
-    ]
+    checks = await look_again(services, row.apex, [
+        (delegation, cname.value, await check_delegation(services.dns, delegation, cname.value)),
+        (ownership, txt.value, check_ownership(ownership, txt.value, services.dns.timeout)),
+    ])
     status = next_status(row.validation_status, checks)
     problems = [c.message for c in checks if c.state != "ok"]
     now = services.clock.now()

@@ -20,7 +20,7 @@ Findings, errors first:
 | `value_quoted` | warning | the TXT value carries literal quotes |
 | `still_cached` | warning | a resolver still serves a record the zone no longer has |
 | `not_yet_visible` | warning | published, but a resolver still answers otherwise (cached) |
-| `dnssec_failure` | error | a resolver answers SERVFAIL where the zone answers |
+| `dnssec_failure` | error | a resolver answers SERVFAIL, but answers with DNSSEC checking off (or the zone answers) |
 | `lookup_failed` | warning | a resolver did not answer (a record, or a step of the walk to the zone) |
 | `caa_forbids` | error | CAA forbids the provider's certificate authorities |
 | `renewal_at_risk` | error | an active or renewing certificate whose CNAME no longer points at the target |
@@ -41,8 +41,10 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core.certificates import caa
+from core.clock import by_minute
 from core.dns.authority import Zone
-from core.dns.lookups import Lookup
+from core.dns.lookups import Lookup, Resolver
+from core.dns.probe import negative_ttl
 from core.domains.operations import load
 from core.domains.records import delegation_record, ownership_record
 from core.verification.provider_findings import ProviderView, provider_findings, served_findings
@@ -51,6 +53,7 @@ from core.verification.record_findings import (
     Seen,
     authority_findings,
     delegation_findings,
+    dnssec_findings,
     ownership_findings,
     relative_to_zone,
     visibility_findings,
@@ -129,6 +132,7 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     delegation, ownership = seen(cname.host, "CNAME", cname.value), seen(txt.host, "TXT", txt.value)
     certificate = services.store.certificates.latest(workspace.id, row.id)
     findings: list[Finding] = []
+    dnssec_findings(findings, walk)
     if not at_zone:
         authority_findings(findings, row.apex, walk)
     # The zone's own apex, when it is a domain of this workspace too, needs the records at the
@@ -139,9 +143,12 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     ownership_ok = ownership_findings(services, findings, ownership, source, zone, workspace,
                                       zone_is_a_domain=zone_is_a_domain)
     for record_seen in (delegation, ownership):
-        visibility_findings(findings, record_seen, zone)
+        visible_by = await _visible_by(services, record_seen, dict(resolvers))
+        visibility_findings(findings, record_seen, zone, visible_by=visible_by)
     verdict_caa = await caa.preflight(services.dns, row.apex, services.config.provider.caa_issuers)
-    if not verdict_caa.allowed:
+    if verdict_caa.dnssec and not any(f.code == "dnssec_failure" for f in findings):
+        findings.append(Finding("dnssec_failure", "error", verdict_caa.message or "", fix=verdict_caa.message))
+    elif not verdict_caa.allowed and not verdict_caa.dnssec:
         findings.append(Finding("caa_forbids", "error", verdict_caa.message or "CAA forbids issuance.",
                                 fix=verdict_caa.message))
     provider = provider_findings(findings, row, certificate, delegation_ok, delegation)
@@ -159,6 +166,19 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
         records=[_report("delegation", delegation, zone), _report("ownership", ownership, zone)],
         findings=findings, provider=provider,
     )
+
+
+async def _visible_by(services: Services, record: Seen, resolvers: dict[str, Resolver]) -> dict[str, str]:
+    """For each resolver still answering "no such record" for a record the zone publishes: when it
+    says it will forget that answer (``HH:MM UTC``)."""
+    if record.authoritative is None or record.authoritative.outcome != "found":
+        return {}
+    times = {}
+    for label, lookup in record.resolvers:
+        ttl = await negative_ttl(resolvers[label], lookup)
+        if ttl is not None:
+            times[label] = by_minute(services.clock.now() + dt.timedelta(seconds=ttl))
+    return times
 
 
 def _report(purpose: str, record: Seen, zone: Zone | None) -> RecordReport:

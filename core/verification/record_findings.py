@@ -7,11 +7,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 import attrs
-import pycares
-from aiodns import error as dns_error
 
 from core.dns.authority import Walk, Zone
 from core.dns.lookups import Lookup
+from core.dns.probe import dnssec_fix, is_servfail
 from core.domains.records import OWNERSHIP_VALUE_PREFIX
 from core.verification.checks import split_over_records
 from store.records import Workspace
@@ -22,10 +21,9 @@ if TYPE_CHECKING:
 #: What was asked, (name, type), and the answer, from the zone's own servers or a resolver.
 Answers = dict[tuple[str, str], Lookup]
 Severity = Literal["error", "warning", "info"]
-#: What c-ares says of a SERVFAIL answer; core/dns/lookups.py keeps those words as an ``error`` lookup's
-#: detail. Only SERVFAIL is what a validating resolver answers for a DNSSEC failure: an unreachable
-#: or refusing resolver is a lookup that failed, nothing more.
-_SERVFAIL = pycares.errno.strerror(dns_error.ARES_ESERVFAIL)
+#: Said of every DNSSEC failure: why a certificate depends on it.
+_DNSSEC_STAKES = ("Certificate authorities validate DNSSEC, so no certificate can be issued or renewed for it "
+                  "until this is fixed.")
 
 
 @attrs.frozen
@@ -79,6 +77,21 @@ def authority_findings(findings: list[Finding], apex: str, walk: Walk) -> None:
     else:
         why = f"The zone's own nameservers ({', '.join(walk.zone.nameservers)}) did not answer"
     findings.append(Finding("authority_unknown", "info", f"{why}; the answers below are the resolvers' only."))
+
+
+def dnssec_findings(findings: list[Finding], walk: Walk) -> None:
+    """A step of the walk that validating resolvers refuse (SERVFAIL) but answer unchecked."""
+    if not walk.bogus:
+        return
+    step = walk.bogus[0]
+    zone = walk.zone.name if walk.zone is not None else step.name
+    findings.append(Finding(
+        "dnssec_failure", "error",
+        f"The zone {zone} fails DNSSEC validation: the resolvers answer SERVFAIL for {step.rtype} at {step.name}, "
+        "and answer it when asked with DNSSEC checking disabled (expired signatures, or a DS record at the parent "
+        f"that matches no key). {_DNSSEC_STAKES}",
+        fix=f"{dnssec_fix(zone)} Then check again.",
+    ))
 
 
 def same_name(a: str, b: str) -> bool:
@@ -215,19 +228,22 @@ def _misplaced(findings: list[Finding], record: Seen, source: Answers, zone: Zon
     return False
 
 
-def visibility_findings(findings: list[Finding], record: Seen, zone: Zone | None) -> None:
-    """Published at the zone, yet answered otherwise by a resolver: a cache, or DNSSEC."""
+def visibility_findings(findings: list[Finding], record: Seen, zone: Zone | None, *,
+                        visible_by: dict[str, str] | None = None) -> None:
+    """Published at the zone, yet answered otherwise by a resolver: a cache, or DNSSEC (named once:
+    every record of the zone fails the same way). ``visible_by``: for a resolver still holding a
+    negative answer, the time (``HH:MM UTC``) it says it will forget it, by resolver label."""
     published = record.authoritative
     for label, lookup in record.resolvers:
-        if _servfail(lookup) and published is not None and published.outcome in ("found", "nxdomain", "nodata"):
+        if is_servfail(lookup) and published is not None and published.outcome in ("found", "nxdomain", "nodata"):
+            if any(f.code == "dnssec_failure" for f in findings):
+                continue
             findings.append(Finding(
                 "dnssec_failure", "error",
                 f"The resolver {label} answers SERVFAIL for {record.rtype} at {record.name} although the zone's own "
                 "servers answer it: this is what a DNSSEC validation failure looks like (expired signatures, or a "
-                "DS record at the parent that matches no key).",
-                fix=f"Check the DNSSEC of the zone {zone.name if zone else record.name} (for example with dnsviz.net): "
-                "re-sign the zone, or remove the DS record at the registrar if DNSSEC is not meant to be on; "
-                f"then check {record.name} again.",
+                f"DS record at the parent that matches no key). {_DNSSEC_STAKES}",
+                fix=f"{dnssec_fix(zone.name if zone else record.name)} Then check {record.name} again.",
             ))
         elif lookup.outcome in ("timeout", "error"):
             said = f", {lookup.detail}" if lookup.outcome == "error" and lookup.detail else ""
@@ -249,6 +265,10 @@ def visibility_findings(findings: list[Finding], record: Seen, zone: Zone | None
                 wait = f"it may keep that answer for up to {lookup.ttl} s more" if lookup.ttl is not None else "it keeps it until its TTL runs out"
                 shown = f"still answers {', '.join(lookup.values[:2])}; {wait}"
                 until = f"up to {lookup.ttl} s" if lookup.ttl is not None else "until its TTL runs out"
+            elif (visible_by or {}).get(label):
+                by = (visible_by or {})[label]
+                shown = f"still holds its earlier \"no such record\" answer, and will see it by {by}"
+                until = f"until {by}"
             else:
                 shown = "does not see it yet (a negative answer is cached for up to the zone's SOA minimum TTL)"
                 until = "up to the zone's SOA minimum TTL"
@@ -258,10 +278,6 @@ def visibility_findings(findings: list[Finding], record: Seen, zone: Zone | None
                 fix=f"Nothing to change at {record.name}: wait {until} for the resolver {label} to forget its cached "
                 "answer, then check again.",
             ))
-
-
-def _servfail(lookup: Lookup) -> bool:
-    return lookup.outcome == "error" and lookup.detail == _SERVFAIL
 
 
 def relative_to_zone(name: str, zone: Zone | None) -> str | None:

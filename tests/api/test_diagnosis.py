@@ -388,7 +388,7 @@ class TestCommonMistakes:
         [finding] = [f for f in report["findings"] if f["code"] == "dnssec_failure"]
         assert finding["message"].startswith(f"The resolver {dns.address} answers SERVFAIL for CNAME at {CNAME_AT} although")
         assert "DS record" in finding["fix"] and finding["fix"].startswith("Check the DNSSEC of the zone example.com")
-        assert finding["fix"].endswith(f"then check {CNAME_AT} again.")
+        assert finding["fix"].endswith(f"Then check {CNAME_AT} again.")
 
 
 class TestCertificate:

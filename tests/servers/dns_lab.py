@@ -1,0 +1,193 @@
+"""Real DNS software on loopback: NSD as the authoritative server, Unbound as the validating resolver.
+
+The fake server of tests/servers/dns.py answers what a test tells it to; these two behave as the
+DNS a customer has: Unbound caches answers (positive and negative) for their TTLs and validates
+DNSSEC, NSD serves zone files, signed ones included. The lab serves ``com`` (so nothing is asked of
+the internet), and under it one zone per test, each delegated and stubbed to NSD:
+
+- ``lab.com`` and any zone a test adds with ``zone()``, unsigned;
+- ``expired.com``, signed with signatures that expired in 2020, and trusted by Unbound (its key is
+  Unbound's trust anchor), so every answer from it is bogus: SERVFAIL, unless asked with CD.
+
+``publish`` rewrites a zone file and has NSD reload it (SIGHUP, then wait for the new serial).
+Needs ``nsd``, ``unbound`` and ``ldns-signzone`` (Debian packages nsd, unbound, ldnsutils).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import dns.message
+import dns.query
+import dns.rcode
+
+from tests.servers.service import free_port
+
+TOOLS = ("nsd", "unbound", "ldns-keygen", "ldns-signzone")
+SOA_MINIMUM = 300
+"The lab zones' negative-caching time (their SOA minimum and SOA TTL)."
+SIGNED = "expired.com"
+
+
+def missing_tools() -> list[str]:
+    return [tool for tool in TOOLS if shutil.which(tool) is None]
+
+
+class DnsLab:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.nsd_port = free_port()
+        self.unbound_port = free_port()
+        self.resolver = f"127.0.0.1:{self.unbound_port}"
+        "The validating resolver, as ``[dns] nameservers`` takes it."
+        self.records: dict[str, list[str]] = {"com": [], "lab.com": [], SIGNED: []}
+        "Each zone's records beyond its SOA and NS, as zone-file lines."
+        self.serials: dict[str, int] = {}
+        self._processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> DnsLab:
+        self._write_zones()
+        (self.folder / "nsd.conf").write_text(self._nsd_conf())
+        self._run("nsd", "-d", "-c", str(self.folder / "nsd.conf"))
+        self._wait_for_serial("lab.com")
+        (self.folder / "unbound.conf").write_text(self._unbound_conf())
+        self._run("unbound", "-d", "-c", str(self.folder / "unbound.conf"))
+        self._wait_until_resolving()
+        return self
+
+    def _run(self, *command: str) -> None:
+        with open(self.folder / f"{command[0]}.log", "wb") as log:  # the child keeps its own copy
+            self._processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log))
+
+    def stop(self) -> None:
+        for process in self._processes:
+            process.terminate()
+        for process in self._processes:
+            process.wait(timeout=10)
+
+    def zone(self, name: str) -> None:
+        """A new unsigned zone under com (before ``start``)."""
+        self.records.setdefault(name, [])
+
+    def publish(self, zone: str, line: str) -> None:
+        """Add a zone-file line (``name TTL IN TYPE value``, names absolute) and reload."""
+        self.records[zone].append(line)
+        self._reload(zone)
+
+    def remove(self, zone: str, name: str) -> None:
+        """Remove every record at ``name`` and reload."""
+        self.records[zone] = [line for line in self.records[zone] if not line.startswith(name + ". ")]
+        self._reload(zone)
+
+    def _reload(self, zone: str) -> None:
+        self._write_zone(zone)
+        self._processes[0].send_signal(signal.SIGHUP)
+        self._wait_for_serial(zone)
+
+    def _write_zones(self) -> None:
+        for zone in self.records:
+            self._write_zone(zone)
+
+    def _write_zone(self, zone: str) -> None:
+        serial = self.serials[zone] = self.serials.get(zone, 0) + 1
+        delegations = []
+        if zone == "com":
+            for child in self.records:
+                if child != "com":
+                    delegations += [f"{child}. 3600 IN NS ns1.{child}.", f"ns1.{child}. 3600 IN A 127.0.0.1"]
+        text = "\n".join([
+            f"$ORIGIN {zone}.",
+            f"@ {SOA_MINIMUM} IN SOA ns1.{zone}. hostmaster.{zone}. {serial} 3600 600 86400 {SOA_MINIMUM}",
+            f"@ 3600 IN NS ns1.{zone}.",
+            f"ns1.{zone}. 3600 IN A 127.0.0.1",
+            *delegations,
+            *self.records[zone],
+            "",
+        ])
+        path = self.folder / f"{zone}.zone"
+        path.write_text(text)
+        if zone == SIGNED:
+            self._sign(path)
+
+    def _sign(self, path: Path) -> None:
+        """Sign with signatures valid from 2019-12-01 to 2020-01-01: long expired."""
+        keys = self.folder / "keys"
+        if not keys.exists():
+            keys.mkdir()
+            base = subprocess.run(["ldns-keygen", "-a", "ECDSAP256SHA256", "-k", SIGNED], cwd=keys, check=True,
+                                  capture_output=True, text=True).stdout.strip()
+            (self.folder / "anchor").write_text((keys / f"{base}.key").read_text())
+            (keys / "base").write_text(base)
+        base = keys / (keys / "base").read_text()
+        subprocess.run(["ldns-signzone", "-i", "20191201000000", "-e", "20200101000000", "-o", SIGNED, "-f",
+                        str(path) + ".signed", str(path), str(base)], check=True, capture_output=True)
+
+    def _zone_file(self, zone: str) -> str:
+        return f"{zone}.zone.signed" if zone == SIGNED else f"{zone}.zone"
+
+    def _nsd_conf(self) -> str:
+        zones = "".join(f'zone:\n  name: "{zone}"\n  zonefile: "{self.folder / self._zone_file(zone)}"\n'
+                        for zone in self.records)
+        return (
+            "server:\n"
+            f"  ip-address: 127.0.0.1@{self.nsd_port}\n"
+            '  username: ""\n'
+            f'  zonesdir: "{self.folder}"\n'
+            f'  database: ""\n'
+            f'  zonelistfile: "{self.folder / "zone.list"}"\n'
+            f'  xfrdfile: "{self.folder / "xfrd.state"}"\n'
+            f'  xfrdir: "{self.folder}"\n'
+            f'  pidfile: "{self.folder / "nsd.pid"}"\n'
+            "  server-count: 1\n"
+            "remote-control:\n  control-enable: no\n"
+            + zones
+        )
+
+    def _unbound_conf(self) -> str:
+        stubs = "".join(f'stub-zone:\n  name: "{zone}."\n  stub-addr: 127.0.0.1@{self.nsd_port}\n'
+                        for zone in self.records)
+        return (
+            "server:\n"
+            f"  interface: 127.0.0.1@{self.unbound_port}\n"
+            f"  port: {self.unbound_port}\n"
+            '  username: ""\n  chroot: ""\n'
+            f'  directory: "{self.folder}"\n'
+            f'  pidfile: "{self.folder / "unbound.pid"}"\n'
+            '  logfile: ""\n  use-syslog: no\n'
+            "  do-ip6: no\n  do-not-query-localhost: no\n"
+            "  num-threads: 1\n"
+            '  module-config: "validator iterator"\n'
+            f'  trust-anchor-file: "{self.folder / "anchor"}"\n'
+            "remote-control:\n  control-enable: no\n"
+            + stubs
+        )
+
+    def _ask(self, port: int, name: str, rtype: str) -> dns.message.Message:
+        return dns.query.udp(dns.message.make_query(name, rtype), "127.0.0.1", port=port, timeout=1)
+
+    def _wait_for_serial(self, zone: str) -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                answer = self._ask(self.nsd_port, zone, "SOA")
+                if answer.answer and answer.answer[0][0].serial == self.serials[zone]:
+                    return
+            except (OSError, dns.exception.Timeout):
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"NSD did not serve {zone} serial {self.serials[zone]}: {(self.folder / 'nsd.log').read_text()}")
+
+    def _wait_until_resolving(self) -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if self._ask(self.unbound_port, "ns1.lab.com", "A").rcode() == dns.rcode.NOERROR:
+                    return
+            except (OSError, dns.exception.Timeout):
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"Unbound did not answer: {(self.folder / 'unbound.log').read_text()}")
