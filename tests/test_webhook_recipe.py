@@ -1,0 +1,65 @@
+"""The README's "Seeing deliveries on one machine" works as written: its shell blocks are run, in
+order, by bash in an empty folder, with the browserless sign-in block of First steps where the
+recipe says so. Only the ports change (free ones, so a busy port on the machine cannot fail it)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.servers.service import free_port
+from tests.test_readme import README, first_steps
+
+ROOT = Path(__file__).resolve().parent.parent
+WAIT_FOR_SERVICE = """
+for i in $(seq 100); do curl -s -o /dev/null $B/v1/openapi.json && break; sleep 0.1; done
+"""
+WAIT_FOR_DELIVERIES = """
+for i in $(seq 100); do [ "$(grep -c 'signature ok' hook.out)" -ge 2 ] && break; sleep 0.1; done
+"""
+
+
+def recipe() -> list[str]:
+    section = README.split("### Seeing deliveries on one machine", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)
+
+
+def browserless_sign_in() -> str:
+    [block] = [b for b in re.findall(r"```sh\n(.*?)```", first_steps(), flags=re.DOTALL) if "oidc/exchange" in b]
+    return block
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None or shutil.which("curl") is None, reason="needs openssl and curl")
+def test_the_readme_recipe_shows_signed_deliveries_on_one_machine(tmp_path):
+    start, calls = recipe()
+    ports = {"8080": str(free_port()), "5353": str(free_port()), "8443": str(free_port())}
+    sign_in_at = "# (here: the browserless sign-in block of First steps, which sets $TOKEN)\n"
+    assert sign_in_at in calls
+    calls = calls.replace(sign_in_at, browserless_sign_in())
+    script = "\n".join([
+        "set -euo pipefail",
+        "trap 'kill $(jobs -p) 2>/dev/null' EXIT",  # the receiver, the DNS server and the service
+        start.replace("python3 hook.py &", "python3 hook.py > hook.out 2>&1 &"),
+        "B=http://127.0.0.1:8080",
+        WAIT_FOR_SERVICE,
+        calls,
+        WAIT_FOR_DELIVERIES,
+    ])
+    script = script.replace("cat > hook.toml <<'TOML'\n", "cat > hook.toml <<'TOML'\n[server]\nport = 8080\n"
+                            "base_url = \"http://127.0.0.1:8080\"\nportal_url = \"http://127.0.0.1:8080\"\n\n")
+    for default, port in ports.items():
+        script = script.replace(default, port)
+    env = {**os.environ, "REPO": str(ROOT), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    with open(tmp_path / "script.log", "wb") as log:  # a file, not a pipe: nothing waits for the background jobs
+        done = subprocess.run(["bash", "-c", script], check=False, cwd=tmp_path, env=env, stdout=log, stderr=log, timeout=120)
+    out = (tmp_path / "hook.out").read_text()
+    assert done.returncode == 0, (tmp_path / "script.log").read_text() + out
+    lines = [line for line in out.splitlines() if "signature" in line]
+    assert [line.split()[:3] for line in lines] == [["cert.issue_pending", "signature", "ok"],
+                                                     ["cert.issue_failed", "signature", "ok"]], out
