@@ -18,6 +18,7 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 
+from core.addresses import parse_nameserver
 from core.wire import describe, iter_errors, register_strict_primitives
 
 
@@ -50,22 +51,6 @@ def _is_network(value: str) -> bool:
 
 def _all(predicate: Any) -> Any:
     return lambda values: all(predicate(v) for v in values)
-
-
-def parse_nameserver(value: str) -> tuple[str, int]:
-    """``"ip"`` or ``"ip:port"`` (``"[v6]:port"`` for IPv6) to (ip, port)."""
-    host, port = value, 53
-    if value.startswith("["):
-        host, _, rest = value[1:].partition("]")
-        if rest:
-            port = int(rest.removeprefix(":"))
-    elif value.count(":") == 1:
-        host, raw_port = value.split(":")
-        port = int(raw_port)
-    ipaddress.ip_address(host)
-    if not 0 < port < 65536:
-        raise ValueError("port out of range")
-    return host, port
 
 
 def _is_nameserver(value: str) -> bool:
@@ -197,6 +182,19 @@ class WebhooksConfig:
 
 
 @attrs.frozen
+class LifecycleConfig:
+    """The background checks of core/lifecycle/ (README, "Lifecycle")."""
+
+    enabled: bool = True
+    interval_seconds: float = attrs.field(default=60, validator=_check("lifecycle.interval_seconds", _positive, "must be positive"))
+    max_interval_seconds: float = attrs.field(default=3600, validator=_check("lifecycle.max_interval_seconds", _positive, "must be positive"))
+    pending_days: float = attrs.field(default=14, validator=_check("lifecycle.pending_days", _positive, "must be positive"))
+    active_check_seconds: float = attrs.field(default=86400, validator=_check("lifecycle.active_check_seconds", _positive, "must be positive"))
+    provider_share: float = attrs.field(default=0.5, validator=_check("lifecycle.provider_share", lambda v: 0 < v <= 1, "must be above 0 and at most 1"))
+    events: str = attrs.field(default="spec", validator=_check("lifecycle.events", lambda v: v in ("spec", "transitions"), 'must be "spec" or "transitions"'))
+
+
+@attrs.frozen
 class NetworkConfig:
     allow_private_ranges: list[str] = attrs.field(factory=list, validator=_check("network.allow_private_ranges", _all(_is_network), "must list CIDRs"))
     "Non-public ranges that user-supplied destinations may reach anyway (development and tests)."
@@ -285,6 +283,7 @@ class Config:
     dns: DnsConfig = attrs.Factory(DnsConfig)
     provider: ProviderConfig = attrs.Factory(ProviderConfig)
     webhooks: WebhooksConfig = attrs.Factory(WebhooksConfig)
+    lifecycle: LifecycleConfig = attrs.Factory(LifecycleConfig)
     network: NetworkConfig = attrs.Factory(NetworkConfig)
     site_scan: SiteScanConfig = attrs.Factory(SiteScanConfig)
     rate_limits: RateLimitsConfig = attrs.Factory(RateLimitsConfig)

@@ -48,6 +48,10 @@ class Metrics:
         self.webhook_deliveries = Counter("cps_webhook_deliveries",
                                           "Webhook deliveries that ended, by outcome (delivered, failed: given up after max_attempts).",
                                           ["outcome"], registry=self.registry)
+        self.lifecycle_checks = Counter(
+            "cps_lifecycle_checks",
+            "Background checks (core/lifecycle/), by kind (dns, certificate, active) and outcome (a status, or failed).",
+            ["kind", "outcome"], registry=self.registry)
         self.registry.register(_StoreFigures(store, clock))
 
     def count_request(self, route: str, method: str, status: int, seconds: float) -> None:
@@ -121,3 +125,11 @@ class _StoreFigures(Collector):
             "Unix time when the first serving (active or renewing) certificate expires (0 when none).",
             value=soonest.timestamp() if soonest else 0.0,
         )
+        due, oldest_due = self.store.lifecycle.due(self.clock.now())
+        yield GaugeMetricFamily("cps_lifecycle_checks_due", "Background checks due now and not yet begun.", value=due)
+        overdue = (self.clock.now() - oldest_due).total_seconds() if oldest_due else 0.0
+        yield GaugeMetricFamily("cps_lifecycle_oldest_overdue_seconds",
+                                "How long the most overdue background check has been due (0 when none).", value=max(overdue, 0.0))
+        yield GaugeMetricFamily("cps_domains_drifted",
+                                "Verified domains whose delegation CNAME or CAA a check found wrong (validation.drift).",
+                                value=self.store.lifecycle.drifted())

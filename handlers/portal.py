@@ -131,7 +131,7 @@ class DnsPage(PortalHandler):
             report = await diagnosis.diagnose(self.services, workspace=principal.workspace, domain_id=row.id)
         self.render_page(
             "dns.html", domain=domain, dns=instructions.dns_instructions(domain.apex, domain.validation),
-            can_write=can_write, links=links, report=report,
+            can_write=can_write, links=links, report=report, lifecycle=self.services.config.lifecycle,
         )
 
 
@@ -190,7 +190,7 @@ class PublicLinkPage(PageHandler):
             self.hit_rate_limit("/v1/public/verification-links/")
             report = await verification_links.diagnose(self.services, token)
         self.render_page("verify.html", view=view, dns=instructions.dns_instructions(view.apex, view.validation), token=token,
-                         report=report)
+                         report=report, lifecycle=self.services.config.lifecycle, next_check_at=view.next_check_at)
 
     async def post(self, token: str) -> None:
         """The page's "Check now"."""

@@ -14,7 +14,8 @@ import tornado.web
 from tornado.netutil import bind_sockets
 
 import handlers
-from core.config import Config, ConfigError, parse_nameserver
+from core.addresses import parse_nameserver
+from core.config import Config, ConfigError
 from core.hostnames import public_suffixes
 from core.runtime.jobs import start_jobs
 from core.services import Services

@@ -21,6 +21,7 @@ from store.certificates import CertificateRepo
 from store.clients import ClientRepo
 from store.domains import DomainRepo, register_functions
 from store.idempotency import IdempotencyRepo
+from store.lifecycle import LifecycleRepo
 from store.metrics import MetricsRepo
 from store.migrations import apply_migrations
 from store.outbox import OutboxRepo
@@ -78,6 +79,7 @@ class Store:
         self.clients = ClientRepo(self.db)
         self.domains = DomainRepo(self.db)
         self.idempotency = IdempotencyRepo(self.db)
+        self.lifecycle = LifecycleRepo(self.db, self.domains)
         self.outbox = OutboxRepo(self.db)
         self.team = TeamRepo(self.db)
         self.verification_links = VerificationLinkRepo(self.db)

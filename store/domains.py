@@ -14,7 +14,7 @@ import attrs
 import sqlite_utils
 
 from store._rows import from_ts, from_uid, select, ts, uid
-from store.records import DomainRow
+from store.records import DomainRow, DriftProblem
 
 #: API sort field -> column. Only these names ever reach SQL text; values are parameters.
 SORT_COLUMNS = {
@@ -95,6 +95,11 @@ def _row(r: dict[str, Any], domain_id: uuid.UUID | None = None) -> DomainRow:
         cert_trace_id=from_uid(r["cert_trace_id"]),
         ops_status=r["ops_status"],
         ownership_token=r["ownership_token"],
+        next_check_at=from_ts(r["next_check_at"]),
+        check_step=r["check_step"],
+        checks_since=from_ts(r["checks_since"]),
+        drift=tuple(DriftProblem(**p) for p in json.loads(r["drift"])) if r["drift"] else (),
+        drift_since=from_ts(r["drift_since"]),
     )
 
 
@@ -122,6 +127,11 @@ def _columns(d: DomainRow) -> dict[str, Any]:
         "cert_trace_id": uid(d.cert_trace_id),
         "ops_status": d.ops_status,
         "search_text": search_text(d.notes, d.tags),
+        "next_check_at": ts(d.next_check_at),
+        "check_step": d.check_step,
+        "checks_since": ts(d.checks_since),
+        "drift": json.dumps([attrs.asdict(p) for p in d.drift]) if d.drift else None,
+        "drift_since": ts(d.drift_since),
     }
 
 
@@ -199,6 +209,11 @@ class DomainRepo:
 
     def forget_all(self) -> None:
         self._cache.clear()
+
+    def forget(self, domain_ids: list[uuid.UUID]) -> None:
+        """Rows written by other SQL than ``update`` (the lifecycle's leases)."""
+        for domain_id in domain_ids:
+            self._cache.pop(domain_id, None)
 
     def insert(self, domain: DomainRow) -> None:
         self.insert_many([domain])

@@ -105,6 +105,25 @@ class DomainRow:
     cert_last_issued_at: dt.datetime | None = None
     cert_error: str | None = None
     cert_trace_id: uuid.UUID | None = None
+    next_check_at: dt.datetime | None = None
+    "When the background checks look at it next (None: not scheduled); pushed forward while one does."
+    check_step: int = 0
+    "The backoff step: the wait doubles with each background check that changed nothing."
+    checks_since: dt.datetime | None = None
+    "Creation or the last check a person asked for: pending domains are checked for ``pending_days`` from it."
+    drift: tuple[DriftProblem, ...] = ()
+    "What a check of the verified domain found wrong since (delegation CNAME, CAA); empty when nothing."
+    drift_since: dt.datetime | None = None
+
+
+@attrs.frozen
+class DriftProblem:
+    """One problem found with a verified domain's DNS: a renewal would fail until it is fixed."""
+
+    code: str
+    "``delegation_missing``, ``delegation_wrong``, ``dnssec_failure`` or ``caa_forbids``."
+    message: str
+    fix: str
 
 
 @attrs.frozen
@@ -163,6 +182,8 @@ class Certificate:
     last_checked_at: dt.datetime | None = None
     last_error: str | None = attrs.field(default=None, metadata=_internal)
     "Why the certificate failed, shown through the domain's ``cert.lastError`` and summaries."
+    announced: tuple[str, ...] = attrs.field(default=(), metadata=_internal)
+    "The event types queued for it: a transition is announced once ([lifecycle] events)."
 
 
 @attrs.frozen

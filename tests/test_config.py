@@ -70,6 +70,8 @@ class TestExample:
             "network.allow_private_ranges", "network.ca_bundle", "site_scan.port", "site_scan.timeout_seconds",
             "rate_limits.window_seconds", "rate_limits.api", "rate_limits.auth", "rate_limits.signup",
             "rate_limits.public_verification_links", "rate_limits.verification_links", "rate_limits.site_scan",
+            "lifecycle.enabled", "lifecycle.interval_seconds", "lifecycle.max_interval_seconds", "lifecycle.pending_days",
+            "lifecycle.active_check_seconds", "lifecycle.provider_share", "lifecycle.events",
         ]:
             assert key in keys
 

@@ -229,7 +229,14 @@ def _store(
         else:
             existing = None
         base = existing or _new_certificate(services, row, now)
+        if classified.certificate == "active" and state is not None and state.expires_at is not None and state.expires_at <= now:
+            classified = _FAILED  # never shown as active past its expiry
+            message = (f"The certificate expired on {state.expires_at:%Y-%m-%d %H:%M} UTC and the edge provider has not "
+                       "renewed it; check the delegation CNAME (GET /v1/domains/:id/diagnosis), then issue again.")
         updated = _apply(base, state, classified, message, now)
+        announce = events.to_announce(services, base, updated, new_request=new_request)
+        if announce is not None:
+            updated = attrs.evolve(updated, announced=(*updated.announced, announce))
         if existing is None:
             store.certificates.insert(updated)
         else:
@@ -239,8 +246,8 @@ def _store(
             became_active = updated.status == "active" and base.not_before is None
             store.domains.update(_domain_with(row, updated, state, classified, message, trace_id, now, became_active))
         summary = summary_of(updated, message)
-        if new_request:
-            events.record_issuance_result(services, updated)
+        if announce is not None:
+            events.record(services, updated, announce)
         if claim is not None:
             idem.complete(services, claim, status_code=200, body=dumps(summary))
     log.info("certificate %s of %s: %s / %s (trace %s)", updated.id, row.apex, updated.status, classified.domain, trace_id)
@@ -305,7 +312,7 @@ def _domain_with(
         cert_last_issued_at=((state and state.issued_at) or now) if became_active else row.cert_last_issued_at,
         cert_error=message if failed else None,
         cert_trace_id=trace_id,
-        ops_status=records.ops_status(row.validation_status, classified.domain),
+        ops_status=records.ops_status(row.validation_status, classified.domain, drifted=bool(row.drift)),
         # The provider's own statement of the delegation target wins over the one we derived.
         delegation_target=(state and state.delegation_target) or row.delegation_target,
         updated_at=now,

@@ -25,7 +25,8 @@ import attrs
 import pycares
 from aiodns import error as dns_error
 
-from core.config import DnsConfig, parse_nameserver
+from core.addresses import parse_nameserver
+from core.config import DnsConfig
 from core.hostnames import public_suffixes
 
 Outcome = Literal["found", "nxdomain", "nodata", "timeout", "error"]

@@ -26,7 +26,7 @@ import dns.resolver
 import pycares
 from aiodns import error as dns_error
 
-from core.config import parse_nameserver
+from core.addresses import parse_nameserver
 from core.dns.lookups import CaaRecord, DnsChecker, Lookup, Resolver
 
 #: The words c-ares uses for a SERVFAIL, kept as an ``error`` lookup's detail by both paths, so a

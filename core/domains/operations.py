@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core import hostnames
+from core.domains import schedule
 from core.domains.records import DelegationRecord, delegation_record, ops_status, ownership_record
 from core.domains.shape import Domain, present
 from core.emails import valid_email
@@ -112,6 +113,8 @@ def _new_row(services: Services, workspace: Workspace, apex: str, target: str, *
         cert_status="none",
         ops_status=ops_status("pending", "none"),
         ownership_token=workspace.ownership_token,
+        next_check_at=schedule.first(services.config.lifecycle, now),
+        checks_since=now,
         **fields,  # type: ignore[arg-type]
     )
 

@@ -21,15 +21,18 @@ CERT_STATUSES = ("none", "pending", "active", "renewing", "error", "blocked")
 OPS_STATUSES = ("active", "action_needed", "blocked", "pending")
 
 
-def ops_status(validation_status: str, cert_status: str) -> str:
+def ops_status(validation_status: str, cert_status: str, *, drifted: bool = False) -> str:
     """The one place opsStatus is decided (README, "opsStatus").
 
-    blocked: the provider blocked the certificate. active: a certificate is serving (active or
-    renewing). action_needed: DNS not verified, or the certificate failed. pending: DNS verified,
-    waiting on the certificate.
+    blocked: the provider blocked the certificate. action_needed: DNS not verified, the
+    certificate failed, or a verified domain's delegation or CAA drifted (the next renewal would
+    fail). active: a certificate is serving (active or renewing). pending: DNS verified, waiting on
+    the certificate.
     """
     if cert_status == "blocked":
         return "blocked"
+    if drifted:
+        return "action_needed"
     if cert_status in ("active", "renewing"):
         return "active"
     if validation_status != "verified" or cert_status == "error":

@@ -21,7 +21,15 @@ from core.domains.records import (
     ownership_record,
 )
 from core.wire import format_timestamp
-from store.records import DomainRow
+from store.records import DomainRow, DriftProblem
+
+
+@attrs.frozen
+class Drift:
+    """Problems a check found with a verified domain's DNS (core/domains/drift.py)."""
+
+    since: dt.datetime
+    problems: list[DriftProblem]
 
 
 @attrs.frozen
@@ -31,6 +39,7 @@ class Validation:
     ownership: DnsRecord
     last_checked_at: dt.datetime | None = None
     last_error: str | None = None
+    drift: Drift | None = None
 
 
 @attrs.frozen
@@ -58,6 +67,8 @@ class Domain:
     client_id: uuid.UUID | None = None
     contact_email: str | None = None
     notes: str | None = None
+    next_check_at: dt.datetime | None = None
+    "When the background checks look at it next (core/domains/schedule.py); absent when not scheduled."
 
 
 def present(row: DomainRow) -> Domain:
@@ -77,6 +88,7 @@ def present(row: DomainRow) -> Domain:
             ownership=ownership_record(row),
             last_checked_at=row.validation_checked_at,
             last_error=row.validation_error,
+            drift=Drift(since=row.drift_since, problems=list(row.drift)) if row.drift and row.drift_since else None,
         ),
         cert=CertSummary(
             status=row.cert_status,
@@ -88,6 +100,7 @@ def present(row: DomainRow) -> Domain:
             trace_id=row.cert_trace_id,
         ),
         ops_status=row.ops_status,
+        next_check_at=row.next_check_at,
     )
 
 
@@ -106,6 +119,9 @@ def wire(row: DomainRow) -> dict[str, Any]:
         validation["lastCheckedAt"] = format_timestamp(row.validation_checked_at)
     if row.validation_error is not None:
         validation["lastError"] = row.validation_error
+    if row.drift and row.drift_since is not None:
+        validation["drift"] = {"since": format_timestamp(row.drift_since),
+                               "problems": [{"code": p.code, "message": p.message, "fix": p.fix} for p in row.drift]}
     cert: dict[str, Any] = {"status": row.cert_status}
     if row.cert_issuer is not None:
         cert["issuer"] = row.cert_issuer
@@ -128,6 +144,8 @@ def wire(row: DomainRow) -> dict[str, Any]:
         domain["contactEmail"] = row.contact_email
     if row.notes is not None:
         domain["notes"] = row.notes
+    if row.next_check_at is not None:
+        domain["nextCheckAt"] = format_timestamp(row.next_check_at)
     return domain
 
 

@@ -127,7 +127,7 @@ def make_provider(config: Config, keyring: Keyring, clock: Clock) -> EdgeProvide
     if config.provider.kind == "cloudflare":
         from core.edge.cloudflare import CloudflareProvider
 
-        return CloudflareProvider(config.provider.cloudflare)
+        return CloudflareProvider(config.provider.cloudflare, background_share=config.lifecycle.provider_share)
     from core.edge.sandbox import SandboxProvider
 
     return SandboxProvider(keyring, config.provider.sandbox, clock)

@@ -63,9 +63,11 @@ class DelegationUnavailable(ProviderUnavailable):
 class CloudflareProvider:
     name = "edge_provider_for_saas"
 
-    def __init__(self, config: CloudflareConfig, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, config: CloudflareConfig, *, background_share: float = 1.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.config = config
-        self.pacer = Pacer(config.requests_per_window, config.window_seconds, monotonic=monotonic)
+        self.pacer = Pacer(config.requests_per_window, config.window_seconds, background_share=background_share,
+                           monotonic=monotonic)
         self._monotonic = monotonic
         self._delegation_id: str | None = None
         api = urlsplit(config.api_base.rstrip("/"))

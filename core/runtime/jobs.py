@@ -1,4 +1,5 @@
-"""The service's periodic jobs: webhook deliveries and the purge of old Idempotency-Key records."""
+"""The service's periodic jobs: webhook deliveries, the lifecycle's background checks and the purge
+of old Idempotency-Key records."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 from tornado.ioloop import IOLoop, PeriodicCallback
 
 from core.certificates import idempotency
+from core.lifecycle.watcher import LifecycleWatcher
 from core.webhooks.worker import WebhookWorker
 
 if TYPE_CHECKING:
@@ -14,6 +16,8 @@ if TYPE_CHECKING:
 
 #: How often Idempotency-Key records older than their retention are purged.
 PURGE_INTERVAL_SECONDS = 3600
+#: The longest the lifecycle waits between looks for due checks (shorter when interval_seconds is).
+SWEEP_SECONDS = 5.0
 
 
 def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], WebhookWorker]:
@@ -32,6 +36,12 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
         "webhooks": PeriodicCallback(worker.tick, services.config.webhooks.poll_interval_seconds * 1000, jitter=0.1),
         "idempotency-purge": PeriodicCallback(purge_idempotency, PURGE_INTERVAL_SECONDS * 1000),
     }
+    lifecycle = services.config.lifecycle
+    if lifecycle.enabled:
+        watcher = LifecycleWatcher(services)
+        every = min(SWEEP_SECONDS, lifecycle.interval_seconds / 2)
+        jobs["lifecycle"] = PeriodicCallback(watcher.tick, every * 1000, jitter=0.1)
+        IOLoop.current().add_callback(watcher.tick)
     for job in jobs.values():
         job.start()
     IOLoop.current().add_callback(worker.tick)

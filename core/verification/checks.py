@@ -4,14 +4,17 @@ Both records must be found: the delegation CNAME pointing at the provider's targ
 ownership TXT carrying the workspace token. Each check says exactly what DNS answered and
 what was expected, and that sentence is also kept in ``validation.lastError``.
 
-Validation status after a check:
+Validation status after a check of a domain not yet verified:
 
-| what DNS showed                                  | next status                          |
-|--------------------------------------------------|--------------------------------------|
-| both records right                               | verified                             |
-| a record present but wrong, or DNSSEC failing    | error                                |
-| a lookup failed (timeout, SERVFAIL, ...)          | unchanged if verified, else error    |
-| a record missing                                 | pending, or error if it was verified |
+| what DNS showed                                  | next status |
+|--------------------------------------------------|-------------|
+| both records right                               | verified    |
+| a record present but wrong, or DNSSEC failing    | error       |
+| a lookup failed (timeout, SERVFAIL, ...)          | error       |
+| a record missing                                 | pending     |
+
+A verified domain stays verified: its CNAME is checked, and a missing or wrong one (or DNSSEC
+failing) is drift (core/domains/drift.py), recorded with its fix until a check finds it back.
 """
 
 from __future__ import annotations
@@ -28,10 +31,13 @@ from core.clock import by_minute
 from core.dns.authority import Walk
 from core.dns.lookups import Lookup, Resolver
 from core.dns.probe import dnssec_fix, negative_ttl, unchecked
+from core.domains import schedule
+from core.domains.drift import DELEGATION, with_drift
 from core.domains.operations import load
 from core.domains.records import delegation_record, ops_status, ownership_record
 from core.edge import ProviderError
-from store.records import DomainRow, Workspace
+from core.wire import INTERNAL
+from store.records import DomainRow, DriftProblem, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -44,6 +50,10 @@ State = Literal["ok", "missing", "wrong", "unknown"]
 class RecordCheck:
     state: State
     message: str
+    dnssec: bool = False
+    "Wrong because the zone's DNSSEC does not validate."
+    cached_for: int | None = None
+    "For a missing record: how many more seconds the resolver keeps saying so, when it says."
 
 
 @attrs.frozen
@@ -54,6 +64,8 @@ class VerifyResult:
     message: str
     certificate: issuance.IssuanceSummary | None = None
     "The issuance summary, when issuance was started or checked and the provider answered."
+    cached_for: int | None = attrs.field(default=None, metadata={INTERNAL: True})
+    "How long the resolver keeps the negative answer this check got: no use asking before (core/lifecycle/)."
 
 
 @attrs.frozen
@@ -148,7 +160,7 @@ async def look_again(services: Services, apex: str, asked: list[tuple[Lookup, st
     checks = []
     for lookup, expected, check in asked:
         if check.state == "unknown" and await unchecked(services.dns, lookup) is not None:
-            check = RecordCheck("wrong", (
+            check = RecordCheck("wrong", dnssec=True, message=(
                 f"DNSSEC validation fails for {lookup.name}: the resolver answers SERVFAIL, and answers it when asked "
                 "with DNSSEC checking disabled (expired signatures, or a DS record at the parent that matches no key). "
                 "Certificate authorities validate DNSSEC, so the domain is not handed to the edge provider until this "
@@ -156,11 +168,12 @@ async def look_again(services: Services, apex: str, asked: list[tuple[Lookup, st
         elif check.state == "missing":
             walk = walk or await services.authority.walk(apex)
             published = await services.authority.ask(walk.zone, [(lookup.name, lookup.rtype)]) if walk.zone else None
+            ttl = await negative_ttl(services.dns, lookup)
+            check = attrs.evolve(check, cached_for=ttl)
             if published is not None and _holds(published[1][0], expected):
-                ttl = await negative_ttl(services.dns, lookup)
                 when = (f"by {by_minute(services.clock.now() + dt.timedelta(seconds=ttl))}" if ttl is not None
                         else "once that answer expires (at most the zone's SOA minimum TTL)")
-                check = RecordCheck("missing", (
+                check = RecordCheck("missing", cached_for=ttl, message=(
                     f"The {lookup.rtype} record at {lookup.name} is published at the zone's own nameservers, but the "
                     f"resolver still holds its earlier \"no such record\" answer; it will see the record {when}. "
                     "Nothing to change: check again then."))
@@ -168,19 +181,35 @@ async def look_again(services: Services, apex: str, asked: list[tuple[Lookup, st
     return checks
 
 
-def next_status(previous: str, checks: list[RecordCheck]) -> str:
+def next_status(checks: list[RecordCheck]) -> str:
+    """The validation status of a domain not yet verified, after a check of both records."""
     states = {c.state for c in checks}
     if states == {"ok"}:
         return "verified"
-    if "wrong" in states:
+    if states & {"wrong", "unknown"}:
         return "error"
-    if "unknown" in states:
-        return previous if previous == "verified" else "error"
-    return "error" if previous == "verified" else "pending"
+    return "pending"
 
 
-async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.UUID) -> DomainRow:
-    """Look both records up (no transaction held), then store the outcome in one write.
+def _delegation_drift(check: RecordCheck, host: str, target: str) -> list[DriftProblem]:
+    """A verified domain's CNAME check as drift: what is wrong, with the fix."""
+    if check.state == "wrong" and check.dnssec:
+        return [DriftProblem("dnssec_failure", check.message, dnssec_fix("holding " + host))]
+    if check.state == "wrong":
+        return [DriftProblem("delegation_wrong", check.message, f"Set the CNAME at {host} to {target} again.")]
+    if check.state == "missing":
+        return [DriftProblem("delegation_missing", check.message, f"Publish the CNAME at {host} to {target} again.")]
+    return []
+
+
+async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.UUID, *,
+                     asked: bool) -> tuple[DomainRow, int | None]:
+    """Look the records up (no transaction held), then store the outcome in one write; also how
+    long the resolver keeps a negative answer it gave.
+
+    A verified domain stays verified (ownership was proven): only its CNAME is looked up, and a
+    problem with it is drift (core/domains/drift.py), kept until a check finds it fixed. A check a
+    person asked for (``asked``) starts the background schedule again.
 
     Both questions go in one ``lookup_many``: two lookups gathered cost two more tasks and a second
     pass through the resolver's per-lookup work, 2-3 % of the service's CPU in 500 concurrent
@@ -188,26 +217,31 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
     """
     row = load(services, workspace, domain_id)
     cname, txt = delegation_record(row), ownership_record(row)
-    delegation, ownership = await services.dns.lookup_many([(cname.host, "CNAME"), (txt.host, "TXT")])
-    checks = await look_again(services, row.apex, [
-        (delegation, cname.value, await check_delegation(services.dns, delegation, cname.value)),
-        (ownership, txt.value, check_ownership(ownership, txt.value, services.dns.timeout)),
-    ])
-    status = next_status(row.validation_status, checks)
+    verified = row.validation_status == "verified"
+    queries = [(cname.host, "CNAME")] if verified else [(cname.host, "CNAME"), (txt.host, "TXT")]
+    lookups = await services.dns.lookup_many(queries)
+    judged = [(lookups[0], cname.value, await check_delegation(services.dns, lookups[0], cname.value))]
+    if not verified:
+        judged.append((lookups[1], txt.value, check_ownership(lookups[1], txt.value, services.dns.timeout)))
+    checks = await look_again(services, row.apex, judged)
     problems = [c.message for c in checks if c.state != "ok"]
     now = services.clock.now()
     with services.store.transaction():
         current = load(services, workspace, domain_id)  # deleted meanwhile: 404
-        updated = attrs.evolve(
-            current,
-            validation_status=status,
-            validation_checked_at=now,
-            validation_error=" ".join(problems) or None,
-            ops_status=ops_status(status, current.cert_status),
-            updated_at=now,
-        )
+        updated = attrs.evolve(current, validation_checked_at=now, validation_error=" ".join(problems) or None, updated_at=now)
+        if verified and current.validation_status == "verified":
+            if checks[0].state != "unknown":
+                updated = with_drift(updated, _delegation_drift(checks[0], cname.host, cname.value),
+                                     replacing=DELEGATION, now=now)
+        else:
+            status = next_status(checks)
+            updated = attrs.evolve(updated, validation_status=status,
+                                   ops_status=ops_status(status, current.cert_status, drifted=bool(current.drift)))
+        if asked:
+            updated = schedule.restarted(updated, services.config.lifecycle, now)
         services.store.domains.update(updated)
-    return updated
+    waits = [c.cached_for for c in checks if c.cached_for is not None]
+    return updated, max(waits) if waits else None
 
 
 async def _issuance(services: Services, workspace: Workspace, row: DomainRow) -> tuple[issuance.IssuanceSummary | None, str]:
@@ -233,6 +267,9 @@ DIAGNOSIS_POINTER = (
 
 def _summary(row: DomainRow) -> str:
     if row.validation_status == "verified":
+        if row.drift:
+            return ("The domain stays verified, but the next renewal of its certificate will fail until this is fixed: "
+                    + " ".join(f"{p.message} {p.fix}" for p in row.drift))
         if row.validation_error:
             return "The domain stays verified, but this check was inconclusive. " + row.validation_error
         return "Both DNS records are in place; the domain is verified."
@@ -240,20 +277,22 @@ def _summary(row: DomainRow) -> str:
     return " ".join(part for part in (said, row.validation_error, DIAGNOSIS_POINTER) if part)
 
 
-async def verify(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> VerifyResult:
-    row = await _check_dns(services, workspace, domain_id)
+async def verify(services: Services, *, workspace: Workspace, domain_id: uuid.UUID, asked: bool = True) -> VerifyResult:
+    """verify-delegation; also the background check of a domain waiting for its records (not ``asked``)."""
+    row, cached_for = await _check_dns(services, workspace, domain_id, asked=asked)
     certificate, message = None, _summary(row).strip()
-    if row.validation_status == "verified" and row.cert_status != "active":
+    if row.validation_status == "verified" and row.cert_status != "active" and not row.drift:
         certificate, said = await _issuance(services, workspace, row)
         message = f"{message} {said}"
     assert row.validation_checked_at is not None  # _check_dns has just set it
-    return VerifyResult(status=row.validation_status, checked_at=row.validation_checked_at, message=message, certificate=certificate)
+    return VerifyResult(status=row.validation_status, checked_at=row.validation_checked_at, message=message,
+                        certificate=certificate, cached_for=cached_for)
 
 
 async def recheck(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> RecheckResult:
     """Verify DNS, then start or check issuance; an active certificate is refreshed (spec rule 8)."""
-    row = await _check_dns(services, workspace, domain_id)
-    if row.validation_status == "verified" and row.cert_status != "active":
+    row, _ = await _check_dns(services, workspace, domain_id, asked=True)
+    if row.validation_status == "verified" and row.cert_status != "active" and not row.drift:
         await _issuance(services, workspace, row)
     else:
         latest = services.store.certificates.latest(workspace.id, row.id)

@@ -25,6 +25,7 @@ Findings, errors first:
 | `caa_forbids` | error | CAA forbids the provider's certificate authorities |
 | `renewal_at_risk` | error | an active or renewing certificate whose CNAME no longer points at the target |
 | `renewal_unchecked` | warning | the same certificate, but no DNS server answered for its CNAME: not known |
+| `drift_recorded` | error, or info once the record looks right again | a background check recorded drift (``validation.drift``) |
 | `provider_error`, `provider_pending` | error, info | the provider's own view |
 | `served_mismatch` | warning | the host serves a certificate other than the provider's |
 | `authority_unknown` | info | the zone's nameservers could not be found or did not answer; resolvers only |
@@ -45,6 +46,7 @@ from core.clock import by_minute
 from core.dns.authority import Zone
 from core.dns.lookups import Lookup, Resolver
 from core.dns.probe import negative_ttl
+from core.domains.drift import DELEGATION
 from core.domains.operations import load
 from core.domains.records import delegation_record, ownership_record
 from core.verification.provider_findings import ProviderView, provider_findings, served_findings
@@ -58,7 +60,7 @@ from core.verification.record_findings import (
     relative_to_zone,
     visibility_findings,
 )
-from store.records import Workspace
+from store.records import DomainRow, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -151,6 +153,7 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     elif not verdict_caa.allowed and not verdict_caa.dnssec:
         findings.append(Finding("caa_forbids", "error", verdict_caa.message or "CAA forbids issuance.",
                                 fix=verdict_caa.message))
+    drift_findings(findings, row, delegation_ok=delegation_ok)
     provider = provider_findings(findings, row, certificate, delegation_ok, delegation)
     if row.cert_status == "active" and certificate is not None:
         await served_findings(services, findings, row, workspace)
@@ -179,6 +182,18 @@ async def _visible_by(services: Services, record: Seen, resolvers: dict[str, Res
         if ttl is not None:
             times[label] = by_minute(services.clock.now() + dt.timedelta(seconds=ttl))
     return times
+
+
+def drift_findings(findings: list[Finding], row: DomainRow, *, delegation_ok: bool | None) -> None:
+    """What the checks recorded as drift: still to fix, or fixed and waiting for a check to see it."""
+    for problem in row.drift:
+        since = f"Since {row.drift_since:%Y-%m-%d %H:%M} UTC, checks find: " if row.drift_since else ""
+        if problem.code in DELEGATION and delegation_ok:
+            findings.append(Finding("drift_recorded", "info",
+                                    f"{since}{problem.message} The CNAME looks right now: the next check clears this "
+                                    '(or "Check now").'))
+        else:
+            findings.append(Finding("drift_recorded", "error", f"{since}{problem.message}", fix=problem.fix))
 
 
 def _report(purpose: str, record: Seen, zone: Zone | None) -> RecordReport:

@@ -35,6 +35,7 @@ from core.outbound import mail
 from core.verification import checks as verification
 from core.verification import diagnosis
 from core.verification.checks import VerifyResult
+from core.wire import INTERNAL
 from store.records import DomainRow, VerificationLinkRow, Workspace
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ class PublicView:
     validation: Validation
     cert: CertSummary
     ops_status: str
+    next_check_at: dt.datetime | None = attrs.field(default=None, metadata={INTERNAL: True})
+    "For the link's page (\"next check at ...\"); not in the public JSON, which the spec shapes."
 
 
 def new_token() -> str:
@@ -359,7 +362,7 @@ def view(services: Services, token: str) -> PublicView:
     domain = shape.present(_domain(services, link.workspace_id, link.domain_id))
     return PublicView(
         apex=domain.apex, expires_at=link.expires_at, validation=domain.validation, cert=domain.cert,
-        ops_status=domain.ops_status,
+        ops_status=domain.ops_status, next_check_at=domain.next_check_at,
     )
 
 

@@ -16,6 +16,7 @@ import pytest
 from core.certificates import caa
 from core.clock import by_minute
 from core.config import DnsConfig
+from core.lifecycle.watcher import LifecycleWatcher
 from tests.servers.dns_lab import SIGNED, SOA_MINIMUM, DnsLab, missing_tools
 
 pytestmark = pytest.mark.skipif(bool(missing_tools()), reason=f"needs {', '.join(missing_tools())} (Debian packages "
@@ -185,3 +186,17 @@ class TestRecordAtTheZonesOwnName:
         report = await diagnose(api, owner, created)
         codes = [f["code"] for f in report["findings"]]
         assert "record_at_parent" not in codes and "ownership_missing" in codes
+
+
+class TestBackgroundChecks:
+    """Issue 23: a background check never asks again into a cached "no"."""
+
+    @pytest.mark.gen_test
+    async def test_after_a_negative_answer_the_next_check_waits_until_the_resolver_forgets_it(self, api, world, services, clock):
+        owner = world.owner()
+        created = await add(api, owner, "patient.lab.com")
+        clock.advance(80)  # past the first check (interval_seconds 60, jitter up to 20 %)
+        await LifecycleWatcher(services).tick()
+        row = services.store.domains.get(owner.workspace.id, uuid.UUID(created["id"]))
+        assert row.validation_checked_at is not None
+        assert (row.next_check_at - clock.now()).total_seconds() >= SOA_MINIMUM - 10  # not the 120 s of the backoff

@@ -191,20 +191,45 @@ class TestDiagnosis:
         assert (await verify(api, owner, d)).body["status"] == "verified"
 
     @pytest.mark.gen_test
-    async def test_records_removed_after_verification_turn_it_to_error(self, api, world, dns):
+    async def test_a_cname_removed_after_verification_is_drift_and_the_domain_stays_verified(self, api, world, dns):
         owner, d = await make_domain(api, world)
         publish_both(dns, d)
         await verify(api, owner, d)
         dns.clear()
         r = await verify(api, owner, d)
-        assert r.body["status"] == "error"
+        assert r.body["status"] == "verified"
+        assert r.body["message"].startswith("The domain stays verified, but the next renewal of its certificate will fail")
+        after = await reload(api, owner, d)
+        assert [p["code"] for p in after["validation"]["drift"]["problems"]] == ["delegation_missing"]
+        assert after["opsStatus"] == "action_needed"
+
+    @pytest.mark.gen_test
+    async def test_drift_is_cleared_by_the_check_that_finds_the_cname_back(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d)
+        await verify(api, owner, d)
+        dns.clear()
+        await verify(api, owner, d)
+        publish_both(dns, d)
+        await verify(api, owner, d)
+        after = await reload(api, owner, d)
+        assert "drift" not in after["validation"] and after["opsStatus"] != "action_needed"
+
+    @pytest.mark.gen_test
+    async def test_the_ownership_record_is_not_required_once_verified(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d)
+        await verify(api, owner, d)
+        dns.remove("_service-verify.shop.example.com")
+        r = await verify(api, owner, d)
+        assert r.body["status"] == "verified" and "drift" not in (await reload(api, owner, d))["validation"]
 
     @pytest.mark.gen_test
     async def test_a_timeout_does_not_undo_a_verification(self, api, world, dns):
         owner, d = await make_domain(api, world)
         publish_both(dns, d)
         await verify(api, owner, d)
-        dns.zone.silent.add("_service-verify.shop.example.com")
+        dns.zone.silent.add("_acme-challenge.shop.example.com")
         r = await verify(api, owner, d)
         assert r.body["status"] == "verified"
         assert r.body["message"].startswith("The domain stays verified, but this check was inconclusive.")

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from core.edge import ProviderBusy
-from core.edge.pacing import Pacer, parse_ratelimit, parse_retry_after
+from core.edge.pacing import BACKGROUND, Pacer, parse_ratelimit, parse_retry_after
 
 
 class Clock:
@@ -177,3 +177,91 @@ class TestHeaders:
     def test_retry_after_as_an_http_date(self):
         now = time.time()
         assert parse_retry_after(email.utils.formatdate(now + 90, usegmt=True), now=now) == pytest.approx(90, abs=1)
+
+
+class TestBackground:
+    """Calls no one waits on (the lifecycle's): a share of the window, and everyone else first."""
+
+    @staticmethod
+    async def background(budget: Pacer) -> None:
+        token = BACKGROUND.set(True)
+        try:
+            await budget.acquire()
+        finally:
+            BACKGROUND.reset(token)
+
+    @pytest.mark.gen_test
+    async def test_background_calls_are_spread_evenly_over_their_share_of_the_window(self, clock):
+        budget = Pacer(10, 60, background_share=0.5, monotonic=clock, sleep=clock.sleep)
+        for _ in range(5):
+            await self.background(budget)
+        assert clock.slept == [12, 12, 12]  # five in a window of 60 s: one every 12 s (two at once after idling)
+
+    @pytest.mark.gen_test
+    async def test_background_calls_take_at_most_their_share_of_any_window(self, clock):
+        budget = Pacer(10, 60, background_share=0.5, monotonic=clock, sleep=clock.sleep)
+        times = []
+        for _ in range(12):
+            await self.background(budget)
+            times.append(clock.now)
+        assert all(later - first >= 60 for first, later in zip(times, times[5:]))
+
+    @pytest.mark.gen_test
+    async def test_a_persons_call_is_not_refused_because_of_background_calls(self, clock):
+        budget = Pacer(10, 60, background_share=0.5, monotonic=clock, sleep=clock.sleep)
+        for _ in range(5):
+            await self.background(budget)
+        clock.slept.clear()
+        for _ in range(5):
+            await budget.acquire()  # the other half of the window is theirs
+        assert clock.slept == []
+
+    @pytest.mark.gen_test
+    async def test_a_background_call_waits_instead_of_being_busy(self, clock):
+        budget = Pacer(2, 30, background_share=1.0, monotonic=clock, sleep=clock.sleep)
+        await budget.acquire()
+        await budget.acquire()
+        await self.background(budget)  # a person's call would get ProviderBusy here
+        assert clock.slept == [30]
+
+    @pytest.mark.gen_test
+    async def test_a_background_call_that_would_wait_too_long_is_busy(self, clock):
+        budget = Pacer(1, 3600, monotonic=clock, sleep=clock.sleep)
+        await budget.acquire()
+        with pytest.raises(ProviderBusy):
+            await self.background(budget)
+
+    @pytest.mark.gen_test
+    async def test_a_background_call_lets_a_waiting_persons_call_go_first(self):
+        budget = Pacer(1, 0.2, background_share=1.0)
+        order: list[str] = []
+        await budget.acquire()
+
+        async def person() -> None:
+            await budget.acquire()
+            order.append("person")
+
+        async def later() -> None:
+            await asyncio.sleep(0.01)  # the person is already waiting
+            await self.background(budget)
+            order.append("background")
+
+        await asyncio.gather(person(), later())
+        assert order == ["person", "background"]
+
+    @pytest.mark.gen_test
+    async def test_the_providers_last_share_is_left_to_the_others(self, clock):
+        budget = Pacer(10, 60, background_share=0.5, monotonic=clock, sleep=clock.sleep)
+        budget.observe(remaining=5, reset_seconds=20, retry_after=None)  # the token was spent elsewhere
+        await self.background(budget)
+        assert clock.slept == [20]
+
+    @pytest.mark.gen_test
+    async def test_its_own_background_calls_do_not_count_as_spent_elsewhere(self, clock):
+        budget = Pacer(10, 60, background_share=0.5, monotonic=clock, sleep=clock.sleep)
+        for _ in range(4):
+            await self.background(budget)
+        budget.observe(remaining=6, reset_seconds=20, retry_after=None)  # what our own four calls left
+        clock.slept.clear()
+        await self.background(budget)
+        assert clock.slept == [12]  # only the spacing (the fourth call set the grid)

@@ -146,6 +146,7 @@ class _Hostnames(_Base):
         if not isinstance(ssl, dict) or "method" not in ssl or "type" not in ssl:
             return self.fail(400, 1440, "SSL requires both type and method.")
         with self.api.lock:
+            self.api.issue_requests.append((hostname.lower(), time.monotonic()))
             if self.api.find(hostname) is not None:
                 return self.fail(409, 1406, "Duplicate custom hostname found.")
             if self.api.max_hostnames is not None and len(self.api.hostnames) >= self.api.max_hostnames:
@@ -238,6 +239,8 @@ class FakeCloudflare:
             self.hostnames: dict[str, dict[str, Any]] = {}
             self.requests: list[tuple[str, str]] = []
             self.bodies: list[tuple[str, str, Any]] = []
+            self.issue_requests: list[tuple[str, float]] = []
+            "Valid-looking POSTs of a hostname, with when they arrived (time.monotonic)."
             self.statuses: list[int] = []
             self.revalidations = 0
             self.auto_activate = False

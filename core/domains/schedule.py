@@ -1,0 +1,83 @@
+"""When the background checks look at a domain next (README, "Lifecycle"): the one place the
+schedule is decided, from what the domain is waiting for.
+
+| the domain | checked | stops |
+|---|---|---|
+| records not both found, or verified with no certificate yet | after ``interval_seconds``, doubling up to ``max_interval_seconds`` | ``pending_days`` after creation or the last check a person asked for |
+| certificate pending or renewing | the same backoff | never (the provider ends it: active or failed) |
+| certificate failed | the same backoff (refreshed: the provider may retry validation on its own) | as for records not found |
+| certificate active | every ``active_check_seconds``; daily from ``nextRenewalAt`` on; at ``notAfter`` at the latest | never |
+| certificate blocked | every ``active_check_seconds`` (drift only) | never |
+
+Every wait gets up to 20 % jitter, so domains created together (a bulk request) spread out. After
+a negative DNS answer the next check waits at least as long as the resolver will keep that answer:
+asking again sooner would only read the cached "no".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from typing import Literal
+
+import attrs
+
+from core.config import LifecycleConfig
+from store.records import DomainRow
+
+Kind = Literal["dns", "certificate", "active"]
+DAY = dt.timedelta(days=1)
+JITTER = 0.2
+
+
+def kind(row: DomainRow) -> Kind:
+    """What a check of this domain does: verify its DNS (and start issuance), refresh its
+    certificate, or re-read an active certificate and look for drift.
+
+    A failed certificate is only refreshed: a new issuance request would queue an event each time
+    (spec), and a person's check starts one when they have fixed what failed."""
+    if row.validation_status != "verified" or row.cert_status == "none":
+        return "dns"
+    if row.cert_status in ("pending", "renewing", "error"):
+        return "certificate"
+    return "active"
+
+
+def _jittered(seconds: float) -> dt.timedelta:
+    return dt.timedelta(seconds=seconds * (1 + random.uniform(0, JITTER)))
+
+
+def first(config: LifecycleConfig, now: dt.datetime) -> dt.datetime:
+    """A new domain's first check, or the first after a check a person asked for."""
+    return now + _jittered(config.interval_seconds)
+
+
+def restarted(row: DomainRow, config: LifecycleConfig, now: dt.datetime) -> DomainRow:
+    """``row`` after a check a person asked for: the schedule starts again."""
+    return attrs.evolve(row, next_check_at=first(config, now), check_step=0, checks_since=now)
+
+
+def after_check(before: DomainRow, row: DomainRow, config: LifecycleConfig, now: dt.datetime, *,
+                wait_at_least: float | None = None) -> DomainRow:
+    """``row`` (the domain after a background check of ``before``) with its next check planned.
+
+    ``wait_at_least``: seconds a resolver keeps the negative answer the check just got.
+    """
+    what = kind(row)
+    step = before.check_step + 1 if kind(before) == what else 0
+    since = row.checks_since or row.created_at
+    if what == "active":
+        interval = config.active_check_seconds
+        if row.cert_next_renewal_at is not None and now >= row.cert_next_renewal_at:
+            interval = min(interval, DAY.total_seconds())  # inside the renewal window: daily
+        due = now + _jittered(interval)
+        for moment in (row.cert_next_renewal_at, row.cert_not_after):  # its start, and the expiry, are not missed
+            if moment is not None and now < moment < due:
+                due = moment
+    elif (what == "dns" or row.cert_status == "error") and now >= since + dt.timedelta(days=config.pending_days):
+        return attrs.evolve(row, next_check_at=None, check_step=step)
+    else:
+        due = now + _jittered(min(config.interval_seconds * 2 ** min(step, 30), config.max_interval_seconds))
+    if wait_at_least is not None:
+        due = max(due, now + dt.timedelta(seconds=wait_at_least))
+    return attrs.evolve(row, next_check_at=due, check_step=step)

@@ -1,0 +1,1 @@
+"""Watching domains and certificates in the background (README, "Lifecycle")."""

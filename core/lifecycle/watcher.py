@@ -1,0 +1,154 @@
+"""The background checks: nothing stays pending, stale or silently at risk because nobody asked.
+
+A sweep claims the domains whose ``next_check_at`` has come (store/lifecycle.py: a lease, so two
+processes never check one domain at once and a crash loses no check), checks each as its state
+asks (core/domains/schedule.py) and plans its next check:
+
+- ``dns``: the domain's records are not both found yet, or it is verified without a certificate:
+  exactly what ``verify-delegation`` does, issuance (and its event) included;
+- ``certificate``: a pending, renewing or failed certificate is refreshed, as ``refresh`` stores it;
+- ``active``: the delegation CNAME and CAA are checked for drift, and the certificate is read back
+  from the provider, so a renewal it made moves ``notAfter`` and the rest.
+
+Provider calls made here are marked as background (core/edge/pacing.py): they take at most
+``[lifecycle] provider_share`` of the request window and let everyone else go first. At most
+``BATCH`` checks run at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import uuid
+from typing import TYPE_CHECKING
+
+from core.certificates import caa, issuance
+from core.clock import truncate_ms
+from core.config import Config
+from core.domains import schedule
+from core.domains.drift import CAA, with_drift
+from core.edge import ProviderBusy, ProviderError
+from core.edge.pacing import BACKGROUND, BACKGROUND_MAX_WAIT
+from core.errors import NotFound
+from core.verification import checks
+from store.records import DomainRow, DriftProblem, Workspace
+
+if TYPE_CHECKING:
+    from core.services import Services
+
+log = logging.getLogger(__name__)
+
+#: Checks claimed, and run, at once: no claimed check waits for a slot, so its lease need only
+#: outlive one check.
+BATCH = 32
+#: Sequential DNS questions one check may ask at most (its lookups, the walk to the zone, CAA).
+_DNS_STEPS = 10
+
+
+def lease_for(config: Config) -> dt.timedelta:
+    """How long a claimed check is held: longer than one check can take (two provider calls, each
+    waiting its turn, timing out and retrying; and every DNS question timing out)."""
+    seconds = _DNS_STEPS * config.dns.timeout_seconds + 10
+    if config.provider.kind == "cloudflare":
+        cf = config.provider.cloudflare
+        seconds += 2 * (min(BACKGROUND_MAX_WAIT, cf.window_seconds) + cf.timeout_seconds + cf.retry_seconds)
+    return dt.timedelta(seconds=seconds)
+
+
+class LifecycleWatcher:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.lease = lease_for(services.config)
+        self._running = False
+        self._again = False
+
+    async def tick(self) -> None:
+        """One sweep of everything due; a sweep asked for while one runs is folded into it."""
+        if self._running:
+            self._again = True
+            return
+        self._running = True
+        try:
+            while True:
+                self._again = False
+                claimed = self._claim()
+                await self._check_all(claimed)
+                if not self._again and len(claimed) < BATCH:
+                    break
+        finally:
+            self._running = False
+
+    def _claim(self) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        now = self.services.clock.now()
+        with self.services.store.transaction():
+            return self.services.store.lifecycle.claim(now, truncate_ms(now + self.lease), BATCH)
+
+    async def _check_all(self, claimed: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
+        await asyncio.gather(*(self.check(w, d) for w, d in claimed))
+
+    async def check(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> None:
+        """Check one claimed domain and plan its next check; never raises."""
+        store = self.services.store
+        workspace = store.accounts.get_workspace(workspace_id)
+        before = store.domains.get(workspace_id, domain_id)
+        if workspace is None or before is None:
+            return  # deleted meanwhile
+        kind = schedule.kind(before)
+        token = BACKGROUND.set(True)
+        wait: float | None = None
+        try:
+            outcome, wait = await self._run(kind, workspace, before)
+        except ProviderBusy as exc:
+            outcome, wait = "deferred", exc.retry_after
+        except (ProviderError, NotFound) as exc:
+            outcome = "failed"
+            log.info("lifecycle check (%s) of %s: %s", kind, before.apex, exc)
+        except Exception:  # one domain's surprise must not end the sweep for the rest
+            outcome = "failed"
+            log.exception("lifecycle check (%s) of %s failed", kind, before.apex)
+        finally:
+            BACKGROUND.reset(token)
+        self._plan(before, wait)
+        self.services.metrics.lifecycle_checks.labels(kind, outcome).inc()
+
+    async def _run(self, kind: schedule.Kind, workspace: Workspace, row: DomainRow) -> tuple[str, float | None]:
+        """The check itself: its outcome (a status) and how long the resolver keeps a negative answer it got."""
+        if kind == "dns":
+            result = await checks.verify(self.services, workspace=workspace, domain_id=row.id, asked=False)
+            return result.status, result.cached_for
+        if kind == "active":
+            result = await checks.verify(self.services, workspace=workspace, domain_id=row.id, asked=False)
+            await self._caa_drift(workspace, row)
+            wait = result.cached_for
+        else:
+            wait = None
+        latest = self.services.store.certificates.latest(workspace.id, row.id)
+        if latest is None or latest.provider_hostname_id is None:
+            return "no_certificate", wait
+        summary = await issuance.refresh(self.services, workspace=workspace, certificate_id=latest.id)
+        return summary.status, wait
+
+    async def _caa_drift(self, workspace: Workspace, row: DomainRow) -> None:
+        """CAA that no longer lets the provider's certificate authorities issue: the next renewal fails."""
+        verdict = await caa.preflight(self.services.dns, row.apex, self.services.config.provider.caa_issuers)
+        found = [] if verdict.allowed or verdict.dnssec else [
+            DriftProblem("caa_forbids", verdict.message or "CAA forbids issuance.",
+                         "Add CAA records that allow the edge provider's certificate authorities (see the message).")]
+        now = self.services.clock.now()
+        with self.services.store.transaction():
+            current = self.services.store.domains.get(workspace.id, row.id)
+            if current is not None and (found or any(p.code in CAA for p in current.drift)):
+                self.services.store.domains.update(with_drift(current, found, replacing=CAA, now=now))
+
+    def _plan(self, before: DomainRow, wait: float | None) -> None:
+        store = self.services.store
+        now = self.services.clock.now()
+        with store.transaction():
+            current = store.domains.get(before.workspace_id, before.id)
+            if current is None:
+                return
+            if current.checks_since != before.checks_since:
+                return  # a person asked for a check meanwhile, which started the schedule again
+            store.domains.update(schedule.after_check(before, current, self.services.config.lifecycle, now,
+                                                      wait_at_least=wait))

@@ -1,0 +1,335 @@
+"""The background checks (core/lifecycle/), in process: the clock is moved, a sweep is run, and
+the domain is read back through the API. DNS is the real test server; the provider the sandbox,
+or the fake Cloudflare API where a renewal or an expiry must be shown."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import attrs
+import pytest
+
+from core.config import CloudflareConfig, ProviderConfig
+from core.lifecycle.watcher import LifecycleWatcher
+from core.runtime.jobs import start_jobs
+from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
+
+APEX = "shop.example.com"
+CNAME_AT, TXT_AT = f"_acme-challenge.{APEX}", f"_service-verify.{APEX}"
+JITTER = 1.2
+
+
+@attrs.frozen
+class Caller:
+    """A workspace and an API key of it: days pass in these tests, and sessions expire."""
+
+    workspace: object
+    token: str
+
+
+async def add(api, world, apex=APEX):
+    actor = world.owner()
+    owner = Caller(actor.workspace, world.key(actor.workspace, ["*"]))
+    r = await api.post("/v1/domains", {"apex": apex}, token=owner.token)
+    assert r.status == 201, r.body
+    return owner, r.body
+
+
+def publish(dns, created):
+    dns.publish(f"_acme-challenge.{created['apex']}", "CNAME", created["validation"]["delegation"]["value"])
+    dns.publish(f"_service-verify.{created['apex']}", "TXT", created["validation"]["ownership"]["value"])
+
+
+async def read(api, owner, created):
+    return (await api.get(f"/v1/domains/{created['id']}", token=owner.token)).body
+
+
+async def sweep(services, clock, seconds=0.0):
+    """Move the clock on, then run one sweep of everything due."""
+    clock.advance(seconds)
+    await LifecycleWatcher(services).tick()
+
+
+def row(services, owner, created):
+    return services.store.domains.get(owner.workspace.id, uuid.UUID(created["id"]))
+
+
+def wait_after(services, owner, created, clock):
+    """Seconds from now to the domain's next check."""
+    return (row(services, owner, created).next_check_at - clock.now()).total_seconds()
+
+
+async def until_due(services, owner, created, clock):
+    """Move the clock to the domain's next check and sweep."""
+    await sweep(services, clock, max(wait_after(services, owner, created, clock), 0) + 0.001)
+
+
+def events_of(services, certificate_id=None):
+    rows = services.store.db.execute("SELECT type, data FROM outbox_events ORDER BY created_at, rowid").fetchall()
+    return [t for t, data in rows if certificate_id is None or certificate_id in data]
+
+
+class TestPendingDomains:
+    @pytest.mark.gen_test
+    async def test_a_new_domain_is_first_checked_after_interval_seconds(self, api, world, services, clock):
+        owner, created = await add(api, world)
+        assert 60 <= wait_after(services, owner, created, clock) <= 60 * JITTER
+        assert (await read(api, owner, created))["nextCheckAt"] == row(services, owner, created).next_check_at.strftime(
+            "%Y-%m-%dT%H:%M:%S.") + f"{row(services, owner, created).next_check_at.microsecond // 1000:03d}Z"
+
+    @pytest.mark.gen_test
+    async def test_nothing_is_checked_before_it_is_due(self, api, world, services, clock):
+        owner, created = await add(api, world)
+        await sweep(services, clock, 30)
+        assert "lastCheckedAt" not in (await read(api, owner, created))["validation"]
+
+    @pytest.mark.gen_test
+    async def test_records_that_appear_verify_the_domain_and_start_issuance_with_its_event(self, api, world, services, clock, dns):
+        owner, created = await add(api, world)
+        publish(dns, created)
+        await until_due(services, owner, created, clock)
+        domain = await read(api, owner, created)
+        assert (domain["validation"]["status"], domain["cert"]["status"]) == ("verified", "pending")
+        assert events_of(services) == ["cert.issue_pending"]
+
+    @pytest.mark.gen_test
+    async def test_the_wait_doubles_while_the_records_are_missing(self, api, world, services, clock):
+        owner, created = await add(api, world)
+        waits = []
+        for _ in range(3):
+            await until_due(services, owner, created, clock)
+            waits.append(wait_after(services, owner, created, clock))
+        for wait, base in zip(waits, (120, 240, 480)):
+            assert base <= wait <= base * JITTER
+
+    @pytest.mark.gen_test
+    async def test_the_wait_stops_growing_at_max_interval_seconds(self, api, world, services, clock):
+        owner, created = await add(api, world)
+        for _ in range(10):
+            await until_due(services, owner, created, clock)
+        assert 3600 <= wait_after(services, owner, created, clock) <= 3600 * JITTER
+
+    @pytest.mark.gen_test
+    async def test_a_check_a_person_asks_for_starts_the_schedule_again(self, api, world, services, clock):
+        owner, created = await add(api, world)
+        for _ in range(3):
+            await until_due(services, owner, created, clock)
+        await api.post(f"/v1/domains/{created['id']}/verify-delegation", token=owner.token)
+        assert 60 <= wait_after(services, owner, created, clock) <= 60 * JITTER
+
+    @pytest.mark.gen_test
+    async def test_pending_domains_are_not_checked_after_pending_days(self, api, world, services, clock):
+        owner, created = await add(api, world)
+        await sweep(services, clock, 14 * 86400 + 1)
+        assert row(services, owner, created).next_check_at is None
+        assert "nextCheckAt" not in await read(api, owner, created)
+
+    @pytest.mark.gen_test
+    async def test_a_check_a_person_asks_for_after_pending_days_starts_it_again(self, api, world, services, clock):
+        owner, created = await add(api, world)
+        await sweep(services, clock, 14 * 86400 + 1)
+        await api.post(f"/v1/domains/{created['id']}/verify-delegation", token=owner.token)
+        assert "nextCheckAt" in await read(api, owner, created)
+
+
+class TestCertificates:
+    @pytest.mark.gen_test
+    async def test_a_pending_certificate_is_refreshed_until_it_is_active(self, api, world, services, clock, dns):
+        owner, created = await add(api, world)
+        publish(dns, created)
+        await until_due(services, owner, created, clock)  # verified, issuance started (sandbox: active 10 s later)
+        await until_due(services, owner, created, clock)
+        domain = await read(api, owner, created)
+        assert (domain["cert"]["status"], domain["opsStatus"]) == ("active", "active")
+
+    @pytest.mark.gen_test
+    async def test_an_active_certificate_is_next_read_after_active_check_seconds(self, api, world, services, clock, dns):
+        owner, created = await add(api, world)
+        publish(dns, created)
+        await until_due(services, owner, created, clock)
+        await until_due(services, owner, created, clock)
+        assert 86400 <= wait_after(services, owner, created, clock) <= 86400 * JITTER
+
+    @pytest.mark.gen_test
+    async def test_spec_events_queue_nothing_when_a_refresh_finds_it_active(self, api, world, services, clock, dns):
+        owner, created = await add(api, world)
+        publish(dns, created)
+        await until_due(services, owner, created, clock)
+        await until_due(services, owner, created, clock)
+        assert events_of(services) == ["cert.issue_pending"]
+
+
+    @pytest.mark.gen_test
+    async def test_a_failed_certificate_is_refreshed_but_never_requested_again(self, api, world, services, clock, dns):
+        owner, created = await add(api, world, apex="fail.example.com")  # the sandbox fails fail.*
+        publish(dns, created)
+        for _ in range(4):
+            await until_due(services, owner, created, clock)
+        assert (await read(api, owner, created))["cert"]["status"] == "error"
+        assert events_of(services) == ["cert.issue_failed"]
+
+
+class TestTransitionEvents:
+    @pytest.fixture
+    def config(self, config):
+        return attrs.evolve(config, lifecycle=attrs.evolve(config.lifecycle, events="transitions"))
+
+    @pytest.mark.gen_test
+    async def test_a_refresh_that_finds_it_active_queues_one_cert_issued(self, api, world, services, clock, dns):
+        owner, created = await add(api, world)
+        publish(dns, created)
+        await until_due(services, owner, created, clock)
+        await until_due(services, owner, created, clock)
+        [certificate] = (await api.post(f"/v1/domains/{created['id']}/certificates/query", {}, token=owner.token)).body["items"]
+        await api.post(f"/v1/certificates/{certificate['id']}/refresh", token=owner.token)  # a person's refresh too
+        await until_due(services, owner, created, clock)
+        assert events_of(services, certificate["id"]) == ["cert.issue_pending", "cert.issued"]
+
+
+class TestDrift:
+    @pytest.mark.gen_test
+    async def test_a_removed_cname_is_recorded_as_drift_with_its_fix(self, api, world, services, clock, dns):
+        owner, created = await active(api, world, services, clock, dns)
+        dns.remove(CNAME_AT)
+        await until_due(services, owner, created, clock)
+        domain = await read(api, owner, created)
+        [problem] = domain["validation"]["drift"]["problems"]
+        assert problem["code"] == "delegation_missing" and CNAME_AT in problem["fix"]
+        assert (domain["validation"]["status"], domain["opsStatus"]) == ("verified", "action_needed")
+
+    @pytest.mark.gen_test
+    async def test_drift_stays_until_the_cname_is_back(self, api, world, services, clock, dns):
+        owner, created = await active(api, world, services, clock, dns)
+        dns.remove(CNAME_AT)
+        await until_due(services, owner, created, clock)
+        await until_due(services, owner, created, clock)
+        assert "drift" in (await read(api, owner, created))["validation"]
+        dns.publish(CNAME_AT, "CNAME", created["validation"]["delegation"]["value"])
+        await until_due(services, owner, created, clock)
+        domain = await read(api, owner, created)
+        assert "drift" not in domain["validation"] and domain["opsStatus"] == "active"
+
+    @pytest.mark.gen_test
+    async def test_caa_that_forbids_the_providers_authorities_is_drift(self, api, world, services, clock, dns):
+        owner, created = await active(api, world, services, clock, dns)
+        dns.publish_caa(APEX, "issue", "ca.example.net")
+        await until_due(services, owner, created, clock)
+        [problem] = (await read(api, owner, created))["validation"]["drift"]["problems"]
+        assert problem["code"] == "caa_forbids"
+
+    @pytest.mark.gen_test
+    async def test_the_diagnosis_shows_the_recorded_drift_with_its_fix(self, api, world, services, clock, dns):
+        owner, created = await active(api, world, services, clock, dns)
+        dns.remove(CNAME_AT)
+        await until_due(services, owner, created, clock)
+        report = (await api.get(f"/v1/domains/{created['id']}/diagnosis", token=owner.token)).body
+        [finding] = [f for f in report["findings"] if f["code"] == "drift_recorded"]
+        assert finding["severity"] == "error" and CNAME_AT in finding["fix"]
+
+    @pytest.mark.gen_test
+    async def test_drift_is_counted_in_metrics(self, api, world, services, clock, dns):
+        owner, created = await active(api, world, services, clock, dns)
+        dns.remove(CNAME_AT)
+        await until_due(services, owner, created, clock)
+        assert "cps_domains_drifted 1.0" in services.metrics.render().decode()
+
+
+async def active(api, world, services, clock, dns):
+    """A domain checked into an active (sandbox) certificate by the background checks alone."""
+    owner, created = await add(api, world)
+    publish(dns, created)
+    await until_due(services, owner, created, clock)
+    await until_due(services, owner, created, clock)
+    assert (await read(api, owner, created))["cert"]["status"] == "active"
+    return owner, created
+
+
+class TestAtTheProvider:
+    """The fake Cloudflare API: what the provider does on its own is read back."""
+
+    @pytest.fixture(scope="class")
+    def fake(self):
+        server = FakeCloudflare().start()
+        yield server
+        server.stop()
+
+    @pytest.fixture
+    def config(self, config, fake):
+        fake.reset()
+        cf = CloudflareConfig(api_base=fake.api_base, zone_id=ZONE_ID, api_token=TOKEN, timeout_seconds=1, retry_seconds=1)
+        return attrs.evolve(config, provider=ProviderConfig(kind="cloudflare", cloudflare=cf))
+
+    async def issued(self, api, world, services, clock, dns, fake):
+        owner, created = await add(api, world)
+        publish(dns, created)
+        await until_due(services, owner, created, clock)
+        fake.set_state(APEX, status="active", ssl_status="active")
+        await until_due(services, owner, created, clock)
+        assert (await read(api, owner, created))["cert"]["status"] == "active"
+        return owner, created
+
+    @pytest.mark.gen_test
+    async def test_a_renewal_the_provider_made_moves_not_after(self, api, world, services, clock, dns, fake):
+        owner, created = await self.issued(api, world, services, clock, dns, fake)
+        before = (await read(api, owner, created))["cert"]
+        renewed = (dt.datetime.now(dt.UTC) + dt.timedelta(days=150)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        def renew(record):
+            record["ssl"]["expires_on"] = renewed
+            record["ssl"]["certificates"][0].update(expires_on=renewed, issued_on=renewed)
+
+        fake.edit(APEX, renew)
+        await until_due(services, owner, created, clock)
+        after = (await read(api, owner, created))["cert"]
+        assert after["notAfter"] == renewed.replace("Z", ".000Z") and after["notAfter"] != before["notAfter"]
+        assert after["nextRenewalAt"] > before["nextRenewalAt"]
+
+    async def not_after(self, api, owner, created):
+        return dt.datetime.fromisoformat((await read(api, owner, created))["cert"]["notAfter"])
+
+    @pytest.mark.gen_test
+    async def test_an_active_certificate_is_checked_again_at_not_after_at_the_latest(self, api, world, services, clock, dns, fake):
+        owner, created = await self.issued(api, world, services, clock, dns, fake)
+        not_after = await self.not_after(api, owner, created)
+        await sweep(services, clock, (not_after - clock.now()).total_seconds() - 3600)
+        assert row(services, owner, created).next_check_at <= not_after
+
+    @pytest.mark.gen_test
+    async def test_a_certificate_past_not_after_is_never_shown_active(self, api, world, services, clock, dns, fake):
+        owner, created = await self.issued(api, world, services, clock, dns, fake)
+        not_after = await self.not_after(api, owner, created)
+        await sweep(services, clock, (not_after - clock.now()).total_seconds() + 1)
+        domain = await read(api, owner, created)
+        assert (domain["cert"]["status"], domain["opsStatus"]) == ("error", "action_needed")
+        assert "expired" in domain["cert"]["lastError"]
+
+
+class TestRunning:
+    @pytest.mark.gen_test
+    async def test_the_sweep_is_a_periodic_job(self, services):
+        jobs, _ = start_jobs(services)
+        try:
+            assert "lifecycle" in jobs
+        finally:
+            for job in jobs.values():
+                job.stop()
+
+    @pytest.mark.gen_test
+    async def test_disabled_runs_no_sweep(self, services, config):
+        services.config = attrs.evolve(config, lifecycle=attrs.evolve(config.lifecycle, enabled=False))
+        jobs, _ = start_jobs(services)
+        for job in jobs.values():
+            job.stop()
+        assert "lifecycle" not in jobs
+
+    @pytest.mark.gen_test
+    async def test_metrics_count_checks_by_kind_and_outcome_and_what_is_due(self, api, world, services, clock):
+        owner, created = await add(api, world)
+        await until_due(services, owner, created, clock)
+        await add(api, world)
+        clock.advance(3600)
+        text = services.metrics.render().decode()
+        assert 'cps_lifecycle_checks_total{kind="dns",outcome="pending"} 1.0' in text
+        assert "cps_lifecycle_checks_due 2.0" in text
+        assert "cps_lifecycle_oldest_overdue_seconds" in text

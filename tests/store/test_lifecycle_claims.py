@@ -1,0 +1,74 @@
+"""store.lifecycle: a due check is claimed by one process at a time, and a lease that runs out
+makes it due again (two Store objects on one file stand for two service processes)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import uuid
+
+import pytest
+
+from store import Store
+from store.migrations import apply_migrations
+from store.records import DomainRow, Workspace
+
+NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
+LEASE = NOW + dt.timedelta(minutes=5)
+
+
+@pytest.fixture
+def path(tmp_path):
+    store = Store(tmp_path / "db.sqlite3")
+    apply_migrations(store)
+    ws = Workspace(id=uuid.uuid4(), name="w", created_at=NOW, ownership_token="t")
+    with store.transaction():
+        store.accounts.insert_workspace(ws)
+        store.domains.insert_many([
+            DomainRow(id=uuid.uuid4(), workspace_id=ws.id, apex=f"h{n}.example.com", tags=[], created_at=NOW,
+                      updated_at=NOW, delegation_target="t", validation_status="pending", cert_status="none",
+                      ops_status="action_needed", ownership_token="t", next_check_at=NOW + dt.timedelta(seconds=n % 7),
+                      checks_since=NOW)
+            for n in range(1000)
+        ])
+    store.close()
+    return tmp_path / "db.sqlite3"
+
+
+def claim(store: Store, now: dt.datetime, limit: int = 50) -> list[uuid.UUID]:
+    with store.transaction():
+        return [d for _, d in store.lifecycle.claim(now, LEASE, limit)]
+
+
+def test_two_processes_never_claim_the_same_check(path):
+    stores = [Store(path), Store(path)]
+    claimed: list[list[uuid.UUID]] = [[], []]
+
+    def drain(i: int) -> None:
+        while batch := claim(stores[i], NOW + dt.timedelta(seconds=10)):
+            claimed[i].extend(batch)
+
+    threads = [threading.Thread(target=drain, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    both = claimed[0] + claimed[1]
+    assert len(both) == len(set(both)) == 1000
+    for store in stores:
+        store.close()
+
+
+def test_only_what_is_due_is_claimed_soonest_first(path):
+    store = Store(path)
+    first = claim(store, NOW, limit=1000)
+    assert len(first) == len([n for n in range(1000) if n % 7 == 0])
+    store.close()
+
+
+def test_a_claimed_check_is_due_again_when_its_lease_runs_out(path):
+    store = Store(path)
+    claimed = claim(store, NOW + dt.timedelta(seconds=10), limit=1000)
+    assert claim(store, NOW + dt.timedelta(minutes=4)) == []
+    assert sorted(claim(store, LEASE, limit=1000)) == sorted(claimed)
+    store.close()
