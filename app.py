@@ -25,6 +25,7 @@ from core.runtime import cli, commands
 from core.runtime.assembly import build_services
 from core.services import Services
 from handlers.server import bind, serve
+from store.migrations import SchemaTooNew
 
 log = logging.getLogger("app")
 #: Open files (connections) the service asks the system to allow.
@@ -49,6 +50,8 @@ def open_services(config: Config) -> Services:
         return build_services(config)
     except sqlite3.Error as exc:
         raise ConfigError(f"storage.path: cannot open {config.storage.path}: {exc}") from None
+    except SchemaTooNew as exc:  # a downgrade: never run code on a schema it does not know
+        raise ConfigError(f"storage.path: {exc}") from None
 
 
 def raise_open_files_limit() -> None:

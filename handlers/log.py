@@ -20,6 +20,8 @@ _LINK_TOKEN = re.compile(r"vl_[A-Za-z0-9_-]+")
 _GROUP = re.compile(r"\([^)]*\)")
 #: Methods metrics name; Tornado accepts any token, and each new label would be a new series.
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+#: Health checks that pass write no line (handlers/health.py).
+_PROBES = frozenset({"/healthz", "/readyz"})
 
 
 def shown_path(path: str) -> str:
@@ -42,6 +44,8 @@ def log_request(handler: RequestHandler) -> None:
         route = handler.settings.get("route_labels", {}).get(type(handler), "unmatched")
         method = handler.request.method if handler.request.method in _METHODS else "OTHER"
         metrics.count_request(route, method, status, seconds)
+    if status < 400 and handler.request.path in _PROBES:
+        return  # a balancer's health check, every few seconds: counted, not logged
     if status < 400:
         level = logging.INFO
     elif status < 500:

@@ -23,7 +23,7 @@ from store.domains import DomainRepo, register_functions
 from store.idempotency import IdempotencyRepo
 from store.lifecycle import LifecycleRepo
 from store.metrics import MetricsRepo
-from store.migrations import apply_migrations
+from store.migrations import SchemaTooNew, apply_migrations
 from store.outbox import OutboxRepo
 from store.team import TeamRepo
 from store.verification_links import VerificationLinkRepo
@@ -85,7 +85,11 @@ class Store:
         self.verification_links = VerificationLinkRepo(self.db)
         self.webhooks = WebhookRepo(self.db)
         self.metrics = MetricsRepo(self.db)
-        apply_migrations(self)
+        try:
+            apply_migrations(self)
+        except SchemaTooNew:
+            conn.close()
+            raise
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

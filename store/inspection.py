@@ -13,7 +13,7 @@ from pathlib import Path
 
 import attrs
 
-from store.migrations import MIGRATIONS
+from store.migrations import MIGRATIONS, SchemaTooNew, latest_version
 
 
 @attrs.frozen
@@ -22,13 +22,16 @@ class Summary:
     domains: int
     pending_migrations: list[int]
     "Versions this service would apply at its next start."
+    version: int
+    "The newest migration the database records."
 
 
 def inspect(path: str | Path) -> Summary | None:
     """What the database holds; None when there is no database file yet. Raises
     ``sqlite3.Error`` when the file cannot be read or is not this service's database, and
     ``OSError`` when it (or its ``-wal`` or ``-shm``) cannot even be looked at, for example in a
-    folder the user cannot enter: that is not "no database yet"."""
+    folder the user cannot enter: that is not "no database yet"; ``SchemaTooNew`` when a newer
+    version of the service migrated it."""
     path = Path(path)
     if not path.is_file():
         return None
@@ -45,5 +48,7 @@ def inspect(path: str | Path) -> Summary | None:
         [domains] = conn.execute("SELECT count(*) FROM domains").fetchone()
     finally:
         conn.close()
+    if applied and max(applied) > latest_version():
+        raise SchemaTooNew(max(applied), latest_version())
     pending = [version for version, _, _ in MIGRATIONS if version not in applied]
-    return Summary(workspaces=workspaces, domains=domains, pending_migrations=pending)
+    return Summary(workspaces=workspaces, domains=domains, pending_migrations=pending, version=max(applied, default=0))

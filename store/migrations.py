@@ -131,8 +131,31 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
+class SchemaTooNew(Exception):
+    """The database was migrated by a newer version of the service: this code does not know its
+    schema, and running on it would be undefined. Start-up stops (exit code 2)."""
+
+    def __init__(self, database_version: int, code_version: int) -> None:
+        self.database_version, self.code_version = database_version, code_version
+        super().__init__(f"the database's schema is version {database_version}, newer than this code's "
+                         f"{code_version}: run the newer version of the service, or restore the backup taken "
+                         "before the upgrade")
+
+
+def latest_version(migrations: list[Migration] | None = None) -> int:
+    """The schema version this code writes."""
+    return max(version for version, _, _ in (MIGRATIONS if migrations is None else migrations))
+
+
+def schema_version(store: Store) -> int:
+    """The newest migration the database records (0 before any)."""
+    [version] = store.db.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
+    return int(version)
+
+
 def apply_migrations(store: Store, migrations: list[Migration] | None = None) -> list[int]:
-    """Apply the migrations this database lacks; each one commits with its record."""
+    """Apply the migrations this database lacks; each one commits with its record. A database
+    newer than the code is refused before anything is written (``SchemaTooNew``)."""
     db = store.db
     db.execute(
         """CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -142,6 +165,9 @@ def apply_migrations(store: Store, migrations: list[Migration] | None = None) ->
         )"""
     )
     done = {row["version"] for row in db.query("SELECT version FROM schema_migrations")}
+    newest = latest_version(migrations)
+    if done and max(done) > newest:
+        raise SchemaTooNew(max(done), newest)
     applied = []
     for version, name, statements in MIGRATIONS if migrations is None else migrations:
         if version in done:

@@ -18,10 +18,10 @@ METHODS = ("get", "post", "put", "patch", "delete")
 
 
 def app_operations() -> dict[tuple[str, str], RequestHandler]:
-    """(route regex, method) -> handler method, for every /v1/ route the app serves."""
+    """(route regex, method) -> handler method, for every /v1/ route the app serves, and the health checks."""
     found = {}
     for pattern, handler in handlers.routes:
-        if not pattern.startswith("/v1/") or pattern == r"/v1/.*":
+        if not (pattern.startswith("/v1/") or pattern in ("/healthz", "/readyz")) or pattern == r"/v1/.*":
             continue
         for method in METHODS:
             implementation = getattr(handler, method)

@@ -4,9 +4,11 @@ recipe says so. Only the ports change (free ones, so a busy port on the machine 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -57,9 +59,16 @@ def test_the_readme_recipe_shows_signed_deliveries_on_one_machine(tmp_path):
         script = script.replace(default, port)
     env = {**os.environ, "REPO": str(ROOT), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     with open(tmp_path / "script.log", "wb") as log:  # a file, not a pipe: nothing waits for the background jobs
-        done = subprocess.run(["bash", "-c", script], check=False, cwd=tmp_path, env=env, stdout=log, stderr=log, timeout=120)
+        # A session of its own: should the script hang, its background jobs go with it.
+        shell = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env, stdout=log, stderr=log,
+                                 start_new_session=True)
+        try:
+            returncode = shell.wait(timeout=120)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(shell.pid, signal.SIGKILL)
     out = (tmp_path / "hook.out").read_text()
-    assert done.returncode == 0, (tmp_path / "script.log").read_text() + out
+    assert returncode == 0, (tmp_path / "script.log").read_text() + out
     lines = [line for line in out.splitlines() if "signature" in line]
     assert [line.split()[:3] for line in lines] == [["cert.issue_pending", "signature", "ok"],
                                                      ["cert.issue_failed", "signature", "ok"]], out

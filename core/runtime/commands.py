@@ -23,6 +23,7 @@ from core.identity import api_keys
 from core.outbound.guard import tls_context
 from core.wire import parse_timestamp
 from store import inspection
+from store.migrations import SchemaTooNew, latest_version
 
 if TYPE_CHECKING:
     from core.config import Config
@@ -49,12 +50,17 @@ def check_config(config: Config) -> list[str]:
         raise _unreadable("storage.path", database, exc) from None
     except sqlite3.Error as exc:
         raise CommandError(f"check-config: storage.path: cannot read {database}: {exc}") from None
+    except SchemaTooNew as exc:
+        raise CommandError(f"check-config: storage.path: {exc}") from None
     if summary is None:
         held = "does not exist yet: created at the first start"
     else:
         held = f"{summary.workspaces} workspaces, {summary.domains} domains"
         if summary.pending_migrations:
-            held += f"; {len(summary.pending_migrations)} migration(s) to apply at the next start"
+            held += (f"; schema version {summary.version}: start-up will migrate it to {latest_version()} "
+                     f"({len(summary.pending_migrations)} migration(s); back it up first)")
+        else:
+            held += f"; schema version {summary.version}, as this code writes it: start-up will not migrate"
     try:
         key_exists = key_file.exists()
     except OSError as exc:
