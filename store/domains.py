@@ -15,6 +15,7 @@ import sqlite_utils
 
 from store._rows import from_ts, from_uid, select, ts, uid
 from store.records import DomainRow, DriftProblem
+from store.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 
 #: API sort field -> column. Only these names ever reach SQL text; values are parameters.
 SORT_COLUMNS = {
@@ -67,6 +68,8 @@ class DomainFilter:
     tags: tuple[str, ...] = ()
 
 
+#: Candidates of ``q`` checked one by one (LIKE) at most, for a count; more are counted by phrase.
+CHECKED_ONE_BY_ONE = 20_000
 #: A page's rows share their workspace: its id is parsed once, not once a row.
 _workspace_id = functools.lru_cache(maxsize=1024)(uuid.UUID)
 
@@ -158,9 +161,13 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
-def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = True) -> tuple[str, list[Any]]:
+def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = True,
+           text_ids: tuple[int, int] | None = None) -> tuple[str, list[Any]]:
     """SQL conditions for a filter. ``tags_by_index`` drives tag matching from the tag index
-    (best when the tags are rare); otherwise each candidate row is probed (best when common)."""
+    (best when the tags are rare); otherwise each candidate row is probed (best when common).
+    ``text_ids``, the workspace's range of ids in the trigram index (migration 11), takes ``q``'s
+    rows from the index (best when they are few); without it each row the sort order visits is
+    matched with LIKE alone (best when they are many)."""
     clauses = ["d.workspace_id = ?"]
     params: list[Any] = [uid(workspace_id)]
     for column, value in (
@@ -182,6 +189,10 @@ def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = Tr
             clauses.append("EXISTS (SELECT 1 FROM domain_tags t WHERE t.domain_id = d.id AND t.tag = ?)")
             params.append(tag)
     if f.q:
+        match = candidates(f.q, f.q_hostname) if text_ids is not None else None
+        if match is not None and text_ids is not None:
+            clauses.append("d.rowid IN (SELECT rowid & ? FROM domain_text WHERE domain_text MATCH ? AND rowid BETWEEN ? AND ?)")
+            params += [TEXT_ID_MASK, match, *text_ids]
         # Stored hostnames are ASCII (A-labels), which LIKE folds; notes and tags are matched in
         # their folded form (``search_text``), tags one by one as values, never as JSON text.
         clauses.append(
@@ -200,6 +211,7 @@ class DomainRepo:
     def __init__(self, db: sqlite_utils.Database) -> None:
         self.db = db
         self._cache: OrderedDict[uuid.UUID, DomainRow] = OrderedDict()
+        self._workspace_rowids: dict[uuid.UUID, int] = {}
 
     def _remember(self, domain: DomainRow) -> None:
         self._cache[domain.id] = domain
@@ -304,8 +316,30 @@ class DomainRepo:
             sql += "".join(f" AND t.{column} = ?" for column, _ in statuses)
             sql += " AND EXISTS (SELECT 1 FROM domain_tags o WHERE o.domain_id = t.domain_id AND o.tag = ?)" * len(others)
             return int(self.db.execute(sql, [uid(workspace_id), first, *(v for _, v in statuses), *others]).fetchone()[0])
-        where, params = _where(workspace_id, f)
+        exact = phrase(f.q, f.q_hostname) if f.q else None
+        if exact is not None and f.client_id is None and not f.tags and not statuses:
+            ids = self._text_ids(workspace_id)
+            if self._many_candidates(f, ids):
+                # The phrase answers ``q`` exactly, within the workspace's range of ids.
+                sql = "SELECT count(*) FROM domain_text WHERE domain_text MATCH ? AND rowid BETWEEN ? AND ?"
+                return int(self.db.execute(sql, [exact, *ids]).fetchone()[0])
+        where, params = _where(workspace_id, f, text_ids=self._text_ids(workspace_id))
         return int(self.db.execute(f"SELECT count(*) FROM domains d WHERE {where}", params).fetchone()[0])
+
+    def _many_candidates(self, f: DomainFilter, ids: tuple[int, int]) -> bool:
+        """Whether ``q``'s candidates (its rarest trigrams' rows) are too many to check one by one;
+        the phrase, which reads every trigram's rows, then costs less. Counted up to a bound only."""
+        sql = "SELECT count(*) FROM (SELECT 1 FROM domain_text WHERE domain_text MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?)"
+        found = self.db.execute(sql, [candidates(f.q or "", f.q_hostname), *ids, CHECKED_ONE_BY_ONE + 1]).fetchone()[0]
+        return int(found) > CHECKED_ONE_BY_ONE
+
+    def _text_ids(self, workspace_id: uuid.UUID) -> tuple[int, int]:
+        """The workspace's range of ids in the text index (a rowid never changes: kept once read)."""
+        rowid = self._workspace_rowids.get(workspace_id)
+        if rowid is None:
+            found = self.db.execute("SELECT rowid FROM workspaces WHERE id = ?", [uid(workspace_id)]).fetchone()
+            rowid = self._workspace_rowids[workspace_id] = found[0] if found else -1
+        return rowid << TEXT_ID_BITS, (rowid << TEXT_ID_BITS) + TEXT_ID_MASK
 
     def page(
         self,
@@ -324,7 +358,7 @@ class DomainRepo:
         order would visit many rows per match; tags are then matched from their index.
         """
         column = SORT_COLUMNS[sort_by]
-        where, params = _where(workspace_id, f, tags_by_index=sparse)
+        where, params = _where(workspace_id, f, tags_by_index=sparse, text_ids=self._text_ids(workspace_id) if sparse else None)
         op, direction = ("<", "DESC") if descending else (">", "ASC")
         if after is not None:
             # A row value, not the equivalent OR: SQLite then reads the sort index from that key

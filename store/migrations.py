@@ -128,6 +128,40 @@ MIGRATIONS: list[Migration] = [
                  WHEN 'active' THEN 'cert.issued' ELSE 'cert.issue_failed' END""",
         ],
     ),
+    (
+        11,
+        "free-text index",
+        [
+            # ``q`` from a trigram index (store.domains.text_match) of what it searches: the apex
+            # and the folded notes and tags, a line each. A phrase of trigrams is a substring, so
+            # the index answers ``q`` exactly. Each row's id in it is its workspace's rowid and the
+            # domain's (``(w << 40) + d``): a workspace's rows are one range of ids, which the
+            # index itself narrows to, so a count never visits another workspace's rows. Triggers
+            # keep it in the same transaction as the rows; a workspace's domains go before the
+            # workspace itself (its rowid names their entries).
+            "CREATE VIRTUAL TABLE domain_text USING fts5(body, tokenize = 'trigram', columnsize = 0)",
+            """CREATE TRIGGER domain_text_insert AFTER INSERT ON domains BEGIN
+                 INSERT INTO domain_text (rowid, body)
+                 VALUES (((SELECT rowid FROM workspaces WHERE id = new.workspace_id) << 40) + new.rowid,
+                         new.apex || char(10) || new.search_text);
+               END""",
+            """CREATE TRIGGER domain_text_delete AFTER DELETE ON domains BEGIN
+                 DELETE FROM domain_text
+                 WHERE rowid = ((SELECT rowid FROM workspaces WHERE id = old.workspace_id) << 40) + old.rowid;
+               END""",
+            """CREATE TRIGGER domain_text_update AFTER UPDATE OF apex, search_text ON domains
+               WHEN old.apex IS NOT new.apex OR old.search_text IS NOT new.search_text BEGIN
+                 UPDATE domain_text SET body = new.apex || char(10) || new.search_text
+                 WHERE rowid = ((SELECT rowid FROM workspaces WHERE id = new.workspace_id) << 40) + new.rowid;
+               END""",
+            """CREATE TRIGGER domain_text_workspace_delete BEFORE DELETE ON workspaces BEGIN
+                 DELETE FROM domains WHERE workspace_id = old.id;
+               END""",
+            """INSERT INTO domain_text (rowid, body)
+               SELECT (w.rowid << 40) + d.rowid, d.apex || char(10) || d.search_text
+               FROM domains d JOIN workspaces w ON w.id = d.workspace_id""",
+        ],
+    ),
 ]
 
 

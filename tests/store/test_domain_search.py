@@ -34,10 +34,13 @@ def test_the_migration_fills_in_the_search_text_of_domains_already_stored(store)
     store.accounts.insert_workspace(ws)
     store.domains.insert(domain(ws, "a.example.com", notes="ÉCOLE"))
     store.domains.insert(domain(ws, "b.example.com", tags=["Über"]))
-    with store.transaction():  # as a database of schema 7 was: no search text yet
+    with store.transaction():  # as a database of schema 7 was: no search text yet (nor its index, 11)
+        for trigger in ("insert", "delete", "update", "workspace_delete"):
+            store.db.execute(f"DROP TRIGGER domain_text_{trigger}")
+        store.db.execute("DROP TABLE domain_text")
         store.db.execute("ALTER TABLE domains DROP COLUMN search_text")
-        store.db.execute("DELETE FROM schema_migrations WHERE version = 8")
-    assert apply_migrations(store) == [8]
+        store.db.execute("DELETE FROM schema_migrations WHERE version IN (8, 11)")
+    assert apply_migrations(store) == [8, 11]
     store.domains.forget_all()
     assert store.domains.count(ws.id, DomainFilter(q=fold("école"))) == 1
     assert store.domains.count(ws.id, DomainFilter(q=fold("ÜBER"))) == 1
