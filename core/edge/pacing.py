@@ -7,10 +7,9 @@ be spent elsewhere (the dashboard, another installation).
 
 Calls the background checks make (core/lifecycle/, marked with ``BACKGROUND``) come second: they
 take at most ``background_share`` of the window, spread evenly over it, wait while a person's or
-client's call waits,
-and wait for their turn instead of failing with ``ProviderBusy`` (up to ``BACKGROUND_MAX_WAIT`` or
-one window, whichever is shorter, so a check's lease outlives its wait). The rest of the window stays free for the calls someone is
-waiting on.
+client's call waits, and wait for their turn instead of failing with ``ProviderBusy`` (up to
+``BACKGROUND_MAX_WAIT`` or one window, whichever is shorter, so a check's lease outlives its
+wait). The rest of the window stays free for the calls someone is waiting on.
 """
 
 from __future__ import annotations
@@ -79,8 +78,7 @@ class Pacer:
         """The further wait of a background call: its share of the window, and everyone else first."""
         while self._background_sent and self._background_sent[0] <= now - self.window_seconds:
             self._background_sent.popleft()
-        waits = [_YIELD_SECONDS if self._waiting else 0.0]
-        waits.append(self._background_next - now)
+        waits = [_YIELD_SECONDS if self._waiting else 0.0, self._background_next - now]
         if len(self._background_sent) >= self.background_requests:
             oldest = self._background_sent[len(self._background_sent) - self.background_requests]
             waits.append(oldest + self.window_seconds - now)

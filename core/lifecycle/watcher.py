@@ -61,20 +61,18 @@ class LifecycleWatcher:
         self.services = services
         self.lease = lease_for(services.config)
         self._running = False
-        self._again = False
 
     async def tick(self) -> None:
-        """One sweep of everything due; a sweep asked for while one runs is folded into it."""
+        """One sweep of everything due, a batch after another; a tick while one runs is skipped
+        (what fell due meanwhile waits for the next)."""
         if self._running:
-            self._again = True
             return
         self._running = True
         try:
             while True:
-                self._again = False
                 claimed = self._claim()
                 await self._check_all(claimed)
-                if not self._again and len(claimed) < BATCH:
+                if len(claimed) < BATCH:
                     break
         finally:
             self._running = False
