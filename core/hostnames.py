@@ -105,6 +105,8 @@ def _check_scripts(name: str) -> None:
 
 
 def _is_ip_address(name: str) -> bool:
+    if ":" not in name and not name[-1].isdigit():
+        return False  # no IPv6 colon, and an IPv4 address ends in a digit: most names, answered at once
     try:
         ipaddress.ip_address(name.strip("[]"))
     except ValueError:

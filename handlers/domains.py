@@ -24,7 +24,7 @@ class DomainBulkHandler(ApiHandler):
     @require(scopes=("domains:write",), roles=WRITERS)
     async def post(self) -> None:
         request = self.body(operations.BulkCreate)
-        self.send_json(await operations.bulk_create(self.services, workspace=self.authorized.workspace, request=request))
+        self.finish(operations.bulk_json(await operations.bulk_create(self.services, workspace=self.authorized.workspace, request=request)))
 
 
 class DomainQueryHandler(ApiHandler):

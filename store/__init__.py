@@ -18,6 +18,7 @@ import sqlite_utils
 from store.accounts import AccountRepo
 from store.api_keys import ApiKeyRepo
 from store.certificates import CertificateRepo
+from store.checkpoints import CEILING_PAGES, Checkpointer
 from store.clients import ClientRepo
 from store.domains import DomainRepo, register_functions
 from store.idempotency import IdempotencyRepo
@@ -62,6 +63,8 @@ class Store:
             _create_private(Path(path))
         # isolation_level=None: transactions are begun and ended here, explicitly, not by
         # sqlite3's implicit rules.
+        self.path = str(path)
+        self._checkpointer: Checkpointer | None = None
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -117,5 +120,17 @@ class Store:
             self._depth = 0
             self.outbox.committed(kept=kept)
 
+    def checkpoint_elsewhere(self) -> Checkpointer | None:
+        """A checkpointer for a background thread, commits no longer checkpointing below the
+        ceiling (store/checkpoints.py); none for an in-memory database, which has no WAL."""
+        if self.path == ":memory:":
+            return None
+        if self._checkpointer is None:
+            self._checkpointer = Checkpointer(self.path)
+            self.db.execute(f"PRAGMA wal_autocheckpoint = {CEILING_PAGES}")
+        return self._checkpointer
+
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         self.db.conn.close()

@@ -7,14 +7,16 @@ import uuid
 from typing import TYPE_CHECKING
 
 import attrs
+import orjson
 
 from core import hostnames
 from core.domains import schedule
 from core.domains.records import DelegationRecord, delegation_record, ops_status, ownership_record
-from core.domains.shape import Domain, present
+from core.domains.shape import Domain, present, render
 from core.emails import valid_email
 from core.errors import NotFound, ValidationError
 from core.ids import uuid7
+from core.wire import dump
 from store.records import DomainRow, Workspace
 
 if TYPE_CHECKING:
@@ -60,8 +62,17 @@ class Rejected:
 
 @attrs.frozen
 class BulkResult:
-    created: list[Domain]
+    """Rows, not ``Domain`` records: the answer is written with each row's rendered JSON
+    (``bulk_json``), as pages are; unstructuring 500 records was a seventh of a bulk create."""
+
+    created: list[DomainRow]
     rejected: list[Rejected]
+
+
+def bulk_json(result: BulkResult) -> bytes:
+    """The BulkResult schema's JSON: ``{"created": [Domain...], "rejected": [...]}``."""
+    return (b'{"created":[' + b",".join(render(row) for row in result.created) + b'],"rejected":'
+            + orjson.dumps(dump(result.rejected)) + b"}")
 
 
 def clean_tags(tags: list[str] | None, errors: dict[str, list[str]]) -> list[str] | None:
@@ -221,7 +232,7 @@ async def bulk_create(services: Services, *, workspace: Workspace, request: Bulk
                 new.append(row)
             created.append(row)
         store.domains.insert_many(new)
-    return BulkResult(created=[present(r) for r in created], rejected=rejected)
+    return BulkResult(created=created, rejected=rejected)
 
 
 def load(services: Services, workspace: Workspace, domain_id: uuid.UUID) -> DomainRow:

@@ -1,8 +1,9 @@
-"""The service's periodic jobs: webhook deliveries, the lifecycle's background checks and the purge
-of old Idempotency-Key records."""
+"""The service's periodic jobs: webhook deliveries, the lifecycle's background checks, the purge
+of old Idempotency-Key records and the database's WAL checkpoints."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from tornado.ioloop import IOLoop, PeriodicCallback
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
 PURGE_INTERVAL_SECONDS = 3600
 #: The longest the lifecycle waits between looks for due checks (shorter when interval_seconds is).
 SWEEP_SECONDS = 5.0
+#: How often the WAL is copied back into the database file, away from requests (store/checkpoints.py).
+CHECKPOINT_SECONDS = 1.0
 
 
 def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], WebhookWorker]:
@@ -36,6 +39,14 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
         "webhooks": PeriodicCallback(worker.tick, services.config.webhooks.poll_interval_seconds * 1000, jitter=0.1),
         "idempotency-purge": PeriodicCallback(purge_idempotency, PURGE_INTERVAL_SECONDS * 1000),
     }
+    checkpointer = services.store.checkpoint_elsewhere()
+    if checkpointer is not None:
+        thread = ThreadPoolExecutor(1, thread_name_prefix="checkpoint")
+
+        async def checkpoint() -> None:  # awaited by PeriodicCallback: runs never overlap
+            await IOLoop.current().run_in_executor(thread, checkpointer.run)
+
+        jobs["checkpoint"] = PeriodicCallback(checkpoint, CHECKPOINT_SECONDS * 1000)
     lifecycle = services.config.lifecycle
     if lifecycle.enabled:
         watcher = LifecycleWatcher(services)
