@@ -13,6 +13,9 @@ from handlers import (
     metrics,
     pages,
     portal,
+    portal_domain,
+    portal_team,
+    portal_webhooks,
     site_scan,
     team,
     verification_links,
@@ -39,6 +42,9 @@ routes = [
     *site_scan.routes,
     *pages.routes,
     *portal.routes,
+    *portal_domain.routes,
+    *portal_team.routes,
+    *portal_webhooks.routes,
     # Last: unknown /v1/ paths get the JSON 404 envelope; other paths an HTML page.
     (r"/v1/.*", ApiNotFoundHandler),
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import uuid
+from collections.abc import Awaitable, Callable
 from http.client import responses
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from core import logs
 from core.errors import ApiError, NotFound
 from core.identity import portal_signin, signin, signup, workspaces
 from core.identity.auth import Caller, Principal, act_in, identify
+from handlers import forms
 from handlers.base import BaseHandler
 from store.records import User
 
@@ -38,6 +40,9 @@ TEMPLATES = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent.parent / "templates"),
     autoescape=True,
 )
+#: Status values as a customer reads them; the API's raw values stay in the API.
+STATUS_WORDS = {"action_needed": "needs action", "none": "no certificate yet", "error": "has a problem"}
+TEMPLATES.filters["words"] = lambda status: STATUS_WORDS.get(status, status)
 
 #: Nothing from elsewhere, no framing (clickjacking), no inline script.
 _CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -132,6 +137,30 @@ class PageHandler(BaseHandler):
         self.set_signed_cookie(FLASH_COOKIE, message, expires_days=None, httponly=True, samesite="Lax",
                                secure=self.secure_cookies)
 
+    async def act(self, action: Callable[[], Awaitable[forms.Outcome]]) -> None:
+        """Run a form's action once per submitted form (handlers/forms.py) and redirect to what it
+        says (303: the page is then fetched with GET, so a reload repeats nothing)."""
+        outcome = await forms.run_once(self, action)
+        if outcome.message:
+            self.flash(outcome.message)
+        if outcome.secret is not None:
+            assert self.user is not None
+            sealed = self.services.keyring.encrypt("portal-reveal-cookie", outcome.secret, bound_to=str(self.user.id))
+            self.set_signed_cookie(forms.REVEAL_COOKIE, sealed, expires_days=forms.REVEAL_SECONDS / 86400,
+                                   httponly=True, samesite="Lax", secure=self.secure_cookies)
+        self.redirect(outcome.location, status=303)
+
+    def revealed_secret(self) -> str | None:
+        """The secret an action just made, shown on this page once (the cookie is cleared)."""
+        sealed = self.get_signed_cookie(forms.REVEAL_COOKIE, max_age_days=forms.REVEAL_SECONDS / 86400)
+        if sealed is None or self.user is None:
+            return None
+        self.clear_cookie(forms.REVEAL_COOKIE)
+        try:
+            return self.services.keyring.decrypt("portal-reveal-cookie", sealed.decode(), bound_to=str(self.user.id))
+        except ValueError:
+            return None
+
     def render_page(self, name: str, **context: Any) -> None:
         self.set_header("Content-Type", "text/html; charset=UTF-8")
         flash = self.get_signed_cookie(FLASH_COOKIE, max_age_days=1)
@@ -140,7 +169,13 @@ class PageHandler(BaseHandler):
         context.setdefault("principal", self.principal)
         context.setdefault("user", self.user)
         context.setdefault("flash", flash.decode() if flash else None)
+        if self.user is not None and "switcher" not in context:  # the header's workspace switcher
+            context["switcher"] = workspaces.workspaces_of(self.services, self.user)
+        context.setdefault("here", self.request.path)
         context["xsrf"] = Markup(self.xsrf_form_html())
+        if self.user is not None:  # every form of a signed-in page: one action per intent
+            token = forms.new_token(self.services, str(self.user.id))
+            context["xsrf"] += Markup('<input type="hidden" name="{}" value="{}">').format(forms.FIELD, token)
         self.finish(TEMPLATES.get_template(name).render(**context))
 
     def decode_argument(self, value: bytes, name: str | None = None) -> str:
@@ -162,8 +197,10 @@ class PageHandler(BaseHandler):
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         # Never a traceback on a page either; the request id ties a 500 to the log.
         error = kwargs.get("exc_info", (None, None, None))[1]
+        retry_after = None
         if isinstance(error, _RateLimited):  # set here: sending an error clears earlier headers
-            self.set_header("Retry-After", str(error.retry_after))
+            retry_after = error.retry_after
+            self.set_header("Retry-After", str(retry_after))
         if status_code == 405:  # RFC 9110: a 405 says which methods the page has
             self.set_header("Allow", ", ".join(self.allowed_methods()))
         self.render_page(
@@ -171,6 +208,8 @@ class PageHandler(BaseHandler):
             status=status_code,
             reason=responses.get(status_code, "Error"),
             request_id=self.request_id,
+            stale_form=isinstance(error, forms.StaleForm),
+            retry_after=retry_after,
         )
 
 
@@ -181,6 +220,10 @@ class HomeHandler(PageHandler):
 
 class SignupPageHandler(PageHandler):
     """The passwordless sign-up form, through the same core function as POST /v1/public/signup."""
+
+    async def get(self) -> None:
+        """``/signup`` typed in the address bar: the form, as on the home page."""
+        self.render_page("home.html", base_url=self.services.config.server.base_url, error=None, email="", domain="")
 
     async def post(self) -> None:
         self.hit_rate_limit("/v1/public/signup")
@@ -269,7 +312,7 @@ class CallbackHandler(PageHandler):
 class LogoutHandler(PageHandler):
     async def post(self) -> None:
         self.clear_cookie(SESSION_COOKIE)
-        self.redirect("/")
+        self.redirect("/", status=303)
 
 
 class AccountHandler(PageHandler):
@@ -301,29 +344,57 @@ class AccountAction(PageHandler):
         api_path = {"switch": "/v1/workspaces", "leave": "/v1/workspaces", "accept": "/v1/invitations",
                     "decline": "/v1/invitations"}[action]
         self.hit_rate_limit(api_path)
-        try:
-            if action == "switch":
-                if target_id not in {j.org.id for j in workspaces.workspaces_of(self.services, self.user)}:
-                    raise NotFound("Workspace not found.")
+        user = self.user
+
+        if action == "switch":  # changes only what this browser shows: no form record needed
+            if target_id in {j.org.id for j in workspaces.workspaces_of(self.services, user)}:
                 self.choose_workspace(target_id)
                 self.flash("Switched workspace.")
-            elif action == "leave":
-                workspaces.leave(self.services, self.user, target_id)
-                self.flash("You left the workspace.")
-            elif action == "accept":
-                joined = workspaces.accept(self.services, self.user, target_id)
-                self.choose_workspace(joined.org.id)
-                self.flash(f"You joined {joined.org.name} as {joined.role}.")
             else:
-                workspaces.decline(self.services, self.user, target_id)
-                self.flash("Invitation declined.")
-        except ApiError as exc:
-            self.flash(refusal_text(exc))
-        self.redirect("/account")
+                self.flash("Workspace not found.")
+            self.redirect(portal_signin.safe_next(self.get_body_argument("next", None), default="/account"), status=303)
+            return
+
+        async def answer() -> forms.Outcome:
+            try:
+                if action == "leave":
+                    workspaces.leave(self.services, user, target_id)
+                    return forms.Outcome("/account", "You left the workspace.")
+                if action == "accept":
+                    joined = workspaces.accept(self.services, user, target_id)
+                    self.choose_workspace(joined.org.id)
+                    return forms.Outcome("/account", f"You joined {joined.org.name} as {joined.role}.")
+                workspaces.decline(self.services, user, target_id)
+                return forms.Outcome("/account", "Invitation declined.")
+            except ApiError as exc:
+                return forms.Outcome("/account", refusal_text(exc))
+
+        await self.act(answer)
+
+
+class SwitchWorkspace(PageHandler):
+    """The header's workspace switcher: show another of one's workspaces, on the same page."""
+
+    async def post(self) -> None:
+        if self.user is None:
+            raise HTTPError(403)
+        try:
+            wanted = uuid.UUID(self.get_body_argument("workspace", ""))
+        except ValueError:
+            wanted = None
+        if wanted in {j.org.id for j in workspaces.workspaces_of(self.services, self.user)}:
+            self.choose_workspace(wanted)
+            self.flash("Switched workspace.")
+        else:
+            self.flash("Workspace not found.")
+        here = portal_signin.safe_next(self.get_body_argument("next", None), default="/domains")
+        # A page of one workspace's domain or key makes no sense in another: start at its domains.
+        self.redirect(here if here in ("/domains", "/account", "/account/keys", "/webhooks", "/team") else "/domains", status=303)
 
 
 class PageNotFoundHandler(PageHandler):
     async def prepare(self) -> None:
+        await super().prepare()  # the page knows who is signed in, and offers what they can do
         raise HTTPError(404)
 
 
@@ -334,5 +405,6 @@ routes = [
     (r"/auth/callback", CallbackHandler),
     (r"/logout", LogoutHandler),
     (r"/account", AccountHandler),
+    (r"/account/switch", SwitchWorkspace),
     (r"/account/(switch|leave|accept|decline)/([^/]+)", AccountAction),
 ]

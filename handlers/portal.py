@@ -23,6 +23,7 @@ from core.identity.scopes import MANAGERS, SCOPES, WRITERS
 from core.verification import checks as verification
 from core.verification import diagnosis
 from core.verification import links as verification_links
+from handlers.forms import Outcome
 from handlers.pages import PageHandler, refusal_text
 
 PAGE_SIZE = 50
@@ -99,16 +100,19 @@ class DomainsPage(PortalHandler):
         self.hit_rate_limit("/v1/domains")
         principal = self.member(WRITERS)
         apex = self.get_body_argument("apex", "")
-        try:
+
+        async def add() -> Outcome:
             domain = await operations.create(self.services, workspace=principal.workspace, request=operations.CreateDomain(apex=apex))
+            return Outcome(f"/site/{domain.id}/dns")
+
+        try:
+            await self.act(add)
         except ApiError as exc:
             self.set_status(exc.status)
             message = refusal_text(exc)
             page = domain_query.query(self.services, workspace=principal.workspace, request=domain_query.QueryDomains())
             self.render_page("domains.html", page=page, args=dict.fromkeys(FILTERS, ""), next_link=None, error=None,
                              can_write=True, add_error=message, apex=apex)
-            return
-        self.redirect(f"/site/{domain.id}/dns")
 
 
 class DnsPage(PortalHandler):
@@ -143,9 +147,12 @@ class CheckNow(PortalHandler):
         self.hit_rate_limit("/v1/domains")
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
-        result = await verification.verify(self.services, workspace=principal.workspace, domain_id=row.id)
-        self.flash(result.message)
-        self.redirect(f"/site/{row.id}/dns")
+
+        async def check() -> Outcome:
+            result = await verification.verify(self.services, workspace=principal.workspace, domain_id=row.id)
+            return Outcome(f"/site/{row.id}/dns", result.message)
+
+        await self.act(check)
 
 
 class ShareLink(PortalHandler):
@@ -157,16 +164,18 @@ class ShareLink(PortalHandler):
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
         recipient = self.get_body_argument("recipientEmail", "").strip() or None
-        try:
-            verification_links.create(
-                self.services, workspace=principal.workspace,
-                request=verification_links.CreateLink(domain_id=row.id, recipient_email=recipient),
-            )
-        except ApiError as exc:
-            self.flash(f"No link was created: {refusal_text(exc)}")
-        else:
-            self.flash("A verification link was created: send it to your DNS administrator.")
-        self.redirect(f"/site/{row.id}/dns")
+
+        async def share() -> Outcome:
+            try:
+                verification_links.create(
+                    self.services, workspace=principal.workspace,
+                    request=verification_links.CreateLink(domain_id=row.id, recipient_email=recipient),
+                )
+            except ApiError as exc:
+                return Outcome(f"/site/{row.id}/dns", f"No link was created: {refusal_text(exc)}")
+            return Outcome(f"/site/{row.id}/dns", "A verification link was created: send it to your DNS administrator.")
+
+        await self.act(share)
 
 
 class PublicLinkPage(PageHandler):
@@ -198,7 +207,7 @@ class PublicLinkPage(PageHandler):
             return
         result = await verification_links.verify(self.services, token)
         self.flash(result.message)
-        self.redirect(f"/verify/{token}")
+        self.redirect(f"/verify/{token}", status=303)
 
 
 class KeysPage(PortalHandler):
@@ -207,27 +216,33 @@ class KeysPage(PortalHandler):
     @authenticated
     async def get(self) -> None:
         principal = self.member(MANAGERS)
-        self.render_keys(principal, secret=None, error=None)
+        # Shown here once, never stored in clear: the page is not cached (Cache-Control: no-store).
+        self.render_keys(principal, secret=self.revealed_secret(), error=None)
 
     @authenticated
     async def post(self) -> None:
         self.hit_rate_limit("/v1/api-keys")
         principal = self.member(MANAGERS)
-        request = api_keys.CreateKeyRequest(
-            name=self.get_body_argument("name", "").strip(), scopes=self.get_body_arguments("scopes")
-        )
+        name, scopes = self.get_body_argument("name", "").strip(), self.get_body_arguments("scopes")
+        if not scopes and self.get_body_argument("noScopes", "") != "yes":
+            self.set_status(400)
+            self.render_keys(principal, secret=None, error=None, unscoped=name)
+            return
+
+        async def create() -> Outcome:
+            key, secret = api_keys.create(self.services, workspace_id=principal.workspace_id,
+                                          request=api_keys.CreateKeyRequest(name=name, scopes=scopes))
+            return Outcome("/account/keys", f"The key \u201c{key.name}\u201d was created.", secret=secret)
+
         try:
-            _, secret = api_keys.create(self.services, workspace_id=principal.workspace_id, request=request)
+            await self.act(create)
         except ApiError as exc:
             self.set_status(exc.status)
             self.render_keys(principal, secret=None, error=refusal_text(exc))
-            return
-        # Shown here once, never stored in clear: this answer is not cached (Cache-Control: no-store).
-        self.render_keys(principal, secret=secret, error=None)
 
-    def render_keys(self, principal: Principal, *, secret: str | None, error: str | None) -> None:
+    def render_keys(self, principal: Principal, *, secret: str | None, error: str | None, unscoped: str | None = None) -> None:
         keys = api_keys.list_keys(self.services, workspace_id=principal.workspace_id)
-        self.render_page("keys.html", keys=keys, scopes=list(SCOPES), secret=secret, error=error)
+        self.render_page("keys.html", keys=keys, scopes=list(SCOPES), secret=secret, error=error, unscoped=unscoped)
 
 
 class RevokeKey(PortalHandler):
@@ -235,11 +250,18 @@ class RevokeKey(PortalHandler):
     async def post(self, key_id: str) -> None:
         principal = self.member(MANAGERS)
         try:
-            api_keys.revoke(self.services, workspace_id=principal.workspace_id, key_id=uuid.UUID(key_id))
-        except (ValueError, NotFound):
+            wanted = uuid.UUID(key_id)
+        except ValueError:
             raise HTTPError(404) from None
-        self.flash("The key was revoked; requests using it now fail.")
-        self.redirect("/account/keys")
+
+        async def revoke() -> Outcome:
+            try:
+                api_keys.revoke(self.services, workspace_id=principal.workspace_id, key_id=wanted)
+            except NotFound:
+                raise HTTPError(404) from None
+            return Outcome("/account/keys", "The key was revoked; requests using it now fail.")
+
+        await self.act(revoke)
 
 
 routes = [

@@ -77,3 +77,12 @@ class IdempotencyRepo:
         """Remove completed records older than the cut-off (and abandoned claims as old)."""
         cursor = self.db.execute("DELETE FROM idempotency_keys WHERE created_at < ?", [ts(created_before)])
         return cursor.rowcount
+
+    def forget_form_secrets(self, *, created_before: dt.datetime) -> int:
+        """Drop the secrets portal forms keep for a duplicate submission (handlers/forms.py)."""
+        cursor = self.db.execute(
+            """UPDATE idempotency_keys SET response = json_remove(response, '$.secret')
+               WHERE method = 'FORM' AND created_at < ? AND json_extract(response, '$.secret') IS NOT NULL""",
+            [ts(created_before)],
+        )
+        return cursor.rowcount

@@ -20,7 +20,7 @@ import pytest
 import app
 from core.certificates.idempotency import LEASE
 from core.wire import format_timestamp, parse_timestamp
-from tests.pages.test_portal import Browser, sign_in
+from tests.pages.portal_client import Browser, sign_in
 from tests.servers.service import ServiceProcess, call
 
 BULKS, PER_BULK = 12, 400

@@ -34,6 +34,8 @@ KEY_MAX = 200
 LEASE = dt.timedelta(minutes=2)
 "Longer than the provider call can take with its bounded retries."
 RETENTION = dt.timedelta(hours=24)
+FORM_SECRET_RETENTION = dt.timedelta(minutes=10)
+"How long a portal form's record keeps the secret its action made, for a duplicate submission."
 
 
 @attrs.frozen
@@ -135,6 +137,9 @@ def release(services: Services, claim: Claim) -> None:
 
 
 def purge(services: Services) -> int:
-    """Drop records older than ``RETENTION``; run by a periodic callback."""
+    """Drop records older than ``RETENTION``, and the secrets of portal forms older than
+    ``FORM_SECRET_RETENTION``; run by a periodic callback."""
+    now = services.clock.now()
     with services.store.transaction():
-        return services.store.idempotency.purge(created_before=services.clock.now() - RETENTION)
+        services.store.idempotency.forget_form_secrets(created_before=now - FORM_SECRET_RETENTION)
+        return services.store.idempotency.purge(created_before=now - RETENTION)

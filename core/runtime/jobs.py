@@ -15,8 +15,9 @@ from core.webhooks.worker import WebhookWorker
 if TYPE_CHECKING:
     from core.services import Services
 
-#: How often Idempotency-Key records older than their retention are purged.
-PURGE_INTERVAL_SECONDS = 3600
+#: How often Idempotency-Key records older than their retention are purged (and portal forms'
+#: secrets older than theirs, which is ten minutes).
+PURGE_INTERVAL_SECONDS = 300
 #: The longest the lifecycle waits between looks for due checks (shorter when interval_seconds is).
 SWEEP_SECONDS = 5.0
 #: How often the WAL is copied back into the database file, away from requests (store/checkpoints.py).

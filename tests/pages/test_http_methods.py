@@ -75,7 +75,7 @@ async def test_head_where_there_is_no_get_is_405_naming_the_methods_there_are(ht
 
 
 @pytest.mark.gen_test
-@pytest.mark.parametrize(("path", "allow"), [("/", "GET"), ("/signup", "POST"), ("/idp/authorize", "GET, POST"),
+@pytest.mark.parametrize(("path", "allow"), [("/", "GET"), ("/signup", "GET, POST"), ("/idp/authorize", "GET, POST"),
                                              ("/metrics", "GET")])
 async def test_a_method_a_page_lacks_is_405_with_allow(http_client, base_url, path, allow):
     for method in ("PUT", "DELETE", "OPTIONS"):

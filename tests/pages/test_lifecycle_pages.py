@@ -15,7 +15,7 @@ from markupsafe import escape
 
 from store.records import DriftProblem
 from tests.helpers import mark_verified
-from tests.pages.test_portal import Browser, new_domain, sign_in
+from tests.pages.portal_client import Browser, new_domain, sign_in
 
 NEXT_CHECK = dt.datetime(2026, 11, 22, 10, 5, 30, tzinfo=dt.UTC)
 DRIFT_SINCE = dt.datetime(2026, 11, 21, 8, 15, tzinfo=dt.UTC)

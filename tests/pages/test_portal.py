@@ -5,73 +5,23 @@ from __future__ import annotations
 
 import html
 import re
-from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import attrs
 import pytest
-from tornado.httpclient import HTTPRequest
-from tornado.web import create_signed_value, decode_signed_value
+from tornado.web import decode_signed_value
 
 from core.config import ServerConfig
 from core.identity import team
 from core.identity.auth import Principal
 from tests.helpers import active_domain, mark_verified
+from tests.pages.portal_client import Browser, new_domain, sign_in
 from tests.servers.dns import DnsServer
-
-SESSION = "cps_session"
-
-
-class Browser:
-    """Keeps cookies across requests and posts forms with the page's XSRF token."""
-
-    def __init__(self, http_client, base_url: str) -> None:
-        self.client = http_client
-        self.base = base_url
-        self.cookies: dict[str, str] = {}
-
-    async def request(self, method: str, path: str, form: dict | None = None):
-        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
-        body = None
-        if method == "POST":
-            fields = dict(form or {})
-            fields.setdefault("_xsrf", self.cookies.get("_xsrf", ""))
-            body = urlencode(fields, doseq=True)
-            headers["Content-Type"] = "application/x-www-form-urlencoded"
-        url = path if path.startswith("http") else self.base + path
-        response = await self.client.fetch(
-            HTTPRequest(url, method=method, body=body, headers=headers, follow_redirects=False), raise_error=False
-        )
-        for header in response.headers.get_list("Set-Cookie"):
-            for name, morsel in SimpleCookie(header).items():
-                if morsel.value and "expires=Thu, 01 Jan 1970" not in header.replace("expires=thu", "expires=Thu"):
-                    self.cookies[name] = morsel.value
-                else:
-                    self.cookies.pop(name, None)
-        return response
-
-    async def get(self, path: str):
-        return await self.request("GET", path)
-
-    async def post(self, path: str, form: dict | None = None):
-        if "_xsrf" not in self.cookies:
-            await self.get("/")  # any page sets the XSRF cookie
-        return await self.request("POST", path, form)
 
 
 @pytest.fixture
 def browser(http_client, base_url):
     return Browser(http_client, base_url)
-
-
-def sign_in(browser: Browser, services, actor) -> None:
-    """A session cookie holding the actor's ID token, signed as the portal signs it."""
-    secret = services.keyring.subkey("cookie").hex()
-    browser.cookies[SESSION] = create_signed_value(secret, SESSION, actor.token).decode()
-
-
-async def new_domain(api, actor, apex="shop.example.com"):
-    return (await api.post("/v1/domains", {"apex": apex}, token=actor.token)).body
 
 
 class TestHome:
@@ -187,7 +137,7 @@ class TestWorkspacesAndInvitations:
         _, invitation, guest = invited
         sign_in(browser, services, guest)
         r = await browser.post(f"/account/accept/{invitation.id}")
-        assert (r.code, r.headers["Location"]) == (302, "/account")
+        assert (r.code, r.headers["Location"]) == (303, "/account")
         page = (await browser.get("/account")).body.decode()
         assert "You joined Acme Corp as admin." in page and "Showing workspace <strong>Acme Corp</strong>" in page
         assert (await browser.get("/domains")).code == 200
@@ -295,7 +245,7 @@ class TestDomainsPage:
     async def test_adding_a_domain_shows_its_dns_page(self, browser, services, world):
         sign_in(browser, services, world.owner())
         r = await browser.post("/domains", {"apex": "new.example.com"})
-        assert r.code == 302 and re.fullmatch(r"/site/[0-9a-f-]{36}/dns", r.headers["Location"])
+        assert r.code == 303 and re.fullmatch(r"/site/[0-9a-f-]{36}/dns", r.headers["Location"])
 
     @pytest.mark.gen_test
     async def test_read_only_may_not_add(self, browser, services, world):
@@ -327,7 +277,7 @@ class TestDnsPage:
         dns.publish("_service-verify.shop.example.com", "TXT", d["validation"]["ownership"]["value"])
         sign_in(browser, services, owner)
         r = await browser.post(f"/site/{d['id']}/dns/check")
-        assert (r.code, r.headers["Location"]) == (302, f"/site/{d['id']}/dns")
+        assert (r.code, r.headers["Location"]) == (303, f"/site/{d['id']}/dns")
         page = (await browser.get(f"/site/{d['id']}/dns")).body.decode()
         assert "Both DNS records are in place" in page  # the check's message, shown once
         assert '<strong id="validation-status">verified</strong>' in page
@@ -521,7 +471,7 @@ class TestPageActionsAreRateLimited:
         d = await new_domain(api, owner)  # one api hit
         sign_in(browser, services, owner)
         codes = [(await browser.post(f"/site/{d['id']}/dns/check")).code for _ in range(3)]
-        assert codes == [302, 302, 429]
+        assert codes == [303, 303, 429]
 
 
 class TestKeysPage:
@@ -530,7 +480,7 @@ class TestKeysPage:
     @pytest.mark.gen_test
     async def test_a_new_key_is_shown_once(self, browser, services, world):
         sign_in(browser, services, world.owner())
-        r = await browser.post("/account/keys", {"name": "ci", "scopes": ["domains:read", "domains:write"]})
+        r = await browser.follow(await browser.post("/account/keys", {"name": "ci", "scopes": ["domains:read", "domains:write"]}))
         secret = re.search(r'<code id="new-key">(ac_live_\w+)</code>', r.body.decode()).group(1)
         listing = (await browser.get("/account/keys")).body.decode()
         assert "ci" in listing and secret not in listing and secret[:16] in listing
@@ -541,7 +491,7 @@ class TestKeysPage:
         secret = world.key(owner.workspace, ["*"])
         sign_in(browser, services, owner)
         key_id = (await api.get("/v1/api-keys", token=secret)).body[0]["id"]
-        assert (await browser.post(f"/account/keys/{key_id}/revoke")).code == 302
+        assert (await browser.post(f"/account/keys/{key_id}/revoke")).code == 303
         assert (await api.get("/v1/api-keys", token=secret)).status == 401
 
     @pytest.mark.gen_test
@@ -570,7 +520,7 @@ class TestShareAndPublicPage:
         owner = world.owner()
         d = await new_domain(api, owner)
         sign_in(browser, services, owner)
-        assert (await browser.post(f"/site/{d['id']}/dns/share", {"recipientEmail": "dns@customer-test.com"})).code == 302
+        assert (await browser.post(f"/site/{d['id']}/dns/share", {"recipientEmail": "dns@customer-test.com"})).code == 303
         page = (await browser.get(f"/site/{d['id']}/dns")).body.decode()
         url = re.search(r'<code id="link-1">(http[^<]+/verify/vl_[\w-]+)</code>', page).group(1)
         return owner, d, urlsplit(url).path
@@ -612,7 +562,7 @@ class TestShareAndPublicPage:
         dns.publish("_service-verify.shop.example.com", "TXT", d["validation"]["ownership"]["value"])
         stranger = Browser(http_client, base_url)
         await stranger.get(path)
-        assert (await stranger.post(path)).code == 302
+        assert (await stranger.post(path)).code == 303
         page = (await stranger.get(path)).body.decode()
         assert '<strong id="validation-status">verified</strong>' in page and "Both DNS records are in place" in page
 

@@ -1,0 +1,123 @@
+"""One action per intent: the portal's forms and what a double click or a resubmission does.
+
+Every portal form carries a one-time token (``intent``), sealed by the service and bound to the
+signed-in person. The first POST with a token claims it in the same records as the API's
+``Idempotency-Key`` (under a ``FORM`` method, so no API request can meet them), runs the action
+and stores its outcome: where to go next, what to say, and a secret to show once if it made one
+(encrypted). A second POST with the token (a double click, a reload of the answer, the back
+button and submit again) runs nothing: it waits for the first to finish and answers as it did,
+so a double click on "Create key" creates one key and the page shown still has its secret.
+
+Every answer is a redirect (post/redirect/get): reloading the page after it repeats nothing.
+A secret travels to that page in an encrypted cookie, read once and cleared; the stored copy is
+dropped by the purge job after ``REVEAL_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import attrs
+from tornado.web import HTTPError
+
+from core.certificates import idempotency
+from core.errors import Conflict
+
+if TYPE_CHECKING:
+    from core.services import Services
+    from handlers.pages import PageHandler
+
+#: How long a rendered form can be submitted; a form older than that is answered "reload".
+FORM_SECONDS = 24 * 3600
+#: How long a duplicate submission can still be shown the secret the first one made (the stored
+#: copy is dropped by the purge job soon after).
+REVEAL_SECONDS = int(idempotency.FORM_SECRET_RETENTION.total_seconds())
+#: How long a duplicate waits for the first submission to finish before answering "in progress".
+WAIT_SECONDS = 15.0
+REVEAL_COOKIE = "cps_reveal"
+FIELD = "intent"
+_SEAL = "portal-form"
+_REVEAL = "portal-reveal"
+
+
+@attrs.frozen
+class Outcome:
+    """What an action did, as the person sees it: the page to go to, a message for it, and a
+    secret to show there once (a new API key, a webhook signing secret)."""
+
+    location: str
+    message: str | None = None
+    secret: str | None = None
+
+
+class StaleForm(HTTPError):
+    def __init__(self) -> None:
+        super().__init__(400, reason="This form is out of date")
+
+
+def new_token(services: Services, user_id: str) -> str:
+    issued = int(services.clock.now().timestamp())
+    return services.keyring.seal(_SEAL, {"u": user_id, "t": issued, "n": secrets.token_urlsafe(12)})
+
+
+def token_is_good(services: Services, token: str, user_id: str) -> bool:
+    payload = services.keyring.unseal(_SEAL, token)
+    now = services.clock.now().timestamp()
+    return (payload is not None and payload.get("u") == user_id
+            and isinstance(payload.get("t"), int) and now - payload["t"] <= FORM_SECONDS)
+
+
+async def run_once(handler: PageHandler, action: Callable[[], Awaitable[Outcome]]) -> Outcome:
+    """The action's outcome: run now, or the one a submission of the same form already had."""
+    token = handler.get_body_argument(FIELD, None)
+    # A form posted without the token (by a script) acts each time, like the API without an
+    # Idempotency-Key; so do the account page's answers to invitations for a person in no
+    # workspace yet (there is no workspace to keep the record in, and answering twice is harmless).
+    if token is None or handler.principal is None:
+        return await action()
+    assert handler.user is not None
+    user_id = str(handler.user.id)
+    if not token_is_good(handler.services, token, user_id):
+        raise StaleForm()
+    services = handler.services
+    key = idempotency.IdempotencyKey(method="FORM", path=handler.request.path, key=token, fingerprint=user_id)
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        try:
+            begun = idempotency.begin(services, workspace_id=handler.principal.workspace_id, key=key)
+        except Conflict as exc:
+            if exc.code != "idempotency_in_progress" or time.monotonic() > deadline:
+                raise HTTPError(409, reason="This form is being submitted already") from None
+            await asyncio.sleep(0.05)
+            continue
+        if isinstance(begun, idempotency.Replay):
+            return _replayed(services, token, begun.body)
+        break
+    try:
+        outcome = await action()
+    except BaseException:
+        idempotency.release(services, begun)
+        raise
+    until = services.clock.now().timestamp() + REVEAL_SECONDS
+    stored: dict[str, object] = {"location": outcome.location, "message": outcome.message, "until": until}
+    if outcome.secret is not None:  # "secret" is dropped by the purge, "made_secret" stays
+        stored.update(made_secret=True, secret=services.keyring.encrypt(_REVEAL, outcome.secret, bound_to=token))
+    with services.store.transaction():
+        idempotency.complete(services, begun, status_code=303, body=json.dumps(stored))
+    return outcome
+
+
+def _replayed(services: Services, token: str, body: str) -> Outcome:
+    stored = json.loads(body)
+    secret = None
+    if "secret" in stored and services.clock.now().timestamp() <= stored["until"]:
+        secret = services.keyring.decrypt(_REVEAL, stored["secret"], bound_to=token)
+    message = stored["message"] or "Done."
+    if stored.get("made_secret") and secret is None:
+        message += " (This form was sent twice; the secret was shown the first time.)"
+    return Outcome(location=stored["location"], message=message, secret=secret)

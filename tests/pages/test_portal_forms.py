@@ -1,0 +1,175 @@
+"""One action per intent: every answer to a portal form is a redirect (a reload repeats nothing),
+and a form submitted twice (a double click, the back button and submit again) acts once, both
+answers showing what the one action made."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import attrs
+import pytest
+
+from core.certificates import idempotency
+from tests.pages.portal_client import Browser, hidden_fields, new_domain, sign_in
+
+KEYS = "/account/keys"
+
+
+@pytest.fixture
+def browser(http_client, base_url):
+    return Browser(http_client, base_url)
+
+
+def shown_secret(page: bytes) -> str | None:
+    found = re.search(r'<code id="new-key">(ac_live_\w+)</code>', page.decode())
+    return found.group(1) if found else None
+
+
+class TestPostRedirectGet:
+    @pytest.mark.gen_test
+    async def test_creating_a_key_answers_with_a_redirect_to_the_keys_page(self, browser, services, world):
+        sign_in(browser, services, world.owner())
+        r = await browser.submit(KEYS, KEYS, {"name": "ci", "scopes": ["domains:read"]})
+        assert (r.code, r.headers["Location"]) == (303, KEYS)
+
+    @pytest.mark.gen_test
+    async def test_the_new_key_is_shown_on_the_page_the_form_leads_to(self, browser, services, world):
+        sign_in(browser, services, world.owner())
+        page = await browser.follow(await browser.submit(KEYS, KEYS, {"name": "ci", "scopes": ["domains:read"]}))
+        assert shown_secret(page.body) is not None
+
+    @pytest.mark.gen_test
+    async def test_reloading_that_page_does_not_show_the_secret_again(self, browser, services, world):
+        sign_in(browser, services, world.owner())
+        first = await browser.follow(await browser.submit(KEYS, KEYS, {"name": "ci", "scopes": ["domains:read"]}))
+        secret = shown_secret(first.body)
+        again = (await browser.get(KEYS)).body.decode()
+        assert secret[:16] in again and secret not in again
+
+    @pytest.mark.gen_test
+    async def test_the_secret_is_not_kept_in_clear_in_the_cookie(self, browser, services, world):
+        sign_in(browser, services, world.owner())
+        await browser.submit(KEYS, KEYS, {"name": "ci", "scopes": ["domains:read"]})
+        secret = shown_secret((await browser.get(KEYS)).body)
+        assert browser.cookies.get("cps_reveal") is None  # read once, cleared
+        assert secret not in str(services.store.db.execute("SELECT response FROM idempotency_keys").fetchall())
+
+
+class TestOneActionPerIntent:
+    @pytest.mark.gen_test
+    async def test_a_key_form_sent_twice_creates_one_key(self, browser, services, world, api):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        form = {**await browser.form_on(KEYS, KEYS), "name": "ci", "scopes": ["domains:read"]}
+        await browser.post(KEYS, form)
+        await browser.post(KEYS, form)
+        names = [k["name"] for k in (await api.get("/v1/api-keys", token=owner.token)).body]
+        assert names.count("ci") == 1
+
+    @pytest.mark.gen_test
+    async def test_the_second_answer_shows_the_secret_the_first_made(self, browser, services, world):
+        sign_in(browser, services, world.owner())
+        form = {**await browser.form_on(KEYS, KEYS), "name": "ci", "scopes": ["domains:read"]}
+        await browser.post(KEYS, form)  # its answer lost, as when a second click replaces the first
+        browser.cookies.pop("cps_reveal", None)
+        second = await browser.follow(await browser.post(KEYS, form))
+        assert shown_secret(second.body) is not None
+
+    @pytest.mark.gen_test
+    async def test_after_ten_minutes_a_resubmission_no_longer_shows_the_secret(self, browser, services, world, clock):
+        sign_in(browser, services, world.owner())
+        form = {**await browser.form_on(KEYS, KEYS), "name": "ci", "scopes": ["domains:read"]}
+        await browser.follow(await browser.post(KEYS, form))
+        clock.advance(11 * 60)
+        idempotency.purge(services)
+        page = await browser.follow(await browser.post(KEYS, form))
+        assert shown_secret(page.body) is None and "the secret was shown the first time" in page.body.decode()
+
+    @pytest.mark.gen_test
+    async def test_the_purge_drops_form_secrets_after_ten_minutes(self, browser, services, world, clock):
+        sign_in(browser, services, world.owner())
+        await browser.submit(KEYS, KEYS, {"name": "ci", "scopes": ["domains:read"]})
+        clock.advance(11 * 60)
+        idempotency.purge(services)
+        responses = services.store.db.execute("SELECT response FROM idempotency_keys WHERE method = 'FORM'").fetchall()
+        assert responses and all('"secret"' not in r[0] for r in responses)
+
+    @pytest.mark.gen_test
+    async def test_two_clicks_at_once_on_create_a_link_make_one_link(self, browser, services, world, api):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        sign_in(browser, services, owner)
+        page, action = f"/site/{d['id']}/dns", f"/site/{d['id']}/dns/share"
+        form = await browser.form_on(page, action)
+        answers = await asyncio.gather(browser.post(action, form), browser.post(action, form))
+        links = (await api.get(f"/v1/verification-links?domainId={d['id']}", token=owner.token)).body
+        assert [a.code for a in answers] == [303, 303] and links["total"] == 1
+
+    @pytest.mark.gen_test
+    async def test_adding_a_domain_twice_from_one_form_adds_it_once_and_leads_to_its_page(self, browser, services, world):
+        sign_in(browser, services, world.owner())
+        form = {**await browser.form_on("/domains", "/domains"), "apex": "new.example.com"}
+        first, second = await browser.post("/domains", form), await browser.post("/domains", form)
+        assert first.headers["Location"] == second.headers["Location"]
+
+    @pytest.mark.gen_test
+    async def test_a_new_form_acts_again(self, browser, services, world, api):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        for _ in range(2):
+            await browser.submit(KEYS, KEYS, {"name": "ci", "scopes": ["domains:read"]})
+        names = [k["name"] for k in (await api.get("/v1/api-keys", token=owner.token)).body]
+        assert names.count("ci") == 2
+
+    @pytest.mark.gen_test
+    async def test_a_refused_form_can_be_corrected_and_sent_again(self, browser, services, world, api):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        form = await browser.form_on("/domains", "/domains")
+        refused = await browser.post("/domains", {**form, "apex": "not a hostname"})
+        accepted = await browser.post("/domains", {**form, "apex": "fine.example.com"})
+        assert (refused.code, accepted.code) == (400, 303)
+
+
+class TestStaleForms:
+    @pytest.mark.gen_test
+    async def test_a_form_rendered_for_another_person_is_refused(self, http_client, base_url, services, world):
+        mine, theirs = Browser(http_client, base_url), Browser(http_client, base_url)
+        sign_in(mine, services, world.owner())
+        sign_in(theirs, services, world.owner())
+        form = await mine.form_on(KEYS, KEYS)
+        await theirs.get("/")
+        r = await theirs.post(KEYS, {**form, "_xsrf": theirs.cookies["_xsrf"], "name": "x", "scopes": ["domains:read"]})
+        assert r.code == 400 and "reload the page" in r.body.decode()
+
+    @pytest.mark.gen_test
+    async def test_a_form_older_than_a_day_is_refused(self, browser, services, world, clock):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        form = await browser.form_on(KEYS, KEYS)
+        clock.advance(25 * 3600)
+        sign_in(browser, services, attrs.evolve(owner, token=world.session_token(owner.user.email)))  # signed in again
+        r = await browser.post(KEYS, {**form, "name": "x", "scopes": ["domains:read"]})
+        assert r.code == 400 and "more than a day old" in r.body.decode()
+
+
+class TestKeysWithoutScopes:
+    @pytest.mark.gen_test
+    async def test_a_key_without_scopes_is_warned_about_and_not_created(self, browser, services, world, api):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        r = await browser.submit(KEYS, KEYS, {"name": "empty"})
+        names = [k["name"] for k in (await api.get("/v1/api-keys", token=owner.token)).body]
+        assert r.code == 400 and "would have no scopes" in r.body.decode() and "empty" not in names
+
+    @pytest.mark.gen_test
+    async def test_creating_it_anyway_makes_the_key(self, browser, services, world, api):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        warning = await browser.submit(KEYS, KEYS, {"name": "empty"})
+        fields = hidden_fields(warning.body.decode(), KEYS)
+        assert fields["noScopes"] == "yes"
+        await browser.post(KEYS, fields)
+        keys = (await api.get("/v1/api-keys", token=owner.token)).body
+        assert [k["scopes"] for k in keys if k["name"] == "empty"] == [[]]
