@@ -15,7 +15,10 @@ time (p50 / p95 of ``--rounds`` requests after a warm-up):
 - the HTTPS scan of a host with a valid certificate (one handshake) and of one with an expired
   certificate (two handshakes: the verified one fails, a second reads the certificate);
 - the DNS page again once the domain has that many active links (it shows the newest 20), and with
-  16 connections at once, in pages per second.
+  16 connections at once, in pages per second;
+- every other page a signed-in person opens: the account page, API keys (10 keys), the team (10
+  members, 5 invitations), webhooks (the list, an endpoint with 60 deliveries and its log, one
+  delivery's attempts), a domain's delete confirmation, and the DNS page with its HTTPS scan.
 """
 
 from __future__ import annotations
@@ -41,7 +44,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.certificates import _pin, pct, seed, start_dns, start_service, stop, write_config
+from core.config import load_config
+from core.identity import accounts, api_keys, team
+from core.identity.auth import Principal
 from core.identity.dev_idp import DEFAULT_CLIENT_ID
+from core.runtime.assembly import build_services
+from tests.helpers import stored_deliveries
 from tests.servers.service import free_port
 from tests.servers.tls import TlsServer
 
@@ -139,6 +147,30 @@ async def pages_per_second(port: int, path: str, headers: dict[str, str], connec
     return count / (time.perf_counter() - start)
 
 
+def seed_the_other_pages(config: Path, workspace_id) -> tuple[str, str]:
+    """What the other pages show, written through the core's own functions: members, invitations,
+    keys, and an endpoint with 60 deliveries; its id and one delivery's."""
+    services = build_services(load_config(config))
+    try:
+        workspace = services.store.accounts.get_workspace(workspace_id)
+        owner = services.store.accounts.user_by_email("bench@example.com")
+        principal = Principal(workspace=workspace, user=owner, role="owner")
+        for n in range(9):
+            accounts.add_member(services, workspace_id=workspace.id, email=f"member{n}@example.com",
+                                role=("admin", "operator", "read_only")[n % 3])
+        for n in range(5):
+            team.invite(services, principal=principal, request=team.Invite(email=f"invited{n}@example.com", role="operator"))
+        for n in range(9):
+            api_keys.create(services, workspace_id=workspace.id,
+                            request=api_keys.CreateKeyRequest(name=f"key {n}", scopes=["domains:read"]))
+        with services.store.transaction():
+            deliveries = stored_deliveries(services, workspace, *[("delivered", n % 7) for n in range(60)])
+        endpoint = services.store.webhooks.endpoints(workspace.id)[0].id
+        return str(endpoint), str(deliveries[0])
+    finally:
+        services.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=300)
@@ -163,8 +195,9 @@ def main() -> None:
         config.write_text(text.replace("[rate_limits]\n", "[rate_limits]\n" + RATE_LIMITS) + (
             f'[network]\nallow_private_ranges = ["127.0.0.0/8"]\nca_bundle = "{tmp / "ca.pem"}"\n'
             f'[site_scan]\nport = {tls.port}\ntimeout_seconds = 5\n'))
-        names = [f"shop{n}.customer{n}.com" for n in range(DOMAINS)]
+        names = [f"shop{n}.customer{n}.com" for n in range(DOMAINS - 1)] + ["www.scanned-shop.com"]
         key, rows = asyncio.run(seed(config, names, verified=False))
+        endpoint, delivery = seed_the_other_pages(config, rows[0].workspace_id)
         proc, port = start_service(config)
         base_url = f"http://127.0.0.1:{port}"
         domain = rows[DOMAINS // 2]
@@ -196,6 +229,14 @@ def main() -> None:
                 results[label]["status"] = json.loads(results[label]["last"])["status"]
             results[f"DNS page, {args.rounds + args.rounds // 10} active links"] = await timed(port, args.rounds, "GET", f"/site/{domain.id}/dns", browser)
             results["rate"] = await pages_per_second(port, f"/site/{domain.id}/dns", browser)
+            for label, path in (("account page", "/account"), ("API keys page (10 keys)", "/account/keys"),
+                                ("team page (10 members, 5 invitations)", "/team"), ("webhooks page", "/webhooks"),
+                                ("webhook endpoint, 60 deliveries", f"/webhooks/{endpoint}"),
+                                ("one delivery's attempts", f"/webhooks/{endpoint}/deliveries/{delivery}"),
+                                ("delete confirmation", f"/site/{domain.id}/delete")):
+                results[label] = await timed(port, args.rounds, "GET", path, browser)
+            results["DNS page with its HTTPS scan"] = await timed(port, args.rounds // 3, "GET",
+                                                                  f"/site/{rows[-1].id}/dns?scan=1", browser)
             return results
 
         results = asyncio.run(measure())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from handlers import (
+    account,
     api_keys,
     auth,
     certificates,
@@ -41,6 +42,7 @@ routes = [
     *verification_links.routes,
     *site_scan.routes,
     *pages.routes,
+    *account.routes,
     *portal.routes,
     *portal_domain.routes,
     *portal_team.routes,

@@ -85,7 +85,12 @@ async def run_once(handler: PageHandler, action: Callable[[], Awaitable[Outcome]
     if not token_is_good(handler.services, token, user_id):
         raise StaleForm()
     services = handler.services
-    key = idempotency.IdempotencyKey(method="FORM", path=handler.request.path, key=token, fingerprint=user_id)
+    # The form's values are part of the intent: a page's forms share one token, so the same row's
+    # form sent again with another choice (a different role, say) is a new intent, not a duplicate.
+    values = {name: handler.get_body_arguments(name) for name in sorted(handler.request.body_arguments)
+              if name not in (FIELD, "_xsrf")}
+    key = idempotency.IdempotencyKey(method="FORM", path=f"{handler.request.path}#{idempotency.fingerprint(values)}",
+                                     key=token, fingerprint=user_id)
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         try:

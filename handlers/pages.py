@@ -1,5 +1,5 @@
 """Server-rendered portal pages (Jinja2, autoescaped): the base page handler, the home page with
-the sign-up form, sign-in and sign-out, and the account page.
+the sign-up form, sign-in and sign-out (the account page: handlers/account.py).
 
 A signed-in person's session is their OpenID Connect ID token, kept in a signed, HttpOnly,
 SameSite=Lax cookie (``Secure`` when ``portal_url`` is https) and verified on every page exactly
@@ -10,6 +10,7 @@ service and work without JavaScript; ``static/portal.js`` only adds copy buttons
 from __future__ import annotations
 
 import hmac
+import json
 import uuid
 from collections.abc import Awaitable, Callable
 from http.client import responses
@@ -35,14 +36,19 @@ SESSION_COOKIE = "cps_session"
 WORKSPACE_COOKIE = "cps_workspace"
 SIGNIN_COOKIE = "cps_signin"
 FLASH_COOKIE = "cps_flash"
+SIGNED_UP_COOKIE = "cps_signed_up"
 
 TEMPLATES = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent.parent / "templates"),
     autoescape=True,
 )
 #: Status values as a customer reads them; the API's raw values stay in the API.
-STATUS_WORDS = {"action_needed": "needs action", "none": "no certificate yet", "error": "has a problem"}
+STATUS_WORDS = {"action_needed": "needs action", "none": "no certificate yet", "error": "has a problem",
+                "read_only": "read-only"}
 TEMPLATES.filters["words"] = lambda status: STATUS_WORDS.get(status, status)
+#: A long hostname wraps between its labels, never inside one (``<wbr>`` copies as nothing);
+#: templates keep the plain value in a ``data-value`` attribute too, for scripts that read the page.
+TEMPLATES.filters["breakable"] = lambda name: Markup("<wbr>.").join(str(name).split("."))
 
 #: Nothing from elsewhere, no framing (clickjacking), no inline script.
 _CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -235,9 +241,24 @@ class SignupPageHandler(PageHandler):
             base_url = self.services.config.server.base_url
             self.render_page("home.html", base_url=base_url, error=refusal_text(exc), email=email, domain=domain)
             return
-        next_path = urlsplit(result.portal_url).path if isinstance(result, signup.SignedUp) else "/domains"
-        login = "/login?" + urlencode({"next": next_path, "login_hint": result.user_email})
-        self.render_page("signed_up.html", result=result, created=isinstance(result, signup.SignedUp), login=login)
+        created = result if isinstance(result, signup.SignedUp) else None
+        next_path = urlsplit(created.portal_url).path if created else "/domains"
+        # Post/redirect/get: the answer page reads what happened from a signed cookie, so a reload
+        # of it signs nobody up again.
+        shown = {"email": result.user_email, "apex": created.domain.apex if created else None,
+                 "login": "/login?" + urlencode({"next": next_path, "login_hint": result.user_email})}
+        self.set_signed_cookie(SIGNED_UP_COOKIE, json.dumps(shown), expires_days=1 / 24, httponly=True,
+                               samesite="Lax", secure=self.secure_cookies)
+        self.redirect("/signup/done", status=303)
+
+
+class SignedUpPage(PageHandler):
+    async def get(self) -> None:
+        sealed = self.get_signed_cookie(SIGNED_UP_COOKIE, max_age_days=1)
+        if sealed is None:
+            self.redirect("/signup")
+            return
+        self.render_page("signed_up.html", shown=json.loads(sealed))
 
 
 class LoginHandler(PageHandler):
@@ -315,83 +336,6 @@ class LogoutHandler(PageHandler):
         self.redirect("/", status=303)
 
 
-class AccountHandler(PageHandler):
-    """Who is signed in, their workspaces and invitations, and the session token for the API."""
-
-    async def get(self) -> None:
-        if self.user is None:
-            self.redirect(self.get_login_url() + "?" + urlencode({"next": "/account"}))
-            return
-        token = self.get_signed_cookie(SESSION_COOKIE, max_age_days=1)
-        self.render_page(
-            "account.html", user=self.user, principal=self.principal,
-            joined=workspaces.workspaces_of(self.services, self.user),
-            offers=workspaces.offers_for(self.services, self.user),
-            token=token.decode() if token else "", base_url=self.services.config.server.base_url,
-        )
-
-
-class AccountAction(PageHandler):
-    """The account page's buttons: switch workspace, leave one, accept or decline an invitation."""
-
-    async def post(self, action: str, target: str) -> None:
-        if self.user is None:
-            raise HTTPError(403)
-        try:
-            target_id = uuid.UUID(target)
-        except ValueError:
-            raise HTTPError(404) from None
-        api_path = {"switch": "/v1/workspaces", "leave": "/v1/workspaces", "accept": "/v1/invitations",
-                    "decline": "/v1/invitations"}[action]
-        self.hit_rate_limit(api_path)
-        user = self.user
-
-        if action == "switch":  # changes only what this browser shows: no form record needed
-            if target_id in {j.org.id for j in workspaces.workspaces_of(self.services, user)}:
-                self.choose_workspace(target_id)
-                self.flash("Switched workspace.")
-            else:
-                self.flash("Workspace not found.")
-            self.redirect(portal_signin.safe_next(self.get_body_argument("next", None), default="/account"), status=303)
-            return
-
-        async def answer() -> forms.Outcome:
-            try:
-                if action == "leave":
-                    workspaces.leave(self.services, user, target_id)
-                    return forms.Outcome("/account", "You left the workspace.")
-                if action == "accept":
-                    joined = workspaces.accept(self.services, user, target_id)
-                    self.choose_workspace(joined.org.id)
-                    return forms.Outcome("/account", f"You joined {joined.org.name} as {joined.role}.")
-                workspaces.decline(self.services, user, target_id)
-                return forms.Outcome("/account", "Invitation declined.")
-            except ApiError as exc:
-                return forms.Outcome("/account", refusal_text(exc))
-
-        await self.act(answer)
-
-
-class SwitchWorkspace(PageHandler):
-    """The header's workspace switcher: show another of one's workspaces, on the same page."""
-
-    async def post(self) -> None:
-        if self.user is None:
-            raise HTTPError(403)
-        try:
-            wanted = uuid.UUID(self.get_body_argument("workspace", ""))
-        except ValueError:
-            wanted = None
-        if wanted in {j.org.id for j in workspaces.workspaces_of(self.services, self.user)}:
-            self.choose_workspace(wanted)
-            self.flash("Switched workspace.")
-        else:
-            self.flash("Workspace not found.")
-        here = portal_signin.safe_next(self.get_body_argument("next", None), default="/domains")
-        # A page of one workspace's domain or key makes no sense in another: start at its domains.
-        self.redirect(here if here in ("/domains", "/account", "/account/keys", "/webhooks", "/team") else "/domains", status=303)
-
-
 class PageNotFoundHandler(PageHandler):
     async def prepare(self) -> None:
         await super().prepare()  # the page knows who is signed in, and offers what they can do
@@ -401,10 +345,8 @@ class PageNotFoundHandler(PageHandler):
 routes = [
     (r"/", HomeHandler),
     (r"/signup", SignupPageHandler),
+    (r"/signup/done", SignedUpPage),
     (r"/login", LoginHandler),
     (r"/auth/callback", CallbackHandler),
     (r"/logout", LogoutHandler),
-    (r"/account", AccountHandler),
-    (r"/account/switch", SwitchWorkspace),
-    (r"/account/(switch|leave|accept|decline)/([^/]+)", AccountAction),
 ]

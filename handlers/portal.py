@@ -14,12 +14,14 @@ from urllib.parse import urlencode
 
 from tornado.web import HTTPError, authenticated
 
+from core.domains import clients as domain_clients
 from core.domains import instructions, operations, shape
 from core.domains import query as domain_query
 from core.errors import ApiError, NotFound
 from core.identity import api_keys, workspaces
-from core.identity.auth import Principal
-from core.identity.scopes import MANAGERS, SCOPES, WRITERS
+from core.identity.auth import Principal, permits
+from core.identity.scopes import MANAGERS, READERS, SCOPES, WRITERS
+from core.outbound import site_scan
 from core.verification import checks as verification
 from core.verification import diagnosis
 from core.verification import links as verification_links
@@ -133,9 +135,21 @@ class DnsPage(PortalHandler):
         if can_write and self.get_query_argument("diagnose", "") == "1":  # the same roles as "Check now"
             self.hit_rate_limit("/v1/domains")
             report = await diagnosis.diagnose(self.services, workspace=principal.workspace, domain_id=row.id)
+        scan, scan_error = None, None
+        if self.get_query_argument("scan", "") == "1":  # any member, as the API lets anyone scan
+            self.hit_rate_limit("/v1/site-scan/https")
+            # Compared with our certificate for those who may read it, as in the API (every role).
+            reads = permits(principal, scopes=("certificates:read",), roles=READERS)
+            try:
+                scan = await site_scan.scan_https(self.services, site_scan.ScanRequest(url_or_domain=row.apex),
+                                                  principal.workspace if reads else None)
+            except ApiError as exc:
+                scan_error = refusal_text(exc)
         self.render_page(
             "dns.html", domain=domain, dns=instructions.dns_instructions(domain.apex, domain.validation),
             can_write=can_write, links=links, report=report, lifecycle=self.services.config.lifecycle,
+            scan=scan, scan_error=scan_error,
+            clients=domain_clients.list_clients(self.services, workspace=principal.workspace),
         )
 
 
@@ -248,6 +262,7 @@ class KeysPage(PortalHandler):
 class RevokeKey(PortalHandler):
     @authenticated
     async def post(self, key_id: str) -> None:
+        self.hit_rate_limit("/v1/api-keys")
         principal = self.member(MANAGERS)
         try:
             wanted = uuid.UUID(key_id)

@@ -1,5 +1,172 @@
-"""(being written)"""
+"""The portal's actions on one domain and on API keys beyond creating them: edit a domain's notes,
+tags and client, delete it (after a page that says what that does), revoke or e-mail again a verification
+link listed on its DNS page, and rotate an API key. The HTTPS scan is a read-only ``?scan=1`` of
+the DNS page itself (handlers/portal.py).
+
+Each goes through the core function of the API call it stands for, with that call's roles and
+rate-limit bucket, so the portal can do nothing the API would refuse: owners, admins and operators
+change domains and links, owners and admins rotate keys, ``read_only`` gets a 403 page. Another
+workspace's domain, link or key is a 404 page. Every POST is one action per submitted form and
+answers 303 (handlers/forms.py).
+"""
 
 from __future__ import annotations
 
-routes: list = []
+import uuid
+
+from tornado.web import HTTPError, authenticated
+
+from core.domains import clients as domain_clients
+from core.domains import operations
+from core.errors import ApiError, NotFound
+from core.identity import api_keys
+from core.identity.scopes import MANAGERS, WRITERS
+from core.verification import links as verification_links
+from handlers.forms import Outcome
+from handlers.pages import refusal_text
+from handlers.portal import PortalHandler
+from store.records import DomainRow
+
+
+def _uuid_or_404(raw: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise HTTPError(404) from None
+
+
+def split_tags(text: str) -> list[str]:
+    """Tags typed as one comma-separated line; empty entries (``a,,b``, a trailing comma) are
+    dropped, so clearing the field clears the tags as an empty list does in the API."""
+    return [tag.strip() for tag in text.split(",") if tag.strip()]
+
+
+class EditDomain(PortalHandler):
+    """A domain's notes, tags and client (``PATCH /v1/domains/:id``). The form is on the DNS page;
+    this page shows it again with what was wrong when the input is refused."""
+
+    @authenticated
+    async def get(self, domain_id: str) -> None:
+        row = self.domain_row(domain_id)
+        self.member(WRITERS)
+        client_id = str(row.client_id) if row.client_id else ""
+        self.render_edit(row, notes=row.notes or "", tags=", ".join(row.tags), client_id=client_id, error=None)
+
+    @authenticated
+    async def post(self, domain_id: str) -> None:
+        self.hit_rate_limit("/v1/domains")
+        row = self.domain_row(domain_id)
+        principal = self.member(WRITERS)
+        # Browsers send a textarea's line breaks as CRLF; the API's notes use LF.
+        notes = self.get_body_argument("notes", "").replace("\r\n", "\n")
+        tags_text = self.get_body_argument("tags", "")
+        client_id = self.get_body_argument("clientId", "")  # "": no client
+
+        async def save() -> Outcome:
+            request = operations.PatchDomain(tags=split_tags(tags_text), notes=notes, client_id=client_id)
+            operations.patch(self.services, workspace=principal.workspace, domain_id=row.id, request=request)
+            return Outcome(f"/site/{row.id}/dns", f"Saved the notes, tags and client of {row.apex}.")
+
+        try:
+            await self.act(save)
+        except ApiError as exc:
+            self.set_status(exc.status)
+            self.render_edit(row, notes=notes, tags=tags_text, client_id=client_id, error=refusal_text(exc))
+
+    def render_edit(self, row: DomainRow, *, notes: str, tags: str, client_id: str, error: str | None) -> None:
+        clients = domain_clients.list_clients(self.services, workspace=self.member().workspace)
+        self.render_page("domain_edit.html", domain=row, notes=notes, tags=tags, client_id=client_id, clients=clients,
+                         error=error)
+
+
+class DeleteDomain(PortalHandler):
+    """``DELETE /v1/domains/:id``, after a page that names the hostname and says what stops."""
+
+    @authenticated
+    async def get(self, domain_id: str) -> None:
+        row = self.domain_row(domain_id)
+        self.member(WRITERS)
+        self.render_page("domain_delete.html", domain=row)
+
+    @authenticated
+    async def post(self, domain_id: str) -> None:
+        self.hit_rate_limit("/v1/domains")
+        try:
+            row: DomainRow | None = self.domain_row(domain_id)
+        except HTTPError:
+            # Gone already: the same form sent again answers as the first did (the action is not
+            # run for it); any other form for it is a 404 page.
+            row = None
+        principal = self.member(WRITERS)
+
+        async def delete() -> Outcome:
+            if row is None:
+                raise HTTPError(404)
+            try:
+                operations.delete(self.services, workspace=principal.workspace, domain_id=row.id)
+            except NotFound:  # deleted meanwhile through another form or the API
+                raise HTTPError(404) from None
+            return Outcome("/domains", f"{row.apex} was deleted: its records are no longer checked and its "
+                                       "verification links no longer work.")
+
+        await self.act(delete)
+
+
+class LinkAction(PortalHandler):
+    """A verification link's "Revoke" and "Remind" on its domain's DNS page
+    (``POST /v1/verification-links/:id/revoke`` and ``.../remind``)."""
+
+    @authenticated
+    async def post(self, domain_id: str, link_id: str, action: str) -> None:
+        self.hit_rate_limit("/v1/verification-links")
+        row = self.domain_row(domain_id)
+        principal = self.member(WRITERS)
+        wanted = _uuid_or_404(link_id)
+        dns_page = f"/site/{row.id}/dns"
+
+        async def revoke() -> Outcome:
+            verification_links.revoke(self.services, workspace=principal.workspace, link_id=wanted)
+            return Outcome(dns_page, "The link was revoked: it no longer works, and opening it says it was revoked.")
+
+        async def remind() -> Outcome:
+            link = await verification_links.remind(self.services, workspace=principal.workspace, link_id=wanted)
+            return Outcome(dns_page, f"The link was e-mailed again to {link.recipient_email}.")
+
+        try:
+            await self.act(revoke if action == "revoke" else remind)
+        except NotFound:
+            raise HTTPError(404) from None
+        except ApiError as exc:  # no e-mail set up, sent too recently or too often, the mail server said no
+            self.flash(f"No reminder was sent: {refusal_text(exc)}")
+            self.redirect(dns_page, status=303)
+
+
+class RotateKey(PortalHandler):
+    """``POST /v1/api-keys/:id/rotate``: a new secret for the same key, shown once."""
+
+    @authenticated
+    async def post(self, key_id: str) -> None:
+        self.hit_rate_limit("/v1/api-keys")
+        principal = self.member(MANAGERS)
+        wanted = _uuid_or_404(key_id)
+
+        async def rotate() -> Outcome:
+            try:
+                key, secret = api_keys.rotate(self.services, workspace_id=principal.workspace_id, key_id=wanted)
+            except NotFound:
+                raise HTTPError(404) from None
+            if key.status != "active":  # the API rotates those too, and they stay as they were
+                return Outcome("/account/keys", f"The key \u201c{key.name}\u201d has a new secret but stays {key.status}.",
+                               secret=secret)
+            return Outcome("/account/keys", f"The key \u201c{key.name}\u201d has a new secret; the old secret stopped "
+                                            "working at once. Its name, scopes and expiry are unchanged.", secret=secret)
+
+        await self.act(rotate)
+
+
+routes = [
+    (r"/site/([^/]+)/edit", EditDomain),
+    (r"/site/([^/]+)/delete", DeleteDomain),
+    (r"/site/([^/]+)/links/([^/]+)/(revoke|remind)", LinkAction),
+    (r"/account/keys/([^/]+)/rotate", RotateKey),
+]

@@ -1,5 +1,189 @@
-"""(being written)"""
+"""The team page: who belongs to the workspace and in which role, and, for owners and admins,
+inviting, changing roles, removing members and revoking invitations.
+
+Every member sees the page, because knowing whom to ask (an owner) is what lets someone who may
+not manage the team get something done; the forms are only there for the roles the API lets
+manage the team (``/v1/team``). Each action calls the same core function as its API endpoint,
+so the core's rules (only an owner touches the owner role, a workspace keeps an owner) hold
+here too and are shown in words on the page, with the refusal's status. Removing someone is a
+page of its own naming their e-mail, the confirmation a browser without JavaScript can show.
+"""
 
 from __future__ import annotations
 
-routes: list = []
+import uuid
+
+from tornado.web import HTTPError, authenticated
+
+from core.errors import ApiError, NotFound
+from core.identity import team
+from core.identity.auth import Principal
+from core.identity.scopes import MANAGERS, ROLES
+from handlers.forms import Outcome
+from handlers.pages import refusal_text
+from handlers.portal import PortalHandler
+from store.records import Invitation, Member
+
+#: Roles as the page names them, with what each may do (the spec's Authentication rules).
+ROLE_WORDS = {"owner": "Owner", "admin": "Admin", "operator": "Operator", "read_only": "Read only"}
+ROLE_MEANINGS = {
+    "owner": "everything, including making and removing owners",
+    "admin": "manages the team (except owners), API keys and webhooks, and changes domains and certificates",
+    "operator": "adds and changes domains, clients and certificates",
+    "read_only": "sees domains, clients and certificates, and changes nothing",
+}
+#: Least access until someone decides otherwise.
+DEFAULT_INVITE_ROLE = "read_only"
+TEAM = "/team"
+
+
+def _uuid(value: str) -> uuid.UUID:
+    """A malformed id names nothing: the same 404 page as another workspace's id."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise HTTPError(404) from None
+
+
+def grantable_roles(principal: Principal) -> list[str]:
+    """Only an owner grants the owner role, so an admin is not offered it."""
+    return [role for role in ROLES if principal.role == "owner" or role != "owner"]
+
+
+class TeamPortalHandler(PortalHandler):
+    def render_team(self, principal: Principal, *, error: str | None = None, email: str = "",
+                    role: str = DEFAULT_INVITE_ROLE) -> None:
+        """The team page, also re-shown with a refusal in words (the status already set)."""
+        current = team.team(self.services, principal=principal)
+        self.render_page(
+            "team.html", members=current.members, invitations=current.invitations,
+            owners=sum(1 for m in current.members if m.role == "owner"),
+            can_manage=principal.role in MANAGERS, grantable=grantable_roles(principal),
+            role_words=ROLE_WORDS, role_meanings=ROLE_MEANINGS, error=error, email=email, invite_role=role,
+            portal_url=self.services.config.server.portal_url,
+        )
+
+    def team_member(self, principal: Principal, user_id: str) -> Member:
+        """A member of the workspace shown; anyone else, a 404 page."""
+        wanted = _uuid(user_id)
+        for member in team.team(self.services, principal=principal).members:
+            if member.user_id == wanted:
+                return member
+        raise HTTPError(404)
+
+    def team_invitation(self, principal: Principal, invitation_id: str) -> Invitation:
+        """A pending invitation of the workspace shown; anyone else's, a 404 page."""
+        wanted = _uuid(invitation_id)
+        for invitation in team.team(self.services, principal=principal).invitations:
+            if invitation.id == wanted:
+                return invitation
+        raise HTTPError(404)
+
+    def refused(self, principal: Principal, exc: ApiError) -> None:
+        """A rule of the core said no: the team page with the reason; a vanished target is a 404 page."""
+        if isinstance(exc, NotFound):
+            raise HTTPError(404) from None
+        self.set_status(exc.status)
+        self.render_team(principal, error=refusal_text(exc))
+
+
+class TeamPage(TeamPortalHandler):
+    @authenticated
+    async def get(self) -> None:
+        self.render_team(self.member())
+
+
+class InvitePage(TeamPortalHandler):
+    """"Invite": an invitation for an e-mail; it waits on that person's account page."""
+
+    @authenticated
+    async def post(self) -> None:
+        self.hit_rate_limit("/v1/team/invitations")
+        principal = self.member(MANAGERS)
+        email, role = self.get_body_argument("email", ""), self.get_body_argument("role", "")
+
+        async def invite() -> Outcome:
+            made = team.invite(self.services, principal=principal, request=team.Invite(email=email, role=role))
+            return Outcome(TEAM, f"{made.email} was invited as {ROLE_WORDS[made.role]}. The invitation waits on "
+                                 "their account page once they sign in with that address.")
+
+        try:
+            await self.act(invite)
+        except ApiError as exc:
+            self.set_status(exc.status)
+            self.render_team(principal, error=refusal_text(exc), email=email,
+                             role=role if role in ROLES else DEFAULT_INVITE_ROLE)
+
+
+class RevokeInvitation(TeamPortalHandler):
+    @authenticated
+    async def post(self, invitation_id: str) -> None:
+        self.hit_rate_limit("/v1/team/invitations")
+        principal = self.member(MANAGERS)
+        invitation = self.team_invitation(principal, invitation_id)
+
+        async def revoke() -> Outcome:
+            team.revoke_invitation(self.services, principal=principal, invitation_id=invitation.id)
+            return Outcome(TEAM, f"The invitation for {invitation.email} was revoked.")
+
+        try:
+            await self.act(revoke)
+        except ApiError as exc:
+            self.refused(principal, exc)
+
+
+class ChangeRole(TeamPortalHandler):
+    @authenticated
+    async def post(self, user_id: str) -> None:
+        self.hit_rate_limit("/v1/team/members")
+        principal = self.member(MANAGERS)
+        member = self.team_member(principal, user_id)
+        role = self.get_body_argument("role", "")
+
+        async def change() -> Outcome:
+            changed = team.change_role(self.services, principal=principal, user_id=member.user_id,
+                                       request=team.RoleChange(role=role))
+            return Outcome(TEAM, f"{changed.email} is now {ROLE_WORDS[changed.role]}.")
+
+        try:
+            await self.act(change)
+        except ApiError as exc:
+            self.refused(principal, exc)
+
+
+class RemoveMember(TeamPortalHandler):
+    """GET: the confirmation, naming the member; POST (from that page only): the removal."""
+
+    @authenticated
+    async def get(self, user_id: str) -> None:
+        principal = self.member(MANAGERS)
+        member = self.team_member(principal, user_id)
+        self.render_page("team_remove.html", member=member, role_words=ROLE_WORDS)
+
+    @authenticated
+    async def post(self, user_id: str) -> None:
+        self.hit_rate_limit("/v1/team/members")
+        principal = self.member(MANAGERS)
+        member = self.team_member(principal, user_id)
+        if self.get_body_argument("email", "") != member.email:
+            # Not sent from the confirmation page: nothing is removed until it is confirmed there.
+            self.redirect(f"/team/members/{member.user_id}/remove", status=303)
+            return
+
+        async def remove() -> Outcome:
+            team.remove_member(self.services, principal=principal, user_id=member.user_id)
+            return Outcome(TEAM, f"{member.email} was removed from the team.")
+
+        try:
+            await self.act(remove)
+        except ApiError as exc:
+            self.refused(principal, exc)
+
+
+routes = [
+    (r"/team", TeamPage),
+    (r"/team/invitations", InvitePage),
+    (r"/team/invitations/([^/]+)/revoke", RevokeInvitation),
+    (r"/team/members/([^/]+)/role", ChangeRole),
+    (r"/team/members/([^/]+)/remove", RemoveMember),
+]

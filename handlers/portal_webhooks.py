@@ -1,5 +1,267 @@
-"""(being written)"""
+"""The portal's webhooks: the workspace's endpoints, adding one (its signing secret shown once),
+one endpoint's page (edit, disable or enable, rotate the secret, delete after a confirmation) with
+its delivery log, one delivery's attempts, and redelivery.
+
+Each page calls the same core functions as ``/v1/webhooks`` and keeps its roles: every member sees
+the list, as every session may list endpoints in the API; only owners and admins see an endpoint's
+page and its delivery log (the API's log is theirs alone) and change anything. Every action counts
+in the ``/v1/webhooks`` rate-limit bucket. Another workspace's endpoint or delivery is a 404 page.
+"""
 
 from __future__ import annotations
 
-routes: list = []
+import datetime as dt
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tornado.web import HTTPError, authenticated
+
+from core.certificates import events as certificate_events
+from core.errors import ApiError, NotFound, ValidationError
+from core.identity.scopes import MANAGERS
+from core.webhooks import deliveries, endpoints
+from core.wire import parse_timestamp
+from handlers.forms import Outcome
+from handlers.pages import refusal_text
+from handlers.portal import PortalHandler
+from store.records import WebhookEndpoint
+
+API_PATH = "/v1/webhooks"  # the rate-limit bucket every action here counts in
+ALL_EVENTS = "*"
+#: The events a form offers: "all" (also any the service emits later), then each one it emits.
+EVENT_CHOICES: tuple[tuple[str, str], ...] = (
+    (ALL_EVENTS, "All events, including any added later"),
+    (certificate_events.ISSUED, "a certificate was issued"),
+    (certificate_events.ISSUE_PENDING, "issuance was requested and awaits activation"),
+    (certificate_events.ISSUE_FAILED, "issuance failed"),
+)
+
+
+def _uuid(value: str) -> uuid.UUID:
+    """A path id; one that is not a UUID names nothing here, so it is a 404 like an unknown one."""
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise HTTPError(404) from None
+
+
+def when(value: dt.datetime | str | None) -> str:
+    """A time as the pages show it; the delivery detail carries the API's timestamp strings."""
+    if value is None:
+        return "never"
+    moment = parse_timestamp(value) if isinstance(value, str) else value
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def subscribed_to(events: list[str]) -> list[str]:
+    """What an endpoint's ``events`` mean, as ticked boxes: empty subscribes to all (spec)."""
+    return [ALL_EVENTS] if not events or ALL_EVENTS in events else list(events)
+
+
+class WebhooksHandler(PortalHandler):
+    def manager(self) -> uuid.UUID:
+        """The workspace of an owner or admin (a 403 page for any other role)."""
+        return self.member(MANAGERS).workspace_id
+
+    def endpoint(self, endpoint_id: str) -> WebhookEndpoint:
+        try:
+            return endpoints.load(self.services, self.manager(), _uuid(endpoint_id))
+        except NotFound:
+            raise HTTPError(404) from None
+
+    def chosen_events(self) -> list[str]:
+        """The ticked events. None ticked is refused rather than read as "all" as the API reads
+        it: an empty box list looks like "nothing" to a person. Raised inside an action, the
+        refusal releases the form, so the corrected form can be sent again."""
+        chosen = self.get_body_arguments("events")
+        if not chosen:
+            raise ValidationError.field("events", "Choose at least one event, or \u201cAll events\u201d.")
+        return chosen
+
+    async def act_or_404(self, action: Callable[[], Awaitable[Outcome]]) -> None:
+        """Run the action; the endpoint or delivery gone meanwhile (deleted in another tab) is a 404."""
+        try:
+            await self.act(action)
+        except NotFound:
+            raise HTTPError(404) from None
+
+    def render_endpoint(self, endpoint: WebhookEndpoint, *, secret: str | None = None, error: str | None = None,
+                        url: str | None = None, checked: list[str] | None = None) -> None:
+        """The endpoint's page with a page of its delivery log, newest first."""
+        log_error = None
+        cursor = self.get_query_argument("cursor", None)
+        try:
+            log = deliveries.list_deliveries(self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id,
+                                             limit=None, cursor=cursor)
+        except ApiError as exc:  # a cursor edited by hand, or from another endpoint's log
+            self.set_status(exc.status)
+            log, log_error = deliveries.DeliveryPage(items=[], total=0), refusal_text(exc)
+        own = [name for name in endpoint.events if name not in dict(EVENT_CHOICES)]
+        self.render_page(
+            "webhook.html", endpoint=endpoint, secret=secret, error=error, url=endpoint.url if url is None else url,
+            choices=[*EVENT_CHOICES, *((name, "") for name in own)],
+            checked=subscribed_to(endpoint.events) if checked is None else checked,
+            log=log, log_error=log_error, cursor=cursor, when=when,
+        )
+
+
+class WebhookListPage(WebhooksHandler):
+    """``/webhooks``: the endpoints, and the form that adds one."""
+
+    @authenticated
+    async def get(self) -> None:
+        self.render_list(error=None, url="", checked=[ALL_EVENTS])
+
+    @authenticated
+    async def post(self) -> None:
+        self.hit_rate_limit(API_PATH)
+        workspace_id = self.manager()
+        url = self.get_body_argument("url", "").strip()
+        checked = self.get_body_arguments("events")
+
+        async def add() -> Outcome:
+            request = endpoints.CreateWebhook(url=url, events=self.chosen_events())
+            endpoint, secret = await endpoints.create(self.services, workspace_id=workspace_id, request=request)
+            return Outcome(f"/webhooks/{endpoint.id}", "The endpoint was added.", secret=secret)
+
+        try:
+            await self.act(add)
+        except ApiError as exc:
+            self.set_status(exc.status)
+            self.render_list(error=refusal_text(exc), url=url, checked=checked)
+
+    def render_list(self, *, error: str | None, url: str, checked: list[str]) -> None:
+        principal = self.member()
+        self.render_page(
+            "webhooks.html", endpoints=endpoints.list_endpoints(self.services, workspace_id=principal.workspace_id),
+            can_manage=principal.role in MANAGERS, choices=EVENT_CHOICES, checked=checked, url=url, error=error,
+            subscribed_to=subscribed_to, when=when,
+        )
+
+
+class WebhookPage(WebhooksHandler):
+    """``/webhooks/<id>``: one endpoint and its delivery log; the form changes its URL and events."""
+
+    @authenticated
+    async def get(self, endpoint_id: str) -> None:
+        endpoint = self.endpoint(endpoint_id)
+        # Shown here once, never stored in clear: the page is not cached (Cache-Control: no-store).
+        self.render_endpoint(endpoint, secret=self.revealed_secret())
+
+    @authenticated
+    async def post(self, endpoint_id: str) -> None:
+        self.hit_rate_limit(API_PATH)
+        endpoint = self.endpoint(endpoint_id)
+        url = self.get_body_argument("url", "").strip()
+        checked = self.get_body_arguments("events")
+
+        async def edit() -> Outcome:
+            # An unchanged URL is not looked up again: changing the events of an endpoint whose
+            # name resolves elsewhere now must not fail on its URL (its deliveries say so).
+            request = endpoints.PatchWebhook(url=None if url == endpoint.url else url, events=self.chosen_events())
+            await endpoints.patch(self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id, request=request)
+            return Outcome(f"/webhooks/{endpoint.id}", "The endpoint was changed.")
+
+        try:
+            await self.act_or_404(edit)
+        except ApiError as exc:
+            self.set_status(exc.status)
+            self.render_endpoint(endpoint, error=refusal_text(exc), url=url, checked=checked)
+
+
+class WebhookStatus(WebhooksHandler):
+    """The "Disable" and "Enable" buttons."""
+
+    @authenticated
+    async def post(self, endpoint_id: str, action: str) -> None:
+        self.hit_rate_limit(API_PATH)
+        endpoint = self.endpoint(endpoint_id)
+        status, message = {
+            "disable": ("disabled", "The endpoint is disabled: it gets no new deliveries, and queued ones wait until it is enabled."),
+            "enable": ("active", "The endpoint is enabled: deliveries queued for it resume."),
+        }[action]
+
+        async def change() -> Outcome:
+            await endpoints.patch(self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id,
+                                  request=endpoints.PatchWebhook(status=status))
+            return Outcome(f"/webhooks/{endpoint.id}", message)
+
+        await self.act_or_404(change)
+
+
+class RotateSecret(WebhooksHandler):
+    @authenticated
+    async def post(self, endpoint_id: str) -> None:
+        self.hit_rate_limit(API_PATH)
+        endpoint = self.endpoint(endpoint_id)
+
+        async def rotate() -> Outcome:
+            _, secret = endpoints.rotate(self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id)
+            return Outcome(
+                f"/webhooks/{endpoint.id}",
+                "The secret was rotated. The old one stopped working at once: every attempt from now on is signed "
+                "with the new one (a request already on its way may still carry the old signature).",
+                secret=secret,
+            )
+
+        await self.act_or_404(rotate)
+
+
+class DeleteWebhook(WebhooksHandler):
+    """``/webhooks/<id>/delete``: a page asking to confirm, naming the URL; its button deletes."""
+
+    @authenticated
+    async def get(self, endpoint_id: str) -> None:
+        self.render_page("webhook_delete.html", endpoint=self.endpoint(endpoint_id))
+
+    @authenticated
+    async def post(self, endpoint_id: str) -> None:
+        self.hit_rate_limit(API_PATH)
+        endpoint = self.endpoint(endpoint_id)
+
+        async def delete() -> Outcome:
+            endpoints.delete(self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id)
+            return Outcome("/webhooks", f"The endpoint {endpoint.url} was deleted; its queued deliveries were removed.")
+
+        await self.act_or_404(delete)
+
+
+class DeliveryPage(WebhooksHandler):
+    """``/webhooks/<id>/deliveries/<delivery_id>``: one delivery and every attempt, oldest first."""
+
+    @authenticated
+    async def get(self, endpoint_id: str, delivery_id: str) -> None:
+        endpoint = self.endpoint(endpoint_id)
+        try:
+            delivery: dict[str, Any] = deliveries.detail(self.services, workspace_id=endpoint.workspace_id,
+                                                         endpoint_id=endpoint.id, delivery_id=_uuid(delivery_id))
+        except NotFound:
+            raise HTTPError(404) from None
+        self.render_page("webhook_delivery.html", endpoint=endpoint, delivery=delivery, when=when)
+
+
+class Redeliver(WebhooksHandler):
+    @authenticated
+    async def post(self, endpoint_id: str, delivery_id: str) -> None:
+        self.hit_rate_limit(API_PATH)
+        endpoint = self.endpoint(endpoint_id)
+        wanted = _uuid(delivery_id)
+
+        async def redeliver() -> Outcome:
+            deliveries.redeliver(self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id, delivery_id=wanted)
+            return Outcome(f"/webhooks/{endpoint.id}/deliveries/{wanted}",
+                           "The delivery was queued again, with the same id, for a new round of attempts starting now.")
+
+        await self.act_or_404(redeliver)
+
+
+routes = [
+    (r"/webhooks", WebhookListPage),
+    (r"/webhooks/([^/]+)", WebhookPage),
+    (r"/webhooks/([^/]+)/(disable|enable)", WebhookStatus),
+    (r"/webhooks/([^/]+)/rotate-secret", RotateSecret),
+    (r"/webhooks/([^/]+)/delete", DeleteWebhook),
+    (r"/webhooks/([^/]+)/deliveries/([^/]+)", DeliveryPage),
+    (r"/webhooks/([^/]+)/deliveries/([^/]+)/redeliver", Redeliver),
+]

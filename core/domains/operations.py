@@ -52,6 +52,8 @@ class BulkCreate:
 class PatchDomain:
     tags: list[str] | None = None
     notes: str | None = None
+    client_id: str | None = None
+    "Beyond the spec: a client's id files the domain under that client; an empty string, under none."
 
 
 @attrs.frozen
@@ -105,6 +107,17 @@ def _clean_email(email: str | None, errors: dict[str, list[str]]) -> str | None:
     if not valid_email(email):
         errors.setdefault("contactEmail", []).append("Must be an e-mail address")
     return email
+
+
+def _clean_client_id(raw: str | None, errors: dict[str, list[str]]) -> uuid.UUID | None:
+    """A PATCH's ``clientId``: its uuid, or None for an empty string (and when it is absent)."""
+    if not raw:
+        return None
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        errors.setdefault("clientId", []).append("Must be a client's id (a uuid), or an empty string for none")
+        return None
 
 
 def _check_client(services: Services, workspace: Workspace, client_id: uuid.UUID | None) -> bool:
@@ -244,20 +257,24 @@ def load(services: Services, workspace: Workspace, domain_id: uuid.UUID) -> Doma
 
 
 def patch(services: Services, *, workspace: Workspace, domain_id: uuid.UUID, request: PatchDomain) -> Domain:
-    """Change tags and/or notes; an empty list or string clears them (spec rule 6)."""
+    """Change tags, notes and/or the client; an empty list or string clears them (spec rule 6)."""
     errors: dict[str, list[str]] = {}
     tags = clean_tags(request.tags, errors)
     notes = _clean_notes(request.notes, errors)
+    client_id = _clean_client_id(request.client_id, errors)
     if errors:
         raise ValidationError(field_errors=errors)
     with services.store.transaction():
         row = load(services, workspace, domain_id)
-        if tags is None and notes is None:
+        if tags is None and notes is None and request.client_id is None:
             return present(row)
+        if not _check_client(services, workspace, client_id):
+            raise NotFound("Client not found.")
         row = attrs.evolve(
             row,
             tags=tags if tags is not None else row.tags,
             notes=(notes or None) if notes is not None else row.notes,
+            client_id=client_id if request.client_id is not None else row.client_id,
             updated_at=services.clock.now(),
         )
         services.store.domains.update(row, tags_changed=tags is not None)

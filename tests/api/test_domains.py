@@ -270,6 +270,27 @@ class TestItem:
         assert r.body["tags"] == []
 
     @pytest.mark.gen_test
+    async def test_patch_files_the_domain_under_a_client_and_under_none(self, api, world):
+        owner = world.owner()
+        created = (await add(api, owner.token)).body
+        client = (await api.post("/v1/clients", {"name": "Customer A"}, token=owner.token)).body
+        path = f"/v1/domains/{created['id']}"
+        r = await api.patch(path, {"clientId": client["id"]}, token=owner.token)
+        assert r.body["clientId"] == client["id"]
+        assert "clientId" in (await api.patch(path, {"notes": "x"}, token=owner.token)).body  # kept when absent
+        assert "clientId" not in (await api.patch(path, {"clientId": ""}, token=owner.token)).body
+
+    @pytest.mark.gen_test
+    async def test_patch_with_another_workspaces_client_is_not_found(self, api, world):
+        owner, other = world.owner(), world.owner()
+        created = (await add(api, owner.token)).body
+        theirs = (await api.post("/v1/clients", {"name": "Theirs"}, token=other.token)).body
+        r = await api.patch(f"/v1/domains/{created['id']}", {"clientId": theirs["id"]}, token=owner.token)
+        assert (r.status, r.code, r.body["message"]) == (404, "not_found", "Client not found.")
+        r = await api.patch(f"/v1/domains/{created['id']}", {"clientId": "not-a-uuid"}, token=owner.token)
+        assert r.status == 400 and "clientId" in r.body["details"]["fieldErrors"]
+
+    @pytest.mark.gen_test
     async def test_patch_validates(self, api, world):
         owner = world.owner()
         created = (await add(api, owner.token)).body

@@ -36,11 +36,21 @@ class TestHome:
 
     @pytest.mark.gen_test
     async def test_sign_up_creates_the_account_and_leads_to_the_dns_page_after_sign_in(self, browser, services):
-        r = await browser.post("/signup", {"email": "new@example.com", "domain": "shop.example.com"})
+        r = await browser.follow(await browser.post("/signup", {"email": "new@example.com", "domain": "shop.example.com"}))
         assert r.code == 200 and b"Welcome, new@example.com" in r.body
         login = re.search(r'href="(/login\?[^"]+)"', r.body.decode()).group(1).replace("&amp;", "&")
         params = parse_qs(urlsplit(login).query)
         assert re.fullmatch(r"/site/[0-9a-f-]{36}/dns", params["next"][0]) and params["login_hint"] == ["new@example.com"]
+
+    @pytest.mark.gen_test
+    async def test_the_sign_up_answer_is_a_redirect_so_a_reload_signs_up_no_one_again(self, browser):
+        r = await browser.post("/signup", {"email": "new@example.com", "domain": "shop.example.com"})
+        assert (r.code, r.headers["Location"]) == (303, "/signup/done")
+
+    @pytest.mark.gen_test
+    async def test_the_answer_page_without_a_sign_up_leads_to_the_form(self, browser):
+        r = await browser.get("/signup/done")
+        assert (r.code, r.headers["Location"]) == (302, "/signup")
 
     @pytest.mark.gen_test
     async def test_a_bad_hostname_is_shown_on_the_form(self, browser):
@@ -266,7 +276,7 @@ class TestDnsPage:
         page = (await browser.get(f"/site/{d['id']}/dns")).body.decode()
         for record in (d["validation"]["delegation"], d["validation"]["ownership"]):
             assert record["host"] in page and record["value"] in page
-        assert "_acme-challenge.shop</code>" in page and "_service-verify.shop</code>" in page
+        assert "_acme-challenge<wbr>.shop</code>" in page and "_service-verify<wbr>.shop</code>" in page
         assert "example.com" in page and 'class="copy"' in page
 
     @pytest.mark.gen_test
@@ -553,7 +563,7 @@ class TestShareAndPublicPage:
         stranger = Browser(http_client, base_url)
         page = (await stranger.get(path)).body.decode()
         assert d["validation"]["delegation"]["value"] in page and d["validation"]["ownership"]["value"] in page
-        assert "_acme-challenge.shop</code>" in page and owner.workspace.name not in page and "Sign out" not in page
+        assert "_acme-challenge<wbr>.shop</code>" in page and owner.workspace.name not in page and "Sign out" not in page
 
     @pytest.mark.gen_test
     async def test_check_now_on_the_public_page_verifies(self, browser, services, world, api, http_client, base_url, dns):

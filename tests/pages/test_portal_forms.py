@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import ClassVar
 
 import attrs
 import pytest
@@ -114,6 +115,14 @@ class TestOneActionPerIntent:
         assert first.headers["Location"] == second.headers["Location"]
 
     @pytest.mark.gen_test
+    async def test_the_same_form_sent_again_with_other_values_acts_again(self, browser, services, world):
+        sign_in(browser, services, world.owner())
+        form = await browser.form_on("/domains", "/domains")
+        first = await browser.post("/domains", {**form, "apex": "one.example.com"})
+        second = await browser.post("/domains", {**form, "apex": "two.example.com"})
+        assert first.headers["Location"] != second.headers["Location"]
+
+    @pytest.mark.gen_test
     async def test_a_new_form_acts_again(self, browser, services, world, api):
         owner = world.owner()
         sign_in(browser, services, owner)
@@ -173,3 +182,40 @@ class TestKeysWithoutScopes:
         await browser.post(KEYS, fields)
         keys = (await api.get("/v1/api-keys", token=owner.token)).body
         assert [k["scopes"] for k in keys if k["name"] == "empty"] == [[]]
+
+
+class TestEveryAction:
+    """Every portal form's handler, found from the routes: counted in the rate-limit bucket of the
+    API call it stands for, and answered through ``act`` (one action per intent, then a 303)."""
+
+    EXEMPT: ClassVar[dict[str, str]] = {
+        "LogoutHandler": "signing out changes only this browser",
+        "SignupPageHandler": "signed out: no one to bind a form token to; counted in the signup bucket",
+        "SwitchWorkspace": "changes only what this browser shows",
+        "PublicLinkPage": "a DNS administrator without an account; counted in the public links bucket",
+        "AuthorizeHandler": "the built-in development identity provider, not the portal",
+    }
+
+    @staticmethod
+    def portal_posts():
+        import inspect
+
+        from tornado.web import RequestHandler
+
+        import handlers
+
+        for route in handlers.routes:
+            handler = route[1]
+            if handler.post is RequestHandler.post or not handler.__module__.startswith(
+                    ("handlers.portal", "handlers.pages", "handlers.account")):
+                continue
+            yield handler.__name__, inspect.getsource(handler.post)
+
+    def test_every_portal_action_counts_in_a_rate_limit_bucket(self):
+        uncounted = [name for name, source in self.portal_posts()
+                     if "hit_rate_limit(" not in source and name not in ("LogoutHandler", "SwitchWorkspace", "PublicLinkPage")]
+        assert uncounted == []
+
+    def test_every_portal_action_answers_through_act(self):
+        direct = [name for name, source in self.portal_posts() if not re.search(r"self\.act(_\w+)?\(", source) and name not in self.EXEMPT]
+        assert direct == []

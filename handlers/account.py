@@ -1,0 +1,98 @@
+"""The account page: who is signed in, their workspaces and invitations, the session token for
+the API; and the workspace switcher in every page's header."""
+
+from __future__ import annotations
+
+import uuid
+from urllib.parse import urlencode
+
+from tornado.web import HTTPError
+
+from core.errors import ApiError
+from core.identity import portal_signin, workspaces
+from handlers import forms
+from handlers.pages import SESSION_COOKIE, PageHandler, refusal_text
+
+
+class AccountHandler(PageHandler):
+    """Who is signed in, their workspaces and invitations, and the session token for the API."""
+
+    async def get(self) -> None:
+        if self.user is None:
+            self.redirect(self.get_login_url() + "?" + urlencode({"next": "/account"}))
+            return
+        token = self.get_signed_cookie(SESSION_COOKIE, max_age_days=1)
+        self.render_page(
+            "account.html", user=self.user, principal=self.principal,
+            joined=workspaces.workspaces_of(self.services, self.user),
+            offers=workspaces.offers_for(self.services, self.user),
+            token=token.decode() if token else "", base_url=self.services.config.server.base_url,
+        )
+
+
+class AccountAction(PageHandler):
+    """The account page's buttons: switch workspace, leave one, accept or decline an invitation."""
+
+    async def post(self, action: str, target: str) -> None:
+        if self.user is None:
+            raise HTTPError(403)
+        try:
+            target_id = uuid.UUID(target)
+        except ValueError:
+            raise HTTPError(404) from None
+        api_path = {"switch": "/v1/workspaces", "leave": "/v1/workspaces", "accept": "/v1/invitations",
+                    "decline": "/v1/invitations"}[action]
+        self.hit_rate_limit(api_path)
+        user = self.user
+
+        if action == "switch":  # changes only what this browser shows: no form record needed
+            if target_id in {j.org.id for j in workspaces.workspaces_of(self.services, user)}:
+                self.choose_workspace(target_id)
+                self.flash("Switched workspace.")
+            else:
+                self.flash("Workspace not found.")
+            self.redirect(portal_signin.safe_next(self.get_body_argument("next", None), default="/account"), status=303)
+            return
+
+        async def answer() -> forms.Outcome:
+            try:
+                if action == "leave":
+                    workspaces.leave(self.services, user, target_id)
+                    return forms.Outcome("/account", "You left the workspace.")
+                if action == "accept":
+                    joined = workspaces.accept(self.services, user, target_id)
+                    self.choose_workspace(joined.org.id)
+                    return forms.Outcome("/account", f"You joined {joined.org.name} as {joined.role}.")
+                workspaces.decline(self.services, user, target_id)
+                return forms.Outcome("/account", "Invitation declined.")
+            except ApiError as exc:
+                return forms.Outcome("/account", refusal_text(exc))
+
+        await self.act(answer)
+
+
+class SwitchWorkspace(PageHandler):
+    """The header's workspace switcher: show another of one's workspaces, on the same page."""
+
+    async def post(self) -> None:
+        if self.user is None:
+            raise HTTPError(403)
+        try:
+            wanted = uuid.UUID(self.get_body_argument("workspace", ""))
+        except ValueError:
+            wanted = None
+        if wanted in {j.org.id for j in workspaces.workspaces_of(self.services, self.user)}:
+            self.choose_workspace(wanted)
+            self.flash("Switched workspace.")
+        else:
+            self.flash("Workspace not found.")
+        here = portal_signin.safe_next(self.get_body_argument("next", None), default="/domains")
+        # A page of one workspace's domain or key makes no sense in another: start at its domains.
+        self.redirect(here if here in ("/domains", "/account", "/account/keys", "/webhooks", "/team") else "/domains", status=303)
+
+
+routes = [
+    (r"/account", AccountHandler),
+    (r"/account/switch", SwitchWorkspace),
+    (r"/account/(switch|leave|accept|decline)/([^/]+)", AccountAction),
+]
