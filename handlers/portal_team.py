@@ -1,9 +1,8 @@
 """The team page: who belongs to the workspace and in which role, and, for owners and admins,
 inviting, changing roles, removing members and revoking invitations.
 
-Every member sees the page, because knowing whom to ask (an owner) is what lets someone who may
-not manage the team get something done; the forms are only there for the roles the API lets
-manage the team (``/v1/team``). Each action calls the same core function as its API endpoint,
+Owners and admins see it, as only they may list the team in the API (``GET /v1/team``): the
+members' e-mails are not shown to a role the API would refuse them to. Each action calls the same core function as its API endpoint,
 so the core's rules (only an owner touches the owner role, a workspace keeps an owner) hold
 here too and are shown in words on the page, with the refusal's status. Removing someone is a
 page of its own naming their e-mail, the confirmation a browser without JavaScript can show.
@@ -90,7 +89,7 @@ class TeamPortalHandler(PortalHandler):
 class TeamPage(TeamPortalHandler):
     @authenticated
     async def get(self) -> None:
-        self.render_team(self.member())
+        self.render_team(self.member(MANAGERS))
 
 
 class InvitePage(TeamPortalHandler):
