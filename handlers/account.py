@@ -10,6 +10,7 @@ from tornado.web import HTTPError
 
 from core.errors import ApiError
 from core.identity import portal_signin, workspaces
+from core.identity.scopes import MANAGERS
 from handlers import forms
 from handlers.pages import SESSION_COOKIE, PageHandler, refusal_text
 
@@ -68,7 +69,7 @@ class AccountAction(PageHandler):
             except ApiError as exc:
                 return forms.Outcome("/account", refusal_text(exc))
 
-        await self.act(answer)
+        await self.act(answer, in_workspace=False)
 
 
 class SwitchWorkspace(PageHandler):
@@ -81,14 +82,19 @@ class SwitchWorkspace(PageHandler):
             wanted = uuid.UUID(self.get_body_argument("workspace", ""))
         except ValueError:
             wanted = None
-        if wanted in {j.org.id for j in workspaces.workspaces_of(self.services, self.user)}:
+        roles = {j.org.id: j.role for j in workspaces.workspaces_of(self.services, self.user)}
+        if wanted is not None and wanted in roles:
             self.choose_workspace(wanted)
             self.flash("Switched workspace.")
         else:
             self.flash("Workspace not found.")
         here = portal_signin.safe_next(self.get_body_argument("next", None), default="/domains")
-        # A page of one workspace's domain or key makes no sense in another: start at its domains.
-        self.redirect(here if here in ("/domains", "/account", "/account/keys", "/webhooks", "/team") else "/domains", status=303)
+        # A page of one workspace's domain or key makes no sense in another, nor a page the role
+        # there may not open: start at its domains.
+        open_to_all = ("/domains", "/account", "/webhooks")
+        managers_only = ("/account/keys", "/team")
+        may_stay = here in open_to_all or (here in managers_only and wanted is not None and roles.get(wanted) in MANAGERS)
+        self.redirect(here if may_stay else "/domains", status=303)
 
 
 routes = [

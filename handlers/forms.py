@@ -56,24 +56,36 @@ class Outcome:
 
 
 class StaleForm(HTTPError):
-    def __init__(self) -> None:
+    """A form that may not act: more than a day old or someone else's (``why = "old"``), or shown
+    for another workspace than the one shown now (``why = "workspace"``: switched in another tab)."""
+
+    def __init__(self, why: str) -> None:
         super().__init__(400, reason="This form is out of date")
+        self.why = why
 
 
-def new_token(services: Services, user_id: str) -> str:
+def new_token(services: Services, user_id: str, workspace_id: str) -> str:
     issued = int(services.clock.now().timestamp())
-    return services.keyring.seal(_SEAL, {"u": user_id, "t": issued, "n": secrets.token_urlsafe(12)})
+    payload = {"u": user_id, "w": workspace_id, "t": issued, "n": secrets.token_urlsafe(12)}
+    return services.keyring.seal(_SEAL, payload)
 
 
-def token_is_good(services: Services, token: str, user_id: str) -> bool:
+def check_token(services: Services, token: str, *, user_id: str, workspace_id: str | None) -> None:
+    """``StaleForm`` unless the token is this person's, under a day old and, when ``workspace_id``
+    is given, made for that workspace: a form acts where it was shown, never in another."""
     payload = services.keyring.unseal(_SEAL, token)
     now = services.clock.now().timestamp()
-    return (payload is not None and payload.get("u") == user_id
-            and isinstance(payload.get("t"), int) and now - payload["t"] <= FORM_SECONDS)
+    if payload is None or payload.get("u") != user_id or not isinstance(payload.get("t"), int) \
+            or now - payload["t"] > FORM_SECONDS:
+        raise StaleForm("old")
+    if workspace_id is not None and payload.get("w") != workspace_id:
+        raise StaleForm("workspace")
 
 
-async def run_once(handler: PageHandler, action: Callable[[], Awaitable[Outcome]]) -> Outcome:
-    """The action's outcome: run now, or the one a submission of the same form already had."""
+async def run_once(handler: PageHandler, action: Callable[[], Awaitable[Outcome]], *, in_workspace: bool = True) -> Outcome:
+    """The action's outcome: run now, or the one a submission of the same form already had.
+    ``in_workspace=False`` for a person's own forms (leave, accept, decline), which may act on
+    another workspace than the one shown."""
     token = handler.get_body_argument(FIELD, None)
     # A form posted without the token (by a script) acts each time, like the API without an
     # Idempotency-Key; so do the account page's answers to invitations for a person in no
@@ -82,8 +94,8 @@ async def run_once(handler: PageHandler, action: Callable[[], Awaitable[Outcome]
         return await action()
     assert handler.user is not None
     user_id = str(handler.user.id)
-    if not token_is_good(handler.services, token, user_id):
-        raise StaleForm()
+    check_token(handler.services, token, user_id=user_id,
+                workspace_id=str(handler.principal.workspace_id) if in_workspace else None)
     services = handler.services
     # The form's values are part of the intent: a page's forms share one token, so the same row's
     # form sent again with another choice (a different role, say) is a new intent, not a duplicate.

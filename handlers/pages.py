@@ -143,10 +143,10 @@ class PageHandler(BaseHandler):
         self.set_signed_cookie(FLASH_COOKIE, message, expires_days=None, httponly=True, samesite="Lax",
                                secure=self.secure_cookies)
 
-    async def act(self, action: Callable[[], Awaitable[forms.Outcome]]) -> None:
+    async def act(self, action: Callable[[], Awaitable[forms.Outcome]], *, in_workspace: bool = True) -> None:
         """Run a form's action once per submitted form (handlers/forms.py) and redirect to what it
         says (303: the page is then fetched with GET, so a reload repeats nothing)."""
-        outcome = await forms.run_once(self, action)
+        outcome = await forms.run_once(self, action, in_workspace=in_workspace)
         if outcome.message:
             self.flash(outcome.message)
         if outcome.secret is not None:
@@ -180,7 +180,8 @@ class PageHandler(BaseHandler):
         context.setdefault("here", self.request.path)
         context["xsrf"] = Markup(self.xsrf_form_html())
         if self.user is not None:  # every form of a signed-in page: one action per intent
-            token = forms.new_token(self.services, str(self.user.id))
+            shown = str(self.principal.workspace_id) if self.principal is not None else ""
+            token = forms.new_token(self.services, str(self.user.id), shown)
             context["xsrf"] += Markup('<input type="hidden" name="{}" value="{}">').format(forms.FIELD, token)
         self.finish(TEMPLATES.get_template(name).render(**context))
 
@@ -214,7 +215,7 @@ class PageHandler(BaseHandler):
             status=status_code,
             reason=responses.get(status_code, "Error"),
             request_id=self.request_id,
-            stale_form=isinstance(error, forms.StaleForm),
+            stale_form=error.why if isinstance(error, forms.StaleForm) else None,
             retry_after=retry_after,
         )
 
@@ -258,6 +259,7 @@ class SignedUpPage(PageHandler):
         if sealed is None:
             self.redirect("/signup")
             return
+        self.clear_cookie(SIGNED_UP_COOKIE)  # shown once: not to whoever uses this browser next
         self.render_page("signed_up.html", shown=json.loads(sealed))
 
 
@@ -332,7 +334,9 @@ class CallbackHandler(PageHandler):
 
 class LogoutHandler(PageHandler):
     async def post(self) -> None:
-        self.clear_cookie(SESSION_COOKIE)
+        # Everything this browser holds about the person goes, for whoever uses it next.
+        for cookie in (SESSION_COOKIE, FLASH_COOKIE, SIGNED_UP_COOKIE, forms.REVEAL_COOKIE):
+            self.clear_cookie(cookie)
         self.redirect("/", status=303)
 
 

@@ -137,7 +137,8 @@ class LinkAction(PortalHandler):
         except NotFound:
             raise HTTPError(404) from None
         except ApiError as exc:  # no e-mail set up, sent too recently or too often, the mail server said no
-            self.flash(f"No reminder was sent: {refusal_text(exc)}")
+            done = "No reminder was sent" if action == "remind" else "The link was not revoked"
+            self.flash(f"{done}: {refusal_text(exc)}")
             self.redirect(dns_page, status=303)
 
 

@@ -119,9 +119,10 @@ class RevokeInvitation(TeamPortalHandler):
     async def post(self, invitation_id: str) -> None:
         self.hit_rate_limit("/v1/team/invitations")
         principal = self.member(MANAGERS)
-        invitation = self.team_invitation(principal, invitation_id)
 
         async def revoke() -> Outcome:
+            # Looked up here: the same form sent again finds it revoked and answers as the first did.
+            invitation = self.team_invitation(principal, invitation_id)
             team.revoke_invitation(self.services, principal=principal, invitation_id=invitation.id)
             return Outcome(TEAM, f"The invitation for {invitation.email} was revoked.")
 
@@ -163,13 +164,18 @@ class RemoveMember(TeamPortalHandler):
     async def post(self, user_id: str) -> None:
         self.hit_rate_limit("/v1/team/members")
         principal = self.member(MANAGERS)
-        member = self.team_member(principal, user_id)
-        if self.get_body_argument("email", "") != member.email:
+        try:
+            member: Member | None = self.team_member(principal, user_id)
+        except HTTPError:
+            member = None  # removed already: the same form sent again answers as the first did
+        if member is not None and self.get_body_argument("email", "") != member.email:
             # Not sent from the confirmation page: nothing is removed until it is confirmed there.
             self.redirect(f"/team/members/{member.user_id}/remove", status=303)
             return
 
         async def remove() -> Outcome:
+            if member is None:
+                raise HTTPError(404)
             team.remove_member(self.services, principal=principal, user_id=member.user_id)
             return Outcome(TEAM, f"{member.email} was removed from the team.")
 

@@ -218,9 +218,12 @@ class DeleteWebhook(WebhooksHandler):
     @authenticated
     async def post(self, endpoint_id: str) -> None:
         self.hit_rate_limit(API_PATH)
-        endpoint = self.endpoint(endpoint_id)
+        self.manager()
 
         async def delete() -> Outcome:
+            # Looked up here, not before: the same form sent again (a double click) finds the
+            # endpoint gone, and answers as the first did without getting this far.
+            endpoint = self.endpoint(endpoint_id)
             endpoints.delete(self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id)
             return Outcome("/webhooks", f"The endpoint {endpoint.url} was deleted; its queued deliveries were removed.")
 

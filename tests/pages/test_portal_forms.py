@@ -163,6 +163,41 @@ class TestStaleForms:
         assert r.code == 400 and "more than a day old" in r.body.decode()
 
 
+    @pytest.mark.gen_test
+    async def test_a_form_shown_for_one_workspace_does_not_act_in_another(self, browser, services, world, api):
+        mine, theirs = world.owner(name="Mine"), world.owner(name="Theirs")
+        member = world.member(theirs.workspace, "owner", email=mine.user.email)
+        sign_in(browser, services, member)
+        form = await browser.form_on(KEYS, KEYS)  # shown for the first workspace joined, Mine
+        await browser.post("/account/switch", {"workspace": str(theirs.workspace.id), "next": "/domains"})
+        r = await browser.post(KEYS, {**form, "name": "meant for Mine", "scopes": ["domains:read"]})
+        names = [k["name"] for k in (await api.get("/v1/api-keys", token=theirs.token)).body]
+        assert r.code == 400 and 'id="other-workspace"' in r.body.decode() and "meant for Mine" not in names
+
+
+class TestSigningOutAndSigningUp:
+    @pytest.mark.gen_test
+    async def test_signing_out_clears_what_the_browser_holds_about_the_person(self, browser, services, world):
+        sign_in(browser, services, world.owner())
+        await browser.submit(KEYS, KEYS, {"name": "ci", "scopes": ["domains:read"]})  # a flash and a secret pending
+        await browser.post("/logout")
+        assert not {"cps_session", "cps_flash", "cps_reveal"} & set(browser.cookies)
+
+    @pytest.mark.gen_test
+    async def test_the_sign_up_answer_is_shown_once(self, browser):
+        await browser.follow(await browser.post("/signup", {"email": "new@example.com", "domain": "shop.example.com"}))
+        again = await browser.get("/signup/done")
+        assert (again.code, again.headers["Location"]) == (302, "/signup")
+
+    @pytest.mark.gen_test
+    async def test_switching_on_a_page_the_new_role_may_not_open_leads_to_the_domains(self, browser, services, world):
+        mine, theirs = world.owner(name="Mine"), world.owner(name="Theirs")
+        member = world.member(theirs.workspace, "read_only", email=mine.user.email)
+        sign_in(browser, services, member)
+        r = await browser.post("/account/switch", {"workspace": str(theirs.workspace.id), "next": "/team"})
+        assert r.headers["Location"] == "/domains"
+
+
 class TestKeysWithoutScopes:
     @pytest.mark.gen_test
     async def test_a_key_without_scopes_is_warned_about_and_not_created(self, browser, services, world, api):

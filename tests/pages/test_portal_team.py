@@ -126,6 +126,28 @@ async def test_an_admin_is_told_only_an_owner_can_make_owners(browser, services,
 
 
 @pytest.mark.gen_test
+async def test_a_revocation_sent_twice_answers_both_times_as_the_first(browser, services, world):
+    owner = world.owner()
+    invitation = invite(services, owner, "guest@example.com")
+    sign_in(browser, services, owner)
+    action = f"/team/invitations/{invitation.id}/revoke"
+    form = await browser.form_on(TEAM, action)
+    answers = [await browser.post(action, form) for _ in range(2)]
+    assert [(r.code, r.headers["Location"]) for r in answers] == [(303, TEAM)] * 2
+
+
+@pytest.mark.gen_test
+async def test_a_removal_sent_twice_answers_both_times_as_the_first(browser, services, world):
+    owner = world.owner()
+    member = world.member(owner.workspace, "operator", "op@example.com")
+    sign_in(browser, services, owner)
+    remove = f"/team/members/{member.user.id}/remove"
+    form = await browser.form_on(remove, remove)
+    answers = [await browser.post(remove, form) for _ in range(2)]
+    assert [(r.code, r.headers["Location"]) for r in answers] == [(303, TEAM)] * 2
+
+
+@pytest.mark.gen_test
 async def test_removing_a_member_asks_for_a_confirmation_naming_their_e_mail(browser, services, world):
     owner = world.owner()
     member = world.member(owner.workspace, "operator", "op@example.com")

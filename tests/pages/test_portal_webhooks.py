@@ -242,6 +242,15 @@ class TestChanging:
         assert (await browser.get(f"/webhooks/{created['id']}")).code == 404
 
 
+    @pytest.mark.gen_test
+    async def test_a_delete_sent_twice_answers_both_times_as_the_first(self, browser, owner, api, hook):
+        created = await register(api, owner, hook.url())
+        question = f"/webhooks/{created['id']}/delete"
+        form = await browser.form_on(question, question)
+        answers = [await browser.post(question, form) for _ in range(2)]
+        assert [(r.code, r.headers["Location"]) for r in answers] == [(303, LIST)] * 2
+
+
 class TestRotation:
     @pytest.mark.gen_test
     async def test_rotating_shows_a_new_secret_once(self, browser, owner, api, hook):
