@@ -3,8 +3,10 @@ the sign-up form, sign-in and sign-out (the account page: handlers/account.py).
 
 A signed-in person's session is their OpenID Connect ID token, kept in a signed, HttpOnly,
 SameSite=Lax cookie (``Secure`` when ``portal_url`` is https) and verified on every page exactly
-as an API bearer is. Every form carries Tornado's XSRF token. Pages load nothing from outside the
-service and work without JavaScript; ``static/portal.js`` only adds copy buttons.
+as an API bearer is. Every form carries Tornado's XSRF token and, on a signed-in page, a one-time
+token that makes it act once (handlers/forms.py). Pages load nothing from outside the service and
+work without JavaScript; ``static/portal.js`` only adds copy buttons and disables a form's buttons
+while it is sending.
 """
 
 from __future__ import annotations
