@@ -71,7 +71,9 @@ def write_config(folder: Path, dns: DnsServer, provider: str) -> Path:
 
 
 async def seed(config: Path, names: list[str], *, verified: bool) -> tuple[str, list]:
-    """One workspace holding ``names`` (by bulk create) and a ``*`` API key: the key, the rows in order."""
+    """One workspace holding ``names`` (by bulk create) and a ``*`` API key: the key, the rows in order.
+    ``verified``: their DNS verified, with no certificate and no background check planned (the
+    bench's own calls do the work)."""
     services = build_services(load_config(config))
     try:
         workspace, _ = accounts.create_workspace(services, name="bench", owner_email="bench@example.com")
@@ -83,7 +85,7 @@ async def seed(config: Path, names: list[str], *, verified: bool) -> tuple[str, 
         rows = [found[name] for name in names]
         if verified:
             status = records.ops_status("verified", "none")
-            rows = [attrs.evolve(row, validation_status="verified", ops_status=status) for row in rows]
+            rows = [attrs.evolve(row, validation_status="verified", ops_status=status, next_check_at=None) for row in rows]
             with store.transaction():
                 for row in rows:
                     store.domains.update(row)

@@ -48,16 +48,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import attrs
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.certificates import _pin, pct, start_dns, start_service, stop, write_config
-from core.config import load_config
-from core.domains import operations, records
-from core.identity import accounts, api_keys
-from core.runtime.assembly import build_services
+from bench.certificates import _pin, pct, seed, start_dns, start_service, stop, write_config
+from core.domains import operations
 from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
 
 METRICS_TOKEN = "bench-metrics"
@@ -80,30 +75,6 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (every thread), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def seed(config: Path, names: list[str]) -> tuple[str, list]:
-    """A workspace, a ``*`` API key and the user's ``names``, verified, with no certificate and no
-    background check planned (the user's own calls issue them): the key and the domain ids."""
-    services = build_services(load_config(config))
-    try:
-        workspace, _ = accounts.create_workspace(services, name="bench", owner_email="bench@example.com")
-        for start in range(0, len(names), operations.BULK_MAX):
-            request = operations.BulkCreate(apex_list=names[start : start + operations.BULK_MAX])
-            await operations.bulk_create(services, workspace=workspace, request=request)
-        store = services.store
-        found = store.domains.by_apex(workspace.id, names)
-        status = records.ops_status("verified", "none")
-        rows = [attrs.evolve(found[name], validation_status="verified", ops_status=status, next_check_at=None)
-                for name in names]
-        with store.transaction():
-            for row in rows:
-                store.domains.update(row)
-        _, token = api_keys.create(services, workspace_id=workspace.id,
-                                   request=api_keys.CreateKeyRequest(name="bench", scopes=["*"]))
-        return token, [str(row.id) for row in rows]
-    finally:
-        services.close()
 
 
 class Client:
@@ -300,7 +271,8 @@ def main() -> None:
             f'[metrics]\nbearer_token = "{METRICS_TOKEN}"'
         ))
         users = math.ceil(args.user_rate / 2 * (steady * 1.5 + 30))  # enough to issue one each for the whole run
-        token, user_ids = asyncio.run(seed(config, [f"user{n}.shop{n % 97}.com" for n in range(users)]))
+        token, user_rows = asyncio.run(seed(config, [f"user{n}.shop{n % 97}.com" for n in range(users)], verified=True))
+        user_ids = [str(row.id) for row in user_rows]
         fake.reset()  # the seeding's delegation lookup is not counted
         proc, port = start_service(config)
         result = asyncio.run(sweep(args, port, token, tmp / "service" / "db.sqlite3", dns, fake, user_ids,

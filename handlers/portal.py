@@ -33,6 +33,15 @@ SHOWN_LINKS = 20  # the newest active links on a DNS page; the API lists them al
 FILTERS = ("q", "status", "validationStatus", "certStatus", "tag")
 
 
+def path_id(raw: str) -> uuid.UUID:
+    """An id from a page's path; a malformed one names nothing: the same 404 page as another
+    workspace's id."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise HTTPError(404) from None
+
+
 class PortalHandler(PageHandler):
     def member(self, roles: Collection[str] | None = None) -> Principal:
         """The signed-in member; 403 when their role may not do this."""
@@ -44,10 +53,7 @@ class PortalHandler(PageHandler):
     def domain_row(self, domain_id: str):
         """The domain in the workspace shown, or in another of the person's workspaces, which is
         then shown (a link to a DNS page works whichever workspace the portal was showing)."""
-        try:
-            wanted = uuid.UUID(domain_id)
-        except ValueError:
-            raise HTTPError(404) from None
+        wanted = path_id(domain_id)
         current = self.member()
         try:
             return operations.load(self.services, current.workspace, wanted)
@@ -264,10 +270,7 @@ class RevokeKey(PortalHandler):
     async def post(self, key_id: str) -> None:
         self.hit_rate_limit("/v1/api-keys")
         principal = self.member(MANAGERS)
-        try:
-            wanted = uuid.UUID(key_id)
-        except ValueError:
-            raise HTTPError(404) from None
+        wanted = path_id(key_id)
 
         async def revoke() -> Outcome:
             try:

@@ -12,8 +12,6 @@ answers 303 (handlers/forms.py).
 
 from __future__ import annotations
 
-import uuid
-
 from tornado.web import HTTPError, authenticated
 
 from core.domains import clients as domain_clients
@@ -24,15 +22,8 @@ from core.identity.scopes import MANAGERS, WRITERS
 from core.verification import links as verification_links
 from handlers.forms import Outcome
 from handlers.pages import refusal_text
-from handlers.portal import PortalHandler
+from handlers.portal import PortalHandler, path_id
 from store.records import DomainRow
-
-
-def _uuid_or_404(raw: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise HTTPError(404) from None
 
 
 def split_tags(text: str) -> list[str]:
@@ -121,7 +112,7 @@ class LinkAction(PortalHandler):
         self.hit_rate_limit("/v1/verification-links")
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
-        wanted = _uuid_or_404(link_id)
+        wanted = path_id(link_id)
         dns_page = f"/site/{row.id}/dns"
 
         async def revoke() -> Outcome:
@@ -149,7 +140,7 @@ class RotateKey(PortalHandler):
     async def post(self, key_id: str) -> None:
         self.hit_rate_limit("/v1/api-keys")
         principal = self.member(MANAGERS)
-        wanted = _uuid_or_404(key_id)
+        wanted = path_id(key_id)
 
         async def rotate() -> Outcome:
             try:

@@ -10,8 +10,6 @@ page of its own naming their e-mail, the confirmation a browser without JavaScri
 
 from __future__ import annotations
 
-import uuid
-
 from tornado.web import HTTPError, authenticated
 
 from core.errors import ApiError, NotFound
@@ -20,7 +18,7 @@ from core.identity.auth import Principal
 from core.identity.scopes import MANAGERS, ROLES
 from handlers.forms import Outcome
 from handlers.pages import refusal_text
-from handlers.portal import PortalHandler
+from handlers.portal import PortalHandler, path_id
 from store.records import Invitation, Member
 
 #: Roles as the page names them, with what each may do (the spec's Authentication rules).
@@ -34,14 +32,6 @@ ROLE_MEANINGS = {
 #: Least access until someone decides otherwise.
 DEFAULT_INVITE_ROLE = "read_only"
 TEAM = "/team"
-
-
-def _uuid(value: str) -> uuid.UUID:
-    """A malformed id names nothing: the same 404 page as another workspace's id."""
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise HTTPError(404) from None
 
 
 def grantable_roles(principal: Principal) -> list[str]:
@@ -64,7 +54,7 @@ class TeamPortalHandler(PortalHandler):
 
     def team_member(self, principal: Principal, user_id: str) -> Member:
         """A member of the workspace shown; anyone else, a 404 page."""
-        wanted = _uuid(user_id)
+        wanted = path_id(user_id)
         for member in team.team(self.services, principal=principal).members:
             if member.user_id == wanted:
                 return member
@@ -72,7 +62,7 @@ class TeamPortalHandler(PortalHandler):
 
     def team_invitation(self, principal: Principal, invitation_id: str) -> Invitation:
         """A pending invitation of the workspace shown; anyone else's, a 404 page."""
-        wanted = _uuid(invitation_id)
+        wanted = path_id(invitation_id)
         for invitation in team.team(self.services, principal=principal).invitations:
             if invitation.id == wanted:
                 return invitation

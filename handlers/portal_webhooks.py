@@ -24,7 +24,7 @@ from core.webhooks import deliveries, endpoints
 from core.wire import parse_timestamp
 from handlers.forms import Outcome
 from handlers.pages import refusal_text
-from handlers.portal import PortalHandler
+from handlers.portal import PortalHandler, path_id
 from store.records import WebhookEndpoint
 
 API_PATH = "/v1/webhooks"  # the rate-limit bucket every action here counts in
@@ -36,14 +36,6 @@ EVENT_CHOICES: tuple[tuple[str, str], ...] = (
     (certificate_events.ISSUE_PENDING, "issuance was requested and awaits activation"),
     (certificate_events.ISSUE_FAILED, "issuance failed"),
 )
-
-
-def _uuid(value: str) -> uuid.UUID:
-    """A path id; one that is not a UUID names nothing here, so it is a 404 like an unknown one."""
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise HTTPError(404) from None
 
 
 def when(value: dt.datetime | str | None) -> str:
@@ -66,7 +58,7 @@ class WebhooksHandler(PortalHandler):
 
     def endpoint(self, endpoint_id: str) -> WebhookEndpoint:
         try:
-            return endpoints.load(self.services, self.manager(), _uuid(endpoint_id))
+            return endpoints.load(self.services, self.manager(), path_id(endpoint_id))
         except NotFound:
             raise HTTPError(404) from None
 
@@ -238,7 +230,7 @@ class DeliveryPage(WebhooksHandler):
         endpoint = self.endpoint(endpoint_id)
         try:
             delivery: dict[str, Any] = deliveries.detail(self.services, workspace_id=endpoint.workspace_id,
-                                                         endpoint_id=endpoint.id, delivery_id=_uuid(delivery_id))
+                                                         endpoint_id=endpoint.id, delivery_id=path_id(delivery_id))
         except NotFound:
             raise HTTPError(404) from None
         self.render_page("webhook_delivery.html", endpoint=endpoint, delivery=delivery, when=when)
@@ -249,7 +241,7 @@ class Redeliver(WebhooksHandler):
     async def post(self, endpoint_id: str, delivery_id: str) -> None:
         self.hit_rate_limit(API_PATH)
         endpoint = self.endpoint(endpoint_id)
-        wanted = _uuid(delivery_id)
+        wanted = path_id(delivery_id)
 
         async def redeliver() -> Outcome:
             deliveries.redeliver(self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id, delivery_id=wanted)

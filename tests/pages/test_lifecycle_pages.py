@@ -21,11 +21,6 @@ NEXT_CHECK = dt.datetime(2026, 11, 22, 10, 5, 30, tzinfo=dt.UTC)
 DRIFT_SINCE = dt.datetime(2026, 11, 21, 8, 15, tzinfo=dt.UTC)
 
 
-@pytest.fixture
-def browser(http_client, base_url):
-    return Browser(http_client, base_url)
-
-
 def change(services, domain: dict, **fields) -> None:
     """Set fields of the stored domain, as the lifecycle watcher would."""
     store = services.store

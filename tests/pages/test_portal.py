@@ -19,11 +19,6 @@ from tests.pages.portal_client import Browser, new_domain, sign_in
 from tests.servers.dns import DnsServer
 
 
-@pytest.fixture
-def browser(http_client, base_url):
-    return Browser(http_client, base_url)
-
-
 class TestHome:
     """The root page and the sign-up form."""
 

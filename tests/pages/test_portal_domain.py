@@ -25,11 +25,6 @@ cas, ca_bundle, tls, site = scan_fixtures.cas, scan_fixtures.ca_bundle, scan_fix
 smtp_server, smtp = link_fixtures.smtp_server, link_fixtures.smtp
 
 
-@pytest.fixture
-def browser(http_client, base_url):
-    return Browser(http_client, base_url)
-
-
 def text_of(page) -> str:
     """The page's words, tags dropped and spaces collapsed, as a reader sees them."""
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page.body.decode())).replace(" .", ".")

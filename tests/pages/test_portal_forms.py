@@ -17,11 +17,6 @@ from tests.pages.portal_client import Browser, hidden_fields, new_domain, sign_i
 KEYS = "/account/keys"
 
 
-@pytest.fixture
-def browser(http_client, base_url):
-    return Browser(http_client, base_url)
-
-
 def shown_secret(page: bytes) -> str | None:
     found = re.search(r'<code id="new-key">(ac_live_\w+)</code>', page.decode())
     return found.group(1) if found else None

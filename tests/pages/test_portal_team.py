@@ -18,11 +18,6 @@ TEAM = "/team"
 INVITE = "/team/invitations"
 
 
-@pytest.fixture
-def browser(http_client, base_url):
-    return Browser(http_client, base_url)
-
-
 def invite(services, owner, email: str, role: str = "operator"):
     principal = Principal(workspace=owner.workspace, user=owner.user, role="owner")
     return team.invite(services, principal=principal, request=team.Invite(email=email, role=role))

@@ -18,26 +18,15 @@ import pytest
 
 from core.config import NetworkConfig, RateLimitsConfig, WebhooksConfig
 from core.webhooks.worker import WebhookWorker
+from tests.api import test_webhooks as webhook_fixtures
 from tests.helpers import mark_verified
-from tests.pages.portal_client import Browser, new_domain, sign_in
-from tests.servers.https import HttpsReceiver
+from tests.pages.portal_client import new_domain, sign_in
 
 README = Path(__file__).resolve().parent.parent.parent / "README.md"
 LIST = "/webhooks"
 
 
-@pytest.fixture(scope="module")
-def receiver():
-    server = HttpsReceiver()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def hook(receiver, dns):
-    receiver.reset()
-    dns.publish(receiver.hostname, "A", "127.0.0.1")
-    return receiver
+receiver, hook = webhook_fixtures.receiver, webhook_fixtures.hook  # the API tests' HTTPS receiver
 
 
 @pytest.fixture
@@ -49,11 +38,6 @@ def config(config, receiver):
 @pytest.fixture
 def worker(services):
     return WebhookWorker(services, rng=random.Random(7))
-
-
-@pytest.fixture
-def browser(http_client, base_url):
-    return Browser(http_client, base_url)
 
 
 @pytest.fixture

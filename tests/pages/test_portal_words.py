@@ -11,12 +11,7 @@ import pytest
 
 from core.config import RateLimitsConfig
 from tests.helpers import active_domain
-from tests.pages.portal_client import Browser, new_domain, sign_in
-
-
-@pytest.fixture
-def browser(http_client, base_url):
-    return Browser(http_client, base_url)
+from tests.pages.portal_client import new_domain, sign_in
 
 
 class TestStatuses:
