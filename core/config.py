@@ -8,7 +8,6 @@ Every default here is repeated in ``config.example.toml``; a test keeps the two 
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -18,61 +17,20 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 
-from core.addresses import parse_nameserver
+from core.config_checks import (
+    ConfigError,
+    _all,
+    _check,
+    _is_dc_id,
+    _is_glob_list,
+    _is_http_url,
+    _is_listen_address,
+    _is_nameserver,
+    _is_network,
+    _positive,
+    is_loopback,
+)
 from core.wire import describe, iter_errors, register_strict_primitives
-
-
-class ConfigError(Exception):
-    """A configuration problem, worded for a one-line start-up message."""
-
-
-def _check(key: str, ok: Any, problem: str) -> Any:
-    """An attrs validator that names the full TOML key in its message."""
-
-    def validate(_: Any, __: attrs.Attribute[Any], value: Any) -> None:
-        if not ok(value):
-            raise ConfigError(f"{key}: {problem} (got {value!r})")
-
-    return validate
-
-
-def _is_http_url(value: str) -> bool:
-    parts = urlsplit(value)
-    return parts.scheme in ("http", "https") and bool(parts.netloc)
-
-
-def _is_network(value: str) -> bool:
-    try:
-        ipaddress.ip_network(value, strict=False)
-    except ValueError:
-        return False
-    return True
-
-
-def _all(predicate: Any) -> Any:
-    return lambda values: all(predicate(v) for v in values)
-
-
-def _is_nameserver(value: str) -> bool:
-    try:
-        parse_nameserver(value)
-    except ValueError:
-        return False
-    return True
-
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 or the name localhost."""
-    if host.lower() in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def _positive(value: float) -> bool:
-    return value > 0
 
 
 @attrs.frozen
@@ -127,10 +85,6 @@ class DnsConfig:
     nameservers: list[str] = attrs.field(factory=list, validator=_check("dns.nameservers", _all(_is_nameserver), 'must list "ip" or "ip:port" entries'))
     "Empty means the system resolvers."
     timeout_seconds: float = attrs.field(default=3.0, validator=_check("dns.timeout_seconds", _positive, "must be positive"))
-
-
-def _is_glob_list(values: list[str]) -> bool:
-    return all(isinstance(v, str) and v.strip() for v in values)
 
 
 @attrs.frozen
@@ -246,18 +200,6 @@ class SmtpConfig:
             raise ConfigError("smtp.starttls: must be true when smtp.username is set, unless smtp.host is a loopback address")
 
 
-def _is_listen_address(value: str) -> bool:
-    """Empty, or ``ip:port`` / ``[ipv6]:port`` with the port given."""
-    if not value:
-        return True
-    has_port = "]:" in value if value.startswith("[") else value.count(":") == 1
-    try:
-        parse_nameserver(value)
-    except ValueError:
-        return False
-    return has_port
-
-
 @attrs.frozen
 class MetricsConfig:
     """``GET /metrics`` (Prometheus text format). Off unless one of the two is set."""
@@ -276,6 +218,34 @@ class LoggingConfig:
 
 
 @attrs.frozen
+class DomainConnectConfig:
+    """One-click DNS set-up at the customer's DNS host (README, "One-click DNS set-up")."""
+
+    provider_id: str = attrs.field(default="", validator=_check("domain_connect.provider_id", lambda v: v == "" or _is_dc_id(v), "must be 1-63 of A-Z a-z 0-9 _ . - (a domain you own)"))
+    "Empty: one-click set-up off. Else the template's providerId, registered with Domain Connect."
+    service_id: str = attrs.field(default="", validator=_check("domain_connect.service_id", lambda v: v == "" or _is_dc_id(v), "must be 1-63 of A-Z a-z 0-9 _ . -"))
+    private_key_file: str = ""
+    "PEM RSA private key (2048 bits or more) that signs apply URLs; keep it owner-readable only."
+    key_host: str = attrs.field(default="", validator=_check("domain_connect.key_host", lambda v: v == "" or _is_dc_id(v), "must be a DNS name"))
+    "The template's syncPubKeyDomain: the public key is published at ``<key_label>.<key_host>``."
+    redirect_domain: str = ""
+    "The template's syncRedirectDomain; empty = the host of ``server.portal_url``."
+    key_label: str = attrs.field(default="_dck1", validator=_check("domain_connect.key_label", lambda v: _is_dc_id(v) and "." not in v, "must be one DNS label"))
+    provider_name: str = ""
+    "Shown on the DNS host's consent screen; empty = ``provider_id``."
+    service_name: str = "TLS certificate for your hostname"
+    logo_url: str = ""
+    timeout_seconds: float = attrs.field(default=5, validator=_check("domain_connect.timeout_seconds", _positive, "must be positive"))
+    "Each request to a DNS host (settings, template check)."
+    cache_seconds: float = attrs.field(default=600, validator=_check("domain_connect.cache_seconds", _positive, "must be positive"))
+    "How long what a zone's DNS host supports is remembered."
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.provider_id)
+
+
+@attrs.frozen
 class Config:
     server: ServerConfig = attrs.Factory(ServerConfig)
     storage: StorageConfig = attrs.Factory(StorageConfig)
@@ -290,6 +260,7 @@ class Config:
     smtp: SmtpConfig = attrs.Factory(SmtpConfig)
     metrics: MetricsConfig = attrs.Factory(MetricsConfig)
     logging: LoggingConfig = attrs.Factory(LoggingConfig)
+    domain_connect: DomainConnectConfig = attrs.Factory(DomainConnectConfig)
 
     def __attrs_post_init__(self) -> None:
         if self.oidc.issuer and not self.oidc.client_id:
@@ -318,6 +289,15 @@ class Config:
             for key in ("zone_id", "api_token"):
                 if not getattr(self.provider.cloudflare, key):
                     raise ConfigError(f"provider.cloudflare.{key}: required when provider.kind is \"cloudflare\"")
+        dc = self.domain_connect
+        if dc.enabled:
+            for key in ("service_id", "private_key_file", "key_host"):
+                if not getattr(dc, key):
+                    raise ConfigError(f"domain_connect.{key}: required when domain_connect.provider_id is set")
+            portal_host = (urlsplit(self.server.portal_url).hostname or "").lower()
+            if dc.redirect_domain and portal_host != dc.redirect_domain.lower():
+                raise ConfigError(f"domain_connect.redirect_domain: must be the host of server.portal_url ({portal_host}), "
+                                  "where DNS hosts send the customer back")
 
     def bound_to(self, port: int) -> Config:
         """The configuration as served on ``port``, the one actually bound. With ``server.port = 0``
