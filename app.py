@@ -69,11 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     serving = args.command in (None, "serve")
     try:
         config = load(args, serving=serving)
-        if args.command == "check-config":
-            # Before open_services, which would create the database and the secret key file:
-            # a check writes nothing.
+        if args.command in cli.WRITING_NOTHING:
+            # Before open_services, which would create the database and the secret key file.
             try:
-                print("\n".join(commands.check_config(config)))
+                print("\n".join(cli.run_writing_nothing(args, config)))
             except commands.CommandError as exc:
                 print(exc, file=sys.stderr)
                 return 2

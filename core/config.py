@@ -17,8 +17,8 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 
+from core import config_checks
 from core.config_checks import (
-    ConfigError,
     _all,
     _check,
     _is_dc_id,
@@ -31,6 +31,8 @@ from core.config_checks import (
     is_loopback,
 )
 from core.wire import describe, iter_errors, register_strict_primitives
+
+ConfigError = config_checks.ConfigError  # where the rules raise it; imported from here everywhere else
 
 
 @attrs.frozen

@@ -12,11 +12,14 @@ from typing import TYPE_CHECKING
 import attrs
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+
     from core.clock import Clock
     from core.config import Config
     from core.crypto import Keyring
     from core.dns.authority import Authority
     from core.dns.lookups import Resolver
+    from core.domain_connect.discovery import Discoverer
     from core.edge import EdgeProvider
     from core.identity.api_keys import KeyCache
     from core.identity.dev_idp import DevIdentityProvider
@@ -53,6 +56,10 @@ class Services:
     key_cache: KeyCache
     used_signin_states: UsedStates
     "States of finished portal sign-ins: each works once."
+    domain_connect: Discoverer | None = None
+    "What zones' DNS hosts offer for one-click set-up, while ``[domain_connect]`` is configured."
+    domain_connect_key: RSAPrivateKey | None = None
+    "The key that signs one-click apply URLs."
 
     def close(self) -> None:
         self.provider.close()

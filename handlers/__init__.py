@@ -14,6 +14,7 @@ from handlers import (
     metrics,
     pages,
     portal,
+    portal_connect,
     portal_domain,
     portal_team,
     portal_webhooks,
@@ -45,6 +46,7 @@ routes = [
     *account.routes,
     *portal.routes,
     *portal_domain.routes,
+    *portal_connect.routes,
     *portal_team.routes,
     *portal_webhooks.routes,
     # Last: unknown /v1/ paths get the JSON 404 envelope; other paths an HTML page.

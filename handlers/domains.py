@@ -1,4 +1,5 @@
-"""``/v1/domains``: create, bulk, query, item, delegation record, verify-delegation, recheck, diagnosis."""
+"""``/v1/domains``: create, bulk, query, item, delegation record, verify-delegation, recheck, diagnosis,
+one-click set-up."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from core.domains import operations, shape
 from core.domains import query as domain_query
 from core.identity.scopes import READERS, WRITERS
 from core.verification import checks as verification
-from core.verification import diagnosis
+from core.verification import diagnosis, one_click
 from handlers.base import ApiHandler, parse_id, require
 
 VERIFY_SCOPES = ("domains:write", "certificates:write")
@@ -88,6 +89,14 @@ class DiagnosisHandler(ApiHandler):
         self.send_json(report)
 
 
+class OneClickHandler(ApiHandler):
+    @require(scopes=VERIFY_SCOPES, roles=WRITERS)
+    async def post(self, domain_id: str) -> None:
+        started = await one_click.start(self.services, workspace=self.authorized.workspace,
+                                        domain_id=parse_id(domain_id, "Domain"), started_by=self.authorized.label)
+        self.send_json(started)
+
+
 routes = [
     (r"/v1/domains", DomainCreateHandler),
     (r"/v1/domains/bulk", DomainBulkHandler),
@@ -97,4 +106,5 @@ routes = [
     (r"/v1/domains/([^/]+)/verify-delegation", VerifyDelegationHandler),
     (r"/v1/domains/([^/]+)/recheck", RecheckHandler),
     (r"/v1/domains/([^/]+)/diagnosis", DiagnosisHandler),
+    (r"/v1/domains/([^/]+)/one-click", OneClickHandler),
 ]

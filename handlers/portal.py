@@ -23,7 +23,7 @@ from core.identity.auth import Principal, permits
 from core.identity.scopes import MANAGERS, READERS, SCOPES, WRITERS
 from core.outbound import site_scan
 from core.verification import checks as verification
-from core.verification import diagnosis
+from core.verification import diagnosis, dns_host, one_click
 from core.verification import links as verification_links
 from handlers.forms import Outcome
 from handlers.pages import PageHandler, refusal_text
@@ -128,8 +128,8 @@ class DnsPage(PortalHandler):
 
     @authenticated
     async def get(self, domain_id: str) -> None:
-        row = self.domain_row(domain_id)
-        principal = self.member()
+        principal, row = self.member(), self.domain_row(domain_id)
+        row = await dns_host.freshened(self.services, row)
         domain = shape.present(row)
         can_write = principal.role in WRITERS
         # read_only may not retrieve link capabilities (spec, Authentication rule 4).
@@ -152,7 +152,8 @@ class DnsPage(PortalHandler):
             except ApiError as exc:
                 scan_error = refusal_text(exc)
         self.render_page(
-            "dns.html", domain=domain, dns=instructions.dns_instructions(domain.apex, domain.validation),
+            "dns.html", domain=domain, dns=instructions.dns_instructions(domain),
+            one_click_action=f"/site/{row.id}/one-click" if can_write else None,
             can_write=can_write, links=links, report=report, lifecycle=self.services.config.lifecycle,
             scan=scan, scan_error=scan_error,
             clients=domain_clients.list_clients(self.services, workspace=principal.workspace),
@@ -214,11 +215,13 @@ class PublicLinkPage(PageHandler):
         view = self.view_or_explain(token)
         if view is None:
             return
+        row = await one_click.link_domain(self.services, token)
         report = None
         if self.get_query_argument("diagnose", "") == "1":
             self.hit_rate_limit("/v1/public/verification-links/")
             report = await verification_links.diagnose(self.services, token)
-        self.render_page("verify.html", view=view, dns=instructions.dns_instructions(view.apex, view.validation), token=token,
+        self.render_page("verify.html", view=view, dns=instructions.dns_instructions(shape.present(row)), token=token,
+                         one_click_action=f"/verify/{token}/one-click",
                          report=report, lifecycle=self.services.config.lifecycle, next_check_at=view.next_check_at)
 
     async def post(self, token: str) -> None:

@@ -25,6 +25,7 @@ from store.idempotency import IdempotencyRepo
 from store.lifecycle import LifecycleRepo
 from store.metrics import MetricsRepo
 from store.migrations import SchemaTooNew, apply_migrations
+from store.one_click import OneClickRepo
 from store.outbox import OutboxRepo
 from store.team import TeamRepo
 from store.verification_links import VerificationLinkRepo
@@ -83,6 +84,7 @@ class Store:
         self.domains = DomainRepo(self.db)
         self.idempotency = IdempotencyRepo(self.db)
         self.lifecycle = LifecycleRepo(self.db, self.domains)
+        self.one_click = OneClickRepo(self.db)
         self.outbox = OutboxRepo(self.db)
         self.team = TeamRepo(self.db)
         self.verification_links = VerificationLinkRepo(self.db)

@@ -14,6 +14,7 @@ import attrs
 import sqlite_utils
 
 from store._rows import from_ts, from_uid, select, ts, uid
+from store.one_click import dns_host_from_json, dns_host_json
 from store.records import DomainRow, DriftProblem
 from store.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 
@@ -103,6 +104,7 @@ def _row(r: dict[str, Any], domain_id: uuid.UUID | None = None) -> DomainRow:
         checks_since=from_ts(r["checks_since"]),
         drift=tuple(DriftProblem(**p) for p in json.loads(r["drift"])) if r["drift"] else (),
         drift_since=from_ts(r["drift_since"]),
+        dns_host=dns_host_from_json(r["dns_host"]),
     )
 
 
@@ -135,6 +137,7 @@ def _columns(d: DomainRow) -> dict[str, Any]:
         "checks_since": ts(d.checks_since),
         "drift": json.dumps([attrs.asdict(p) for p in d.drift]) if d.drift else None,
         "drift_since": ts(d.drift_since),
+        "dns_host": dns_host_json(d.dns_host),
     }
 
 

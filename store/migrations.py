@@ -162,6 +162,28 @@ MIGRATIONS: list[Migration] = [
                FROM domains d JOIN workspaces w ON w.id = d.workspace_id""",
         ],
     ),
+    (
+        12,
+        "DNS host and one-click set-up",
+        [
+            # Where the domain's zone is hosted and what its Domain Connect settings offer, as JSON;
+            # NULL until the first check or page view looks (core/verification/dns_host.py).
+            "ALTER TABLE domains ADD COLUMN dns_host TEXT",
+            # The few domains with an offer, found at once when one-click set-up is turned off.
+            "CREATE INDEX domains_one_click ON domains(id) WHERE json_extract(dns_host, '$.offer') IS NOT NULL",
+            # Each one-click start: a one-use state, bound to its domain, kept hashed.
+            """CREATE TABLE one_click_starts (
+                state_hash TEXT PRIMARY KEY,
+                workspace_id TEXT NOT NULL,
+                domain_id TEXT NOT NULL REFERENCES domains(id) ON DELETE CASCADE,
+                created_at TEXT NOT NULL,
+                expires_at TEXT NOT NULL,
+                started_by TEXT NOT NULL,
+                used_at TEXT
+            )""",
+            "CREATE INDEX one_click_starts_expiry ON one_click_starts(expires_at)",
+        ],
+    ),
 ]
 
 

@@ -114,6 +114,46 @@ class DomainRow:
     drift: tuple[DriftProblem, ...] = ()
     "What a check of the verified domain found wrong since (delegation CNAME, CAA); empty when nothing."
     drift_since: dt.datetime | None = None
+    dns_host: DnsHostSeen | None = None
+    "Where the domain's zone is hosted, as last found (core/verification/dns_host.py); None until then."
+
+
+@attrs.frozen
+class OneClickOffer:
+    """A DNS host's Domain Connect settings, where it applies our template (core/domain_connect/)."""
+
+    provider_id: str
+    provider_name: str
+    url_sync_ux: str
+    width: int = 750
+    height: int = 750
+
+
+@attrs.frozen
+class DnsHostSeen:
+    """What the zone's NS records and its Domain Connect discovery said, when last asked."""
+
+    zone: str
+    host: str
+    "A key of core/dns_hosts.py, or empty when the nameservers match no host known there."
+    checked_at: dt.datetime
+    offer: OneClickOffer | None = None
+    problem: str | None = None
+    "Why the zone's Domain Connect settings were ignored (a diagnosis note), when they were."
+
+
+@attrs.frozen
+class OneClickStart:
+    """One offer of one-click set-up: its ``state`` (hashed) works once, for its domain only."""
+
+    state_hash: str
+    workspace_id: uuid.UUID
+    domain_id: uuid.UUID
+    created_at: dt.datetime
+    expires_at: dt.datetime
+    started_by: str
+    "Who asked: ``user:<id>``, ``key:<id>`` or ``link:<id>`` (logged with it)."
+    used_at: dt.datetime | None = None
 
 
 @attrs.frozen

@@ -72,6 +72,8 @@ class TestExample:
             "rate_limits.public_verification_links", "rate_limits.verification_links", "rate_limits.site_scan",
             "lifecycle.enabled", "lifecycle.interval_seconds", "lifecycle.max_interval_seconds", "lifecycle.pending_days",
             "lifecycle.active_check_seconds", "lifecycle.provider_share", "lifecycle.events",
+            "domain_connect.provider_id", "domain_connect.service_id", "domain_connect.private_key_file",
+            "domain_connect.key_host", "domain_connect.redirect_domain",
         ]:
             assert key in keys
 
@@ -99,6 +101,12 @@ class TestErrors:
             ({"oidc": {"issuer": "https://idp.example"}}, "oidc.client_id: required"),
             ({"rate_limits": {"api": True}}, "rate_limits.api: Expected integer, received boolean"),
             ({"provider": {"kind": "cloudflare"}}, "provider.cloudflare.zone_id: required"),
+            ({"domain_connect": {"provider_id": "certs.example.com"}}, "domain_connect.service_id: required"),
+            ({"domain_connect": {"provider_id": "certs example"}}, "domain_connect.provider_id: must be 1-63"),
+            ({"domain_connect": {"key_label": "_dck1.x"}}, "domain_connect.key_label: must be one DNS label"),
+            ({"domain_connect": {"provider_id": "c.example.com", "service_id": "s", "private_key_file": "k",
+                                 "key_host": "example.com", "redirect_domain": "portal.example.com"}},
+             "domain_connect.redirect_domain: must be the host of server.portal_url (127.0.0.1)"),
         ],
     )
     def test_message_names_the_key(self, data, message):

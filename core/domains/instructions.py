@@ -1,23 +1,33 @@
 """A domain's two DNS records as a person reads them on the portal's DNS page and on the public
-verification page: each host in full and relative to the zone, as DNS panels ask for it."""
+verification page: each name in full and as the customer's DNS panel asks for it.
+
+When the zone's DNS host is known (core/verification/dns_host.py), the name and value are in the
+form that host's panel wants (core/dns_hosts.py), with its gotchas. Until then the zone is the
+registrable domain (a guess: most customers manage that zone) and the name is relative to it.
+"""
 
 from __future__ import annotations
 
 import attrs
 
+from core import dns_hosts
+from core.domains.dns_host_view import DnsHostView
 from core.domains.records import DnsRecord
-from core.domains.shape import Validation
-from core.hostnames import relative_name, zone_of
+from core.domains.shape import Domain
+from core.hostnames import zone_of
 
 
 @attrs.frozen
 class RecordView:
-    """One DNS record, with the host both in full and as the customer's DNS panel asks for it."""
+    """One DNS record, with the name both in full and as the customer's DNS panel asks for it."""
 
     type: str
     host: str
-    relative_host: str
+    panel_name: str
+    "The name as typed in the panel (relative to the zone, ``@`` or empty for the zone, or in full)."
     value: str
+    panel_value: str
+    "The value as typed in the panel (a trailing dot on a CNAME target where the panel needs it)."
     ttl: int
 
 
@@ -26,14 +36,23 @@ class DnsInstructions:
     zone: str
     delegation: RecordView
     ownership: RecordView
+    host: DnsHostView | None = None
+    "Where the zone is hosted, once found."
+    host_known: bool = False
+    "The zone's nameservers are those of a DNS host in core/dns_hosts.py."
 
 
-def _view(record: DnsRecord, zone: str) -> RecordView:
-    return RecordView(type=record.type, host=record.host, relative_host=relative_name(record.host, zone),
-                      value=record.value, ttl=record.ttl)
+def _view(record: DnsRecord, zone: str, host: dns_hosts.DnsHost | None) -> RecordView:
+    value = dns_hosts.cname_target(host, record.value) if record.type == "CNAME" else record.value
+    return RecordView(type=record.type, host=record.host, panel_name=dns_hosts.record_name(host, record.host, zone),
+                      value=record.value, panel_value=value, ttl=record.ttl)
 
 
-def dns_instructions(apex: str, validation: Validation) -> DnsInstructions:
+def dns_instructions(domain: Domain) -> DnsInstructions:
     """The two records of a domain as its DNS page and its public verification page show them."""
-    zone = zone_of(apex)
-    return DnsInstructions(zone=zone, delegation=_view(validation.delegation, zone), ownership=_view(validation.ownership, zone))
+    view = domain.dns_host
+    zone = view.zone if view is not None else zone_of(domain.apex)
+    host = dns_hosts.by_key(view.key) if view is not None and view.key else None
+    validation = domain.validation
+    return DnsInstructions(zone=zone, delegation=_view(validation.delegation, zone, host),
+                           ownership=_view(validation.ownership, zone, host), host=view, host_known=host is not None)

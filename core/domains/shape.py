@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 import orjson
 
+from core.domains.dns_host_view import DnsHostView, dns_host_view
 from core.domains.records import (
     DELEGATION_PREFIX,
     DELEGATION_TTL,
@@ -20,7 +21,7 @@ from core.domains.records import (
     delegation_record,
     ownership_record,
 )
-from core.wire import format_timestamp
+from core.wire import dump, format_timestamp
 from store.records import DomainRow, DriftProblem
 
 
@@ -69,6 +70,8 @@ class Domain:
     notes: str | None = None
     next_check_at: dt.datetime | None = None
     "When the background checks look at it next (core/domains/schedule.py); absent when not scheduled."
+    dns_host: DnsHostView | None = None
+    "Where its records are published, once found (core/verification/dns_host.py)."
 
 
 def present(row: DomainRow) -> Domain:
@@ -101,6 +104,7 @@ def present(row: DomainRow) -> Domain:
         ),
         ops_status=row.ops_status,
         next_check_at=row.next_check_at,
+        dns_host=dns_host_view(row),
     )
 
 
@@ -146,6 +150,8 @@ def wire(row: DomainRow) -> dict[str, Any]:
         domain["notes"] = row.notes
     if row.next_check_at is not None:
         domain["nextCheckAt"] = format_timestamp(row.next_check_at)
+    if row.dns_host is not None:
+        domain["dnsHost"] = dump(dns_host_view(row))
     return domain
 
 

@@ -1,4 +1,5 @@
-"""The one way the service reaches a destination a user supplied (webhook URLs, the HTTPS scan).
+"""The one way the service reaches a destination a user supplied (webhook URLs, the HTTPS scan,
+Domain Connect discovery).
 
 Endpoints the operator configures (the edge provider's API, the identity provider) are trusted
 and reached directly elsewhere. A URL or hostname that came from a user goes only through this
@@ -185,6 +186,20 @@ class OutboundClient:
 
     async def post(self, url: str, *, body: bytes, headers: dict[str, str], timeout: float) -> OutboundResponse:
         """POST ``body`` to ``url``; any answer (3xx included) is returned, failures raise ``OutboundFailure``."""
+        return await self._request("POST", url, body=body, headers=headers, timeout=timeout)
+
+    async def get(self, url: str, *, headers: dict[str, str], timeout: float,
+                  max_body_bytes: int | None = None) -> OutboundResponse:
+        """GET ``url``; any answer (3xx included) is returned, failures raise ``OutboundFailure``.
+
+        ``max_body_bytes`` keeps less of the answer than the client's own cap (documents with a
+        size limit of their own); a larger value changes nothing, as the pool never reads more.
+        """
+        return await self._request("GET", url, body=b"", headers=headers, timeout=timeout,
+                                   max_body_bytes=max_body_bytes)
+
+    async def _request(self, method: str, url: str, *, body: bytes, headers: dict[str, str], timeout: float,
+                       max_body_bytes: int | None = None) -> OutboundResponse:
         target = check_url(url, policy=self.policy)  # again: the rules may have changed since registration
         started = time.monotonic()
         addresses = await self.resolver.resolve(target.host, target.port)  # and the DNS answer too
@@ -192,13 +207,16 @@ class OutboundClient:
             # No redirect is followed (a Location could point anywhere: a 3xx is the answer) and
             # nothing is decompressed (no decompression bomb behind the size cap).
             answer = await self.pool.request(
-                "POST", host=target.host, port=target.port, path=target.path_and_query, addresses=addresses,
+                method, host=target.host, port=target.port, path=target.path_and_query, addresses=addresses,
                 headers=headers, body=body, timeout=timeout,
             )
         except Exception as exc:  # noqa: BLE001 - every way a request can fail becomes an OutboundFailure
             raise _failure(exc, target, timeout) from None
-        return OutboundResponse(status_code=answer.code, body=answer.body, duration_ms=_ms(started),
-                                truncated=answer.truncated)
+        response_body, truncated = answer.body, answer.truncated
+        if max_body_bytes is not None and len(response_body) > max_body_bytes:
+            response_body, truncated = response_body[:max_body_bytes], True
+        return OutboundResponse(status_code=answer.code, body=response_body, duration_ms=_ms(started),
+                                truncated=truncated)
 
 
 def _ms(started: float) -> float:

@@ -12,6 +12,8 @@ from core.config import Config
 from core.crypto import Keyring, load_or_create_master_key
 from core.dns.authority import Authority
 from core.dns.lookups import DnsChecker, Resolver
+from core.domain_connect.discovery import Discoverer
+from core.domain_connect.signing import load_private_key
 from core.edge import make_provider
 from core.edge.counted import CountedProvider
 from core.edge.simulated_dns import SimulatedDns
@@ -59,6 +61,12 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     if config.provider.kind == "sandbox" and sandbox.simulate_dns:  # config refuses it with any other provider
         dns = SimulatedDns(store, clock, delay_seconds=sandbox.simulate_dns_delay_seconds)
     outbound = OutboundClient(network=config.network, dns=config.dns, observe=count)
+    discoverer, signing_key = None, None
+    if config.domain_connect.enabled:
+        signing_key = load_private_key(config.domain_connect.private_key_file)
+        discoverer = Discoverer(config.domain_connect, dns, outbound, clock)
+    else:
+        store.one_click.forget_offers()  # offers found while it was on are not offered any more
     return Services(
         config=config,
         store=store,
@@ -77,4 +85,6 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         metrics=metrics,
         key_cache=KeyCache(),
         used_signin_states=UsedStates(),
+        domain_connect=discoverer,
+        domain_connect_key=signing_key,
     )

@@ -7,7 +7,8 @@ import argparse
 import importlib.metadata
 from typing import TYPE_CHECKING
 
-from core.runtime import commands
+from core.config import Config
+from core.runtime import commands, domain_connect_setup
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -34,6 +35,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND")
     subcommands.add_parser("serve", parents=[config], help="run the service (the default)")
     subcommands.add_parser("check-config", parents=[config], help="load the configuration, key file and database, and say what would run")
+    subcommands.add_parser("domain-connect-template", parents=[config],
+                           help="the Domain Connect template to submit, and the public-key TXT records to publish")
     backup = subcommands.add_parser("backup", parents=[config], help="an online, consistent copy of the database")
     backup.add_argument("path", help="the new file to write (must not exist)")
     workspaces = subcommands.add_parser("list-workspaces", parents=[config],
@@ -52,6 +55,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     purge = subcommands.add_parser("purge", parents=[config], help="drop old idempotency records and delivered webhook deliveries")
     purge.add_argument("--webhook-days", type=int, default=30, help="keep delivered deliveries this many days (default 30)")
     return parser.parse_args(argv)
+
+
+#: Commands run before the services are built, since building them creates the database and the
+#: secret key file: these write nothing.
+WRITING_NOTHING = ("check-config", "domain-connect-template")
+
+
+def run_writing_nothing(args: argparse.Namespace, config: Config) -> list[str]:
+    if args.command == "check-config":
+        return commands.check_config(config) + domain_connect_setup.check_lines(config)
+    assert args.command == "domain-connect-template"
+    return domain_connect_setup.template_lines(config)
 
 
 def run_command(args: argparse.Namespace, services: Services) -> list[str]:

@@ -10,13 +10,14 @@ from tornado.ioloop import IOLoop, PeriodicCallback
 
 from core.certificates import idempotency
 from core.lifecycle.watcher import LifecycleWatcher
+from core.verification import one_click
 from core.webhooks.worker import WebhookWorker
 
 if TYPE_CHECKING:
     from core.services import Services
 
 #: How often Idempotency-Key records older than their retention are purged (and portal forms'
-#: secrets older than theirs, which is ten minutes).
+#: secrets older than theirs, which is ten minutes, and expired one-click states).
 PURGE_INTERVAL_SECONDS = 300
 #: The longest the lifecycle waits between looks for due checks (shorter when interval_seconds is).
 SWEEP_SECONDS = 5.0
@@ -35,6 +36,7 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
 
     def purge_idempotency() -> None:
         idempotency.purge(services)
+        one_click.purge(services)
 
     jobs = {
         "webhooks": PeriodicCallback(worker.tick, services.config.webhooks.poll_interval_seconds * 1000, jitter=0.1),

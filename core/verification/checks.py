@@ -36,6 +36,7 @@ from core.domains.drift import DELEGATION, with_drift
 from core.domains.operations import load
 from core.domains.records import delegation_record, ops_status, ownership_record
 from core.edge import ProviderError
+from core.verification import dns_host
 from core.wire import INTERNAL
 from store.records import DomainRow, DriftProblem, Workspace
 
@@ -147,8 +148,10 @@ def _holds(lookup: Lookup, expected: str) -> bool:
     return any(v.strip().strip('"').lower() == expected.lower() for v in lookup.values)
 
 
-async def look_again(services: Services, apex: str, asked: list[tuple[Lookup, str, RecordCheck]]) -> list[RecordCheck]:
-    """What the resolver's answer alone does not tell, for each (lookup, expected value, check).
+async def look_again(services: Services, apex: str,
+                     asked: list[tuple[Lookup, str, RecordCheck]]) -> tuple[list[RecordCheck], Walk | None]:
+    """What the resolver's answer alone does not tell, for each (lookup, expected value, check); and
+    the walk to the zone, when one was made.
 
     A SERVFAIL the resolver answers with DNSSEC checking disabled is a DNSSEC failure, which needs
     a fix, not patience: "wrong", so the domain is not handed to the provider. A record the
@@ -178,7 +181,7 @@ async def look_again(services: Services, apex: str, asked: list[tuple[Lookup, st
                     f"resolver still holds its earlier \"no such record\" answer; it will see the record {when}. "
                     "Nothing to change: check again then."))
         checks.append(check)
-    return checks
+    return checks, walk
 
 
 def next_status(checks: list[RecordCheck]) -> str:
@@ -223,12 +226,16 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
     judged = [(lookups[0], cname.value, await check_delegation(services.dns, lookups[0], cname.value))]
     if not verified:
         judged.append((lookups[1], txt.value, check_ownership(lookups[1], txt.value, services.dns.timeout)))
-    checks = await look_again(services, row.apex, judged)
+    checks, walk = await look_again(services, row.apex, judged)
     problems = [c.message for c in checks if c.state != "ok"]
     now = services.clock.now()
+    # A record is missing: the customer is at their DNS panel, and the walk names their DNS host.
+    host = await dns_host.seen(services, walk) if walk is not None and dns_host.stale(row, now) else None
     with services.store.transaction():
         current = load(services, workspace, domain_id)  # deleted meanwhile: 404
         updated = attrs.evolve(current, validation_checked_at=now, validation_error=" ".join(problems) or None, updated_at=now)
+        if host is not None:
+            updated = attrs.evolve(updated, dns_host=host)
         if verified and current.validation_status == "verified":
             if checks[0].state != "unknown":
                 updated = with_drift(updated, _delegation_drift(checks[0], cname.host, cname.value),

@@ -3,7 +3,8 @@
 The report puts side by side what the zone's own nameservers publish (core/dns/authority.py) and what
 each configured resolver answers, then names each problem found with a code, a severity, a
 sentence for a DNS administrator and the exact fix. It only reads: DNS, the stored certificate
-state (as of its last refresh) and, for an active certificate, the certificate the host serves.
+state (as of its last refresh) and, for an active certificate, the certificate the host serves. The
+one thing it keeps is what the walk found out about the zone's DNS host (core/verification/dns_host.py).
 
 Findings, errors first:
 
@@ -29,6 +30,7 @@ Findings, errors first:
 | `provider_error`, `provider_pending` | error, info | the provider's own view |
 | `served_mismatch` | warning | the host serves a certificate other than the provider's |
 | `authority_unknown` | info | the zone's nameservers could not be found or did not answer; resolvers only |
+| `one_click_ignored` | info | the zone's Domain Connect settings were ignored (too large, slow, not https, a private address...) |
 | `all_good` | info | nothing to fix |
 """
 
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from core import dns_hosts
 from core.certificates import caa
 from core.clock import by_minute
 from core.dns.authority import Zone
@@ -49,6 +52,7 @@ from core.dns.probe import negative_ttl
 from core.domains.drift import DELEGATION
 from core.domains.operations import load
 from core.domains.records import delegation_record, ownership_record
+from core.verification import dns_host
 from core.verification.provider_findings import ProviderView, provider_findings, served_findings
 from core.verification.record_findings import (
     Finding,
@@ -105,6 +109,8 @@ class Diagnosis:
     records: list[RecordReport]
     findings: list[Finding]
     provider: ProviderView | None = None
+    dns_host_name: str | None = None
+    "The zone's DNS host, when its nameservers are those of a host the service knows (core/dns_hosts.py)."
 
 
 async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> Diagnosis:
@@ -113,6 +119,7 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     authority = services.authority
     walk = await authority.walk(row.apex)
     zone = walk.zone
+    host_seen = dns_host.keep(services, workspace.id, row.id, await dns_host.seen(services, walk))
     # The records, their usual misplacements, and what sits beside the CNAME.
     extra: list[tuple[str, str]] = [(cname.host, "TXT"), (cname.host, "A"), (cname.host, "AAAA")]
     if zone is not None:
@@ -154,6 +161,9 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
         findings.append(Finding("caa_forbids", "error", verdict_caa.message or "CAA forbids issuance.",
                                 fix=verdict_caa.message))
     drift_findings(findings, row, delegation_ok=delegation_ok)
+    if host_seen is not None and host_seen.dns_host is not None and host_seen.dns_host.problem:
+        findings.append(Finding("one_click_ignored", "info", host_seen.dns_host.problem
+                                + " So one-click set-up is not offered; the records can be published by hand."))
     provider = provider_findings(findings, row, certificate, delegation_ok, delegation)
     if row.cert_status == "active" and certificate is not None:
         await served_findings(services, findings, row, workspace)
@@ -167,8 +177,13 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
         verdict=_verdict(findings), summary=_summary(findings),
         zone=zone.name if zone else None, nameservers=list(zone.nameservers) if zone else [],
         records=[_report("delegation", delegation, zone), _report("ownership", ownership, zone)],
-        findings=findings, provider=provider,
+        findings=findings, provider=provider, dns_host_name=_host_name(host_seen),
     )
+
+
+def _host_name(row: DomainRow | None) -> str | None:
+    host = dns_hosts.by_key(row.dns_host.host) if row is not None and row.dns_host is not None else None
+    return host.name if host is not None else None
 
 
 async def _visible_by(services: Services, record: Seen, resolvers: dict[str, Resolver]) -> dict[str, str]:

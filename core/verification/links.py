@@ -27,6 +27,7 @@ import attrs
 
 from core import cursors, logs
 from core.domains import shape
+from core.domains.dns_host_view import dns_host_view
 from core.domains.records import delegation_record, ownership_record
 from core.domains.shape import CertSummary, Validation
 from core.emails import normalise_email, valid_email
@@ -232,21 +233,28 @@ def _human_time(value: dt.datetime) -> str:
 
 def reminder_text(services: Services, *, workspace: Workspace, domain: DomainRow, link: VerificationLinkRow) -> str:
     """The plain-text reminder: both records, the link and its expiry; no other secret."""
+    view = dns_host_view(domain)
+    known = view if view is not None and view.name else None
     records = []
     for number, record in enumerate((delegation_record(domain), ownership_record(domain)), start=1):
-        records.append(
-            f"{number}. Type:  {record.type}\n"
-            f"   Host:  {record.host}\n"
-            f"   Value: {record.value}\n"
-            f"   TTL:   {record.ttl}"
-        )
+        panel = (known.records.delegation if number == 1 else known.records.ownership) if known else None
+        name = (f"   Name:  {panel.name or '(leave empty)'}   (in full: {record.host})" if panel
+                else f"   Host:  {record.host}")
+        records.append(f"{number}. Type:  {record.type}\n{name}\n"
+                       f"   Value: {panel.value if panel else record.value}\n   TTL:   {record.ttl}")
+    where = "The host names are complete; some DNS hosts want only the part before the zone name.\n"
+    if known:
+        where = (f"Your DNS is at {known.name}: the names below are in the form its panel asks for.\n"
+                 + "".join(f"- {gotcha}\n" for gotcha in known.gotchas)
+                 + (f"Its guide to adding a record: {known.help_url}\n" if known.help_url else "")
+                 + (f"The link below can also set both up at {known.one_click.provider_name} in one click.\n"
+                    if known.one_click else ""))
     owner = services.store.accounts.owner_email(workspace.id)
     on_behalf = f"{owner}, owner of the workspace \"{workspace.name}\"" if owner else f"the owner of the workspace \"{workspace.name}\""
     return (
         "Hello,\n\n"
         f"To get a TLS certificate for {domain.apex}, please publish these two DNS records at the DNS\n"
-        "host of the domain (the host names are complete; some DNS hosts want only the part before\n"
-        f"the zone name):\n\n"
+        f"host of the domain. {where}\n"
         + "\n\n".join(records)
         + "\n\n"
         "Once both are published, open this link to check them and start the certificate (no account\n"

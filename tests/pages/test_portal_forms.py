@@ -224,6 +224,8 @@ class TestEveryAction:
         "SwitchWorkspace": "changes only what this browser shows",
         "PublicLinkPage": "a DNS administrator without an account; counted in the public links bucket",
         "AuthorizeHandler": "the built-in development identity provider, not the portal",
+        "OneClickStart": "each click is a new one-use start at the DNS host, nothing a second click repeats",
+        "PublicOneClickStart": "the same, for a verification link's holder; counted in the public links bucket",
     }
 
     @staticmethod

@@ -1,0 +1,100 @@
+"""One-click DNS set-up in the portal (core/verification/one_click.py): the button on the DNS page
+and on a verification link's page, and the page the customer's DNS host sends them back to.
+
+The button is a POST that answers 303 to a fresh apply URL at the DNS host. It is not an ``act``
+form: it changes nothing that a second click would repeat (each click is a new, one-use start),
+and its answer must be a new URL each time. The state also goes into a cookie of this browser,
+since some DNS hosts (Cloudflare) do not send it back.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tornado.web import authenticated
+
+from core.errors import ApiError
+from core.identity.scopes import WRITERS
+from core.verification import one_click
+from handlers.pages import PageHandler, refusal_text
+from handlers.portal import PortalHandler
+
+COOKIE = "cps_one_click"
+
+
+class _Starting(PageHandler):
+    def send_to(self, started: one_click.OneClickUrl, back: str) -> None:
+        cookie = json.dumps({"state": started.state, "back": back})
+        self.set_signed_cookie(COOKIE, cookie, expires_days=one_click.STATE_LIFETIME.total_seconds() / 86400,
+                               httponly=True, samesite="Lax", secure=self.secure_cookies)
+        self.redirect(started.url, status=303)
+
+
+class OneClickStart(_Starting, PortalHandler):
+    """``POST /site/<id>/one-click``: the DNS page's "Set up automatically at <DNS host>"."""
+
+    @authenticated
+    async def post(self, domain_id: str) -> None:
+        self.hit_rate_limit("/v1/domains")
+        row = self.domain_row(domain_id)
+        principal = self.member(WRITERS)
+        back = f"/site/{row.id}/dns"
+        try:
+            started = await one_click.start(self.services, workspace=principal.workspace, domain_id=row.id,
+                                            started_by=principal.label)
+        except ApiError as exc:
+            self.flash(refusal_text(exc))
+            self.redirect(back, status=303)
+            return
+        self.send_to(started, back)
+
+
+class PublicOneClickStart(_Starting):
+    """``POST /verify/<token>/one-click``: the same button on a verification link's page."""
+
+    async def post(self, token: str) -> None:
+        self.hit_rate_limit("/v1/public/verification-links/")
+        back = f"/verify/{token}"
+        try:
+            started = await one_click.start_for_link(self.services, token)
+        except ApiError as exc:
+            self.flash(refusal_text(exc))
+            self.redirect(back, status=303)
+            return
+        self.send_to(started, back)
+
+
+class OneClickReturn(PageHandler):
+    """``GET /connect/done``: where the DNS host sends the customer back (``redirect_uri``).
+
+    What the query says is a hint only: the state is looked up (one use, bound to its domain), and
+    then this service's own DNS check says whether the records are there.
+    """
+
+    async def get(self) -> None:
+        self.hit_rate_limit("/v1/public/verification-links/")
+        kept = self._kept()
+        self.clear_cookie(COOKIE)
+        state = self.get_query_argument("state", "") or kept.get("state", "")
+        back = kept.get("back") if kept.get("state") == state else None
+        returned = await one_click.finish(self.services, state=state or None,
+                                          error=self.get_query_argument("error", "") or None)
+        if returned.outcome != "checked":
+            self.set_status(400)
+        self.render_page("connect_done.html", returned=returned, back=back,
+                         host_said_more=self.get_query_argument("error_description", "")[:200])
+
+    def _kept(self) -> dict[str, str]:
+        raw = self.get_signed_cookie(COOKIE, max_age_days=1)
+        try:
+            kept = json.loads(raw) if raw else {}
+        except ValueError:
+            return {}
+        return kept if isinstance(kept, dict) else {}
+
+
+routes = [
+    (r"/site/([^/]+)/one-click", OneClickStart),
+    (r"/verify/([^/]+)/one-click", PublicOneClickStart),
+    (r"/connect/done", OneClickReturn),
+]

@@ -1,0 +1,317 @@
+"""Domain Connect discovery (core/domain_connect/discovery.py) against a real DNS host: the test DNS
+server publishes ``_domainconnect.<zone>`` and the DNS host's name (127.0.0.1), and a real HTTPS
+receiver (tests/servers/https.py, test CA) plays the DNS host's server. The receiver answers any
+path, so each test plans its answers in request order: the settings first, then the template check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from core.config import DnsConfig, DomainConnectConfig, NetworkConfig
+from core.dns.lookups import DnsChecker
+from core.domain_connect.discovery import Discoverer, Offer
+from core.outbound.guard import OutboundClient
+from tests.servers.https import Answer, HttpsReceiver
+
+ZONE = "customer-dc.com"
+HOST = "dc.dnshost-test.com"
+LOOPBACK = ["127.0.0.0/8"]
+
+
+@pytest.fixture(scope="module")
+def receiver():
+    server = HttpsReceiver(HOST)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def dns_host(receiver, dns):
+    """The DNS host's HTTPS server, reachable by name, with no request seen yet."""
+    receiver.reset()
+    dns.publish(HOST, "A", "127.0.0.1")
+    return receiver
+
+
+@pytest.fixture
+def make(dns, dns_host, clock):
+    """Make a Discoverer with real DNS lookups and a real outbound guard; its clients closed after the test."""
+    clients = []
+
+    def build(*, allow=LOOPBACK, ca_bundle=dns_host.ca_pem_path, timeout=2.0, cache=600.0):
+        resolver = DnsConfig(nameservers=[dns.address], timeout_seconds=0.5)
+        clients.append(OutboundClient(NetworkConfig(allow_private_ranges=list(allow), ca_bundle=ca_bundle), resolver))
+        config = DomainConnectConfig(provider_id="certs.operator-test.com", service_id="tls-hostname",
+                                     private_key_file="x", key_host="operator-test.com",
+                                     timeout_seconds=timeout, cache_seconds=cache)
+        return Discoverer(config, DnsChecker(resolver), clients[-1], clock)
+
+    yield build
+    for client in clients:
+        client.close()
+
+
+def publish(dns, dns_host, value=None):
+    """The zone's ``_domainconnect`` record, naming the DNS host's server with a path by default."""
+    dns.publish(f"_domainconnect.{ZONE}", "TXT", value or f"{HOST}:{dns_host.port}/dc")
+
+
+def settings(dns_host, **fields):
+    """A settings document (the fields given added, or removed when None), as the DNS host sends it."""
+    base = f"https://{HOST}:{dns_host.port}"
+    doc = {"providerId": "dnshost-test.com", "providerName": "DNS Host", "urlSyncUX": f"{base}/sync",
+           "urlAPI": f"{base}/api", "width": 750, "height": 750}
+    doc.update(fields)
+    return json.dumps({key: value for key, value in doc.items() if value is not None}).encode()
+
+
+def settings_url(dns_host):
+    return f"https://{HOST}:{dns_host.port}/dc/v2/{ZONE}/settings"
+
+
+async def refusal(make, dns, dns_host, body=None, *, answer=None):
+    """The discovery when the settings are ``body`` (or the answer is ``answer``), expected ignored."""
+    publish(dns, dns_host)
+    dns_host.plan([answer or Answer(200, body)])
+    found = await make().discover(ZONE)
+    assert (found.outcome, found.offer) == ("ignored", None), found
+    assert len(found.problem) <= 300
+    return found
+
+
+class TestSupported:
+    @pytest.mark.gen_test
+    async def test_a_deployed_template_gives_an_offer_from_the_settings(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        body = settings(dns_host, providerDisplayName="Host Brand", width="800", height=600, market="de",
+                        urlSyncUX=f"https://DC.dnshost-test.com:{dns_host.port}/sync/")
+        dns_host.plan([Answer(200, body), Answer(200, b'{"version": 1}')])
+        found = await make().discover(ZONE)
+        assert (found.zone, found.outcome, found.problem) == (ZONE, "supported", None)
+        assert found.offer == Offer(provider_id="dnshost-test.com", provider_name="Host Brand",
+                                    url_sync_ux=f"https://{HOST}:{dns_host.port}/sync", width=800, height=600)
+
+    @pytest.mark.gen_test
+    async def test_the_settings_are_asked_for_as_json(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host))])
+        await make().discover(ZONE)
+        assert [r.headers.get("Accept") for r in dns_host.received] == ["application/json"] * 2
+
+    @pytest.mark.gen_test
+    async def test_an_empty_200_from_the_template_check_means_supported(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host)), Answer(200, b"")])
+        assert (await make().discover(ZONE)).outcome == "supported"
+
+    @pytest.mark.gen_test
+    async def test_popup_sizes_are_clamped_and_nonsense_gets_the_default(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host, width=5000, height="tall")), Answer(200)])
+        offer = (await make().discover(ZONE)).offer
+        assert (offer.width, offer.height) == (2000, 750)
+
+
+class TestNotOffered:
+    @pytest.mark.gen_test
+    async def test_a_zone_without_a_domainconnect_record_has_no_record(self, make, dns_host):
+        found = await make().discover(ZONE)
+        assert (found.outcome, found.offer, found.problem) == ("no_record", None, None)
+        assert dns_host.received == []
+
+    @pytest.mark.gen_test
+    async def test_settings_answering_404_mean_the_host_does_not_serve_the_zone(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        dns_host.plan([404])
+        found = await make().discover(ZONE)
+        assert (found.outcome, found.offer) == ("not_supported", None)
+        assert "does not host this zone" in found.problem
+        assert len(dns_host.received) == 1
+
+    @pytest.mark.gen_test
+    async def test_a_template_check_answering_404_means_not_supported(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host)), 404])
+        found = await make().discover(ZONE)
+        assert (found.outcome, found.offer) == ("not_supported", None)
+        assert "certs.operator-test.com/tls-hostname" in found.problem
+
+    @pytest.mark.gen_test
+    async def test_settings_without_urlsyncux_mean_not_supported_and_no_template_check(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host, urlSyncUX=None))])
+        found = await make().discover(ZONE)
+        assert (found.outcome, found.offer) == ("not_supported", None)
+        assert len(dns_host.received) == 1
+
+    @pytest.mark.gen_test
+    async def test_a_template_check_answering_500_is_unknown(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host)), 500])
+        found = await make().discover(ZONE)
+        assert (found.outcome, found.offer) == ("unknown", None)
+        assert "HTTP 500" in found.problem
+
+
+class TestRefusedSettings:
+    @pytest.mark.gen_test
+    async def test_a_settings_document_over_64_kib_is_ignored(self, make, dns, dns_host):
+        found = await refusal(make, dns, dns_host, settings(dns_host, padding="x" * 70_000))
+        assert found.problem == (f"The Domain Connect settings at {settings_url(dns_host)} are larger than 64 KiB; "
+                                 "they were ignored.")
+
+    @pytest.mark.gen_test
+    async def test_settings_slower_than_the_timeout_are_ignored(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host), delay=1.5)])
+        found = await make(timeout=0.5).discover(ZONE)
+        assert found.outcome == "ignored"
+        assert "timed out after 0.5 s" in found.problem
+
+    @pytest.mark.gen_test
+    async def test_a_redirect_from_the_settings_is_not_followed(self, make, dns, dns_host):
+        elsewhere = f"https://{HOST}:{dns_host.port}/elsewhere"
+        found = await refusal(make, dns, dns_host, answer=Answer(302, settings(dns_host), location=elsewhere))
+        assert "redirect (HTTP 302)" in found.problem
+        assert len(dns_host.received) == 1
+
+    @pytest.mark.gen_test
+    async def test_settings_answering_500_are_ignored(self, make, dns, dns_host):
+        found = await refusal(make, dns, dns_host, answer=Answer(500))
+        assert "HTTP 500" in found.problem
+
+    @pytest.mark.gen_test
+    async def test_settings_that_are_not_json_are_ignored(self, make, dns, dns_host):
+        found = await refusal(make, dns, dns_host, b"<html>Domain Connect</html>")
+        assert "are not JSON" in found.problem
+
+    @pytest.mark.gen_test
+    async def test_settings_that_are_a_json_array_are_ignored(self, make, dns, dns_host):
+        found = await refusal(make, dns, dns_host, b'[{"providerId": "dnshost-test.com"}]')
+        assert "not a JSON object" in found.problem
+
+    @pytest.mark.gen_test
+    async def test_settings_without_urlapi_are_ignored(self, make, dns, dns_host):
+        found = await refusal(make, dns, dns_host, settings(dns_host, urlAPI=None))
+        assert "lack urlAPI" in found.problem
+
+    @pytest.mark.gen_test
+    async def test_a_urlsyncux_over_plain_http_is_ignored(self, make, dns, dns_host):
+        found = await refusal(make, dns, dns_host, settings(dns_host, urlSyncUX=f"http://{HOST}/sync"))
+        assert "urlSyncUX" in found.problem and "https" in found.problem
+        assert len(dns_host.received) == 1
+
+    @pytest.mark.gen_test
+    async def test_a_name_longer_than_100_characters_is_ignored(self, make, dns, dns_host):
+        found = await refusal(make, dns, dns_host, settings(dns_host, providerName="N" * 101))
+        assert "providerName" in found.problem and "N" * 81 not in found.problem
+
+    @pytest.mark.gen_test
+    async def test_an_untrusted_certificate_at_the_settings_host_is_ignored(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        found = await make(ca_bundle="").discover(ZONE)
+        assert found.outcome == "ignored"
+        assert "TLS" in found.problem
+
+
+class TestPrivateDestinations:
+    @pytest.mark.gen_test
+    async def test_a_settings_host_resolving_to_a_private_address_is_never_contacted(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        found = await make(allow=()).discover(ZONE)
+        assert found.outcome == "ignored"
+        assert "non-public addresses" in found.problem
+        assert dns_host.received == []
+
+    @pytest.mark.gen_test
+    async def test_a_urlapi_resolving_to_a_private_address_is_ignored_and_never_contacted(self, make, dns, dns_host):
+        dns.publish("api.dnshost-test.com", "A", "10.0.0.1")  # outside the loopback the test allows
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host, urlAPI="https://api.dnshost-test.com/dc"))])
+        found = await make().discover(ZONE)
+        assert found.outcome == "ignored"
+        assert "urlAPI" in found.problem and "non-public addresses" in found.problem
+        assert len(dns_host.received) == 1  # the settings only
+
+
+class TestRefusedRecord:
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize(("value", "why"), [
+        ("https://dc.dnshost-test.com/dc", "scheme"),
+        ("dc.dnshost-test.com/dc?zone=x", "query"),
+        ("dc.dnshost-test.com/dc#top", "fragment"),
+        ("user@dc.dnshost-test.com/dc", "user name"),
+        ("127.0.0.1/dc", "not an IP address"),
+        ("[::1]/dc", "not an IP address"),
+    ])
+    async def test_a_value_that_is_not_a_host_with_a_path_is_ignored_unrequested(self, make, dns, dns_host, value, why):
+        publish(dns, dns_host, value)
+        found = await make().discover(ZONE)
+        assert found.outcome == "ignored"
+        assert why in found.problem and f"_domainconnect.{ZONE}" in found.problem
+        assert dns_host.received == []
+
+    @pytest.mark.gen_test
+    async def test_several_domainconnect_records_are_ignored(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        publish(dns, dns_host, "dc.other-host-test.com")
+        found = await make().discover(ZONE)
+        assert found.outcome == "ignored"
+        assert "2 different TXT records" in found.problem
+        assert dns_host.received == []
+
+    @pytest.mark.gen_test
+    async def test_a_long_value_is_shortened_in_the_problem(self, make, dns, dns_host):
+        value = "dc.dnshost-test.com/" + "p" * 200 + "?x"
+        publish(dns, dns_host, value)
+        found = await make().discover(ZONE)
+        assert found.outcome == "ignored"
+        assert "p" * 80 not in found.problem and len(found.problem) <= 300
+
+
+class TestCache:
+    @pytest.mark.gen_test
+    async def test_a_second_discovery_within_cache_seconds_makes_no_request(self, make, dns, dns_host, clock):
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host))])
+        discoverer = make()
+        first = await discoverer.discover(ZONE)
+        clock.advance(599)
+        assert await discoverer.discover(ZONE.upper() + ".") == first
+        assert len(dns_host.received) == 2
+
+    @pytest.mark.gen_test
+    async def test_after_cache_seconds_the_zone_is_discovered_again(self, make, dns, dns_host, clock):
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host)), 404, Answer(200, settings(dns_host)), 200])
+        discoverer = make()
+        assert (await discoverer.discover(ZONE)).outcome == "not_supported"
+        clock.advance(600)
+        assert (await discoverer.discover(ZONE)).outcome == "supported"
+        assert len(dns_host.received) == 4
+
+    @pytest.mark.gen_test
+    async def test_an_unknown_answer_is_kept_for_a_minute_only(self, make, dns, dns_host, clock):
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host)), 500, Answer(200, settings(dns_host)), 200])
+        discoverer = make()
+        assert (await discoverer.discover(ZONE)).outcome == "unknown"
+        clock.advance(59)
+        assert (await discoverer.discover(ZONE)).outcome == "unknown"
+        assert len(dns_host.received) == 2
+        clock.advance(1)
+        assert (await discoverer.discover(ZONE)).outcome == "supported"
+        assert len(dns_host.received) == 4
+
+    @pytest.mark.gen_test
+    async def test_concurrent_discoveries_of_one_zone_share_one_set_of_requests(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host), delay=0.2)])
+        discoverer = make()
+        found = await asyncio.gather(*(discoverer.discover(ZONE) for _ in range(20)))
+        assert {f.outcome for f in found} == {"supported"}
+        assert len(dns_host.received) == 2
