@@ -25,7 +25,7 @@ import attrs
 
 from core.hostnames import relative_name
 
-PanelNameForm = Literal["relative", "relative_blank_apex", "full"]
+PanelNameForm = Literal["relative", "relative_blank_apex"]
 
 
 @attrs.frozen
@@ -38,7 +38,8 @@ class DnsHost:
     "Regular expressions, each matched in full against a lower-case NS name without its trailing dot."
     panel_name_form: PanelNameForm
     """``relative``: the name without the zone, ``@`` for the zone itself; ``relative_blank_apex``: the
-    same, but left empty for the zone itself; ``full``: the whole name."""
+    same, but left empty for the zone itself. (No panel known here takes only the full name: the
+    pages show it beside this one anyway.)"""
     cname_needs_dot: bool
     "The panel reads a CNAME target without a trailing dot as a name in the zone (as a BIND zone file does)."
     gotchas: tuple[str, ...]
@@ -183,14 +184,14 @@ HOSTS: tuple[DnsHost, ...] = (
     ),
     # Netlify DNS runs on NS1 and hands out NS1's name servers (dnsN.pNN.nsone.net), so the two are one
     # entry. Netlify comes first in the name: it is the likelier of the two for a customer hostname.
-    # Both record forms are reported to take the whole name (not confirmed against the live panels);
-    # the gotcha covers a form that adds the zone after all.
+    # Whether their record forms add the zone is not confirmed against the live panels: the name is
+    # given relative, as most panels take it, and the gotcha covers a form that wants the whole name.
     DnsHost(
         key="netlify_or_ns1", name="Netlify or NS1", ns_patterns=(r"dns\d+\.p\d+\.nsone\.net",),
-        panel_name_form="full", cname_needs_dot=False,
+        panel_name_form="relative", cname_needs_dot=False,
         gotchas=(
-            ("If the name field already shows your domain after it, enter only the part before it, or the "
-             "record ends up with your domain twice."),
+            ("If the name field does not show your domain after it, enter the full name instead, or the "
+             "record ends up outside your hostname."),
         ),
         help_url=None, domain_connect=False,
     ),
@@ -239,8 +240,6 @@ def record_name(host: DnsHost | None, name: str, zone: str) -> str:
     the form most panels take. A name outside the zone comes back whole: there is nothing to cut."""
     name, zone = _bare(name), _bare(zone)
     form = host.panel_name_form if host is not None else "relative"
-    if form == "full":
-        return name
     relative = relative_name(name, zone)
     return "" if relative == "@" and form == "relative_blank_apex" else relative
 

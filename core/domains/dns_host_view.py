@@ -42,7 +42,7 @@ class DnsHostView:
     zone: str
     "The zone holding the domain's records (found from DNS, not guessed from the name)."
     panel_name_form: str
-    "``relative`` (to the zone, ``@`` for the zone itself), ``relative_blank_apex`` (empty for the zone itself) or ``full``."
+    "``relative`` (to the zone, ``@`` for the zone itself), or ``relative_blank_apex`` (empty for the zone itself)."
     records: PanelRecords
     gotchas: list[str]
     checked_at: dt.datetime

@@ -110,12 +110,6 @@ class TestRecordName:
     def test_a_blank_apex_panel_gets_nothing_for_the_zone_itself(self):
         assert record_name(host("route53"), ZONE, ZONE) == ""
 
-    def test_a_full_name_panel_gets_the_whole_name(self):
-        assert record_name(host("netlify_or_ns1"), BELOW, ZONE) == BELOW
-
-    def test_a_full_name_panel_gets_the_zone_for_the_zone_itself(self):
-        assert record_name(host("netlify_or_ns1"), ZONE, ZONE) == ZONE
-
     def test_a_record_for_the_zones_own_hostname_is_one_label(self):
         assert record_name(host("godaddy"), "_acme-challenge.example.com", ZONE) == "_acme-challenge"
 

@@ -1,0 +1,334 @@
+"""One-click DNS set-up (Domain Connect, synchronous flow) from start to a verified domain.
+
+Real parts only: the test DNS server plays the resolver and publishes the zone's NS records,
+``_domainconnect.example.com`` and the operator's public key; a fake DNS host (tests/servers/dns_host.py,
+HTTPS with a test CA) answers the settings and the template check, verifies the signature of the
+apply URL with the published key as a DNS host does, writes the records into the test DNS server
+and sends the browser back to ``redirect_uri``. The service then checks DNS itself.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from urllib.parse import parse_qsl, urlsplit
+
+import attrs
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from tornado.httpclient import AsyncHTTPClient
+
+from core.config import DomainConnectConfig, NetworkConfig
+from core.domain_connect.signing import public_key_records
+from core.domain_connect.template import template
+from core.runtime.assembly import build_services
+from tests.pages import conftest as page_fixtures
+from tests.pages.portal_client import Browser, sign_in
+from tests.servers.dns_host import FakeDnsHost
+
+browser = page_fixtures.browser  # the portal tests' browser without JavaScript
+
+APEX = "shop.example.com"
+ZONE = "example.com"
+GODADDY_NS = ("ns51.domaincontrol.com", "ns52.domaincontrol.com")
+KEY_HOST = "keys.operator-test.com"
+
+
+@pytest.fixture(scope="session")
+def signing_key():
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture(scope="module")
+def dns_host(dns_server):
+    host = FakeDnsHost(dns_server)
+    yield host
+    host.stop()
+
+
+@pytest.fixture
+def key_file(tmp_path, signing_key):
+    path = tmp_path / "domain-connect.pem"
+    path.write_bytes(signing_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+@pytest.fixture
+def domain_connect(key_file):
+    return DomainConnectConfig(provider_id="operator-test.com", service_id="tls-hostname",
+                               private_key_file=key_file, key_host=KEY_HOST)
+
+
+@pytest.fixture
+def config(config, dns_host, domain_connect):
+    network = NetworkConfig(allow_private_ranges=["127.0.0.0/8"], ca_bundle=dns_host.ca_pem_path)
+    return attrs.evolve(config, network=network, domain_connect=domain_connect)
+
+
+@pytest.fixture
+def supported(dns, dns_host, config, signing_key):
+    """example.com at GoDaddy's nameservers, its DNS host offering the operator's template."""
+    dns_host.reset()
+    dns_host.auto_approve, dns_host.cloudflare_like = True, False
+    dns.publish(ZONE, "NS", *GODADDY_NS)
+    dns.publish(f"_dck1.{KEY_HOST}", "TXT", *public_key_records(signing_key.public_key()))
+    dns_host.host_zone(ZONE)
+    dns_host.announce(ZONE)
+    dns_host.install(template(config.domain_connect, redirect_domain=urlsplit(config.server.portal_url).hostname))
+    return dns_host
+
+
+async def new_domain(api, owner, apex=APEX):
+    r = await api.post("/v1/domains", {"apex": apex}, token=owner.token)
+    assert r.status == 201, r.body
+    return r.body
+
+
+async def looked_at(api, owner, domain):
+    """The domain after a check found its records missing (which names its DNS host)."""
+    await api.post(f"/v1/domains/{domain['id']}/verify-delegation", token=owner.token)
+    return (await api.get(f"/v1/domains/{domain['id']}", token=owner.token)).body
+
+
+async def start(api, owner, domain):
+    r = await api.post(f"/v1/domains/{domain['id']}/one-click", token=owner.token)
+    assert r.status == 200, r.body
+    return r.body
+
+
+async def at_dns_host(dns_host, url, method="GET", body=None):
+    """The customer's browser at their DNS host (its consent page, or the auto-approved apply)."""
+    client = AsyncHTTPClient(force_instance=True, hostname_mapping={dns_host.hostname: "127.0.0.1"})
+    try:
+        return await client.fetch(url, method=method, body=body, ca_certs=dns_host.ca_pem_path,
+                                  follow_redirects=False, raise_error=False)
+    finally:
+        client.close()
+
+
+class Page:
+    def __init__(self, response) -> None:
+        self.status, self.text = response.code, response.body.decode()
+
+
+async def visit(http_client, base_url, path) -> Page:
+    """A page of the portal, as a browser without cookies opens it."""
+    return Page(await http_client.fetch(base_url + path, follow_redirects=False, raise_error=False))
+
+
+def back_here(location: str) -> str:
+    """The path and query of the DNS host's redirect to ``redirect_uri`` (the portal, here on the test port)."""
+    parts = urlsplit(location)
+    assert parts.path == "/connect/done", location
+    return f"{parts.path}?{parts.query}" if parts.query else parts.path
+
+
+class TestOffer:
+    @pytest.mark.gen_test
+    async def test_a_domain_whose_dns_host_applies_the_template_offers_one_click(self, api, world, supported):
+        owner = world.owner()
+        host = (await looked_at(api, owner, await new_domain(api, owner)))["dnsHost"]
+        assert host["name"] == "GoDaddy"
+        assert host["oneClick"]["providerName"] == "DNS Host Test Display"
+        assert host["oneClick"]["opens"] == supported.hostname
+        assert host["oneClick"]["url"].endswith("/one-click")
+
+    @pytest.mark.gen_test
+    async def test_a_dns_host_without_the_template_offers_none_and_says_why(self, api, world, supported):
+        supported.reset()
+        supported.host_zone(ZONE)  # hosts the zone, but the operator's template is not deployed there
+        owner = world.owner()
+        domain = await looked_at(api, owner, await new_domain(api, owner))
+        assert "oneClick" not in domain["dnsHost"]
+        r = await api.post(f"/v1/domains/{domain['id']}/one-click", token=owner.token)
+        assert (r.status, r.code) == (409, "one_click_unavailable") and "by hand" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_without_a_domainconnect_record_one_click_is_not_offered(self, api, world, supported, dns):
+        dns.remove(f"_domainconnect.{ZONE}")
+        owner = world.owner()
+        domain = await looked_at(api, owner, await new_domain(api, owner))
+        assert domain["dnsHost"]["name"] == "GoDaddy" and "oneClick" not in domain["dnsHost"]
+
+    @pytest.mark.gen_test
+    async def test_an_oversized_settings_document_is_ignored_and_the_diagnosis_says_so(self, api, world, supported):
+        supported.settings_override(b"{" + b" " * 70_000 + b"}")
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        report = (await api.get(f"/v1/domains/{domain['id']}/diagnosis", token=owner.token)).body
+        [finding] = [f for f in report["findings"] if f["code"] == "one_click_ignored"]
+        assert "64 KiB" in finding["message"] and "by hand" in finding["message"]
+        assert "oneClick" not in (await api.get(f"/v1/domains/{domain['id']}", token=owner.token)).body["dnsHost"]
+
+
+class TestStart:
+    @pytest.mark.gen_test
+    async def test_the_apply_url_carries_only_the_records_variables_the_zone_and_the_return(
+            self, api, world, supported, config):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        started = await start(api, owner, domain)
+        url = urlsplit(started["url"])
+        assert f"{url.scheme}://{url.netloc}" == f"https://{supported.hostname}:{supported.port}"
+        assert url.path == "/connect/v2/domainTemplates/providers/operator-test.com/services/tls-hostname/apply"
+        query = dict(parse_qsl(url.query))
+        assert sorted(query) == ["dcvtarget", "domain", "host", "key", "redirect_uri", "sig", "state", "verifytoken"]
+        assert (query["domain"], query["host"], query["key"]) == (ZONE, "shop", "_dck1")
+        assert query["dcvtarget"] == domain["validation"]["delegation"]["value"]
+        assert "service-domain-verification=" + query["verifytoken"] == domain["validation"]["ownership"]["value"]
+        assert query["redirect_uri"] == config.server.portal_url + "/connect/done"
+        assert url.query.endswith("&sig=" + url.query.rsplit("&sig=", 1)[1])
+
+    @pytest.mark.gen_test
+    async def test_each_start_has_its_own_state(self, api, world, supported):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        states = {dict(parse_qsl(urlsplit((await start(api, owner, domain))["url"]).query))["state"] for _ in range(3)}
+        assert len(states) == 3
+
+    @pytest.mark.gen_test
+    async def test_another_workspaces_domain_is_404(self, api, world, supported):
+        domain = await new_domain(api, world.owner())
+        r = await api.post(f"/v1/domains/{domain['id']}/one-click", token=world.owner().token)
+        assert (r.status, r.code) == (404, "not_found")
+
+    @pytest.mark.gen_test
+    async def test_read_only_may_not_start(self, api, world, supported):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        reader = world.member(owner.workspace, "read_only")
+        r = await api.post(f"/v1/domains/{domain['id']}/one-click", token=reader.token)
+        assert (r.status, r.code) == (403, "forbidden")
+
+    @pytest.mark.gen_test
+    async def test_a_verified_domain_is_not_offered_one_click(self, api, world, supported):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        await self.set_up(api, owner, domain, supported)
+        r = await api.post(f"/v1/domains/{domain['id']}/one-click", token=owner.token)
+        assert (r.status, r.code) == (409, "one_click_unavailable") and "already in place" in r.body["message"]
+
+    @staticmethod
+    async def set_up(api, owner, domain, dns_host):
+        started = await start(api, owner, domain)
+        answer = await at_dns_host(dns_host, started["url"])
+        assert answer.code == 302, answer.body
+        return await visit(api.client, api.base_url, back_here(answer.headers["Location"]))
+
+
+class TestReturn:
+    @pytest.mark.gen_test
+    async def test_approved_records_are_checked_by_our_own_lookup_and_the_domain_is_verified(
+            self, api, world, supported):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        page = await TestStart.set_up(api, owner, domain, supported)
+        assert page.status == 200 and "DNS records in place" in page.text
+        assert {(r.type, r.name) for r in supported.applied} == {
+            ("CNAME", f"_acme-challenge.{APEX}"), ("TXT", f"_service-verify.{APEX}")}
+        after = (await api.get(f"/v1/domains/{domain['id']}", token=owner.token)).body
+        assert after["validation"]["status"] == "verified" and after["cert"]["status"] != "none"
+
+    @pytest.mark.gen_test
+    async def test_a_return_link_works_once(self, api, world, supported):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        started = await start(api, owner, domain)
+        location = back_here((await at_dns_host(supported, started["url"])).headers["Location"])
+        assert (await visit(api.client, api.base_url, location)).status == 200
+        again = await visit(api.client, api.base_url, location)
+        assert again.status == 400 and "already finished" in again.text
+
+    @pytest.mark.gen_test
+    async def test_a_return_without_a_state_of_ours_checks_nothing(self, api, world, supported):
+        for path in ("/connect/done", "/connect/done?state=forged"):
+            page = await visit(api.client, api.base_url, path)
+            assert page.status == 400 and ("No set-up to finish" in page.text or "already finished" in page.text)
+
+    @pytest.mark.gen_test
+    async def test_a_cancelled_set_up_says_so_and_the_domain_stays_pending(self, api, world, supported):
+        supported.auto_approve = False
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        started = await start(api, owner, domain)
+        answer = await at_dns_host(supported, started["url"], method="POST", body="cancel=yes")
+        page = await visit(api.client, api.base_url, back_here(answer.headers["Location"]))
+        assert "access_denied" in page.text and "cancelled" in page.text and "not there yet" in page.text
+        after = (await api.get(f"/v1/domains/{domain['id']}", token=owner.token)).body
+        assert after["validation"]["status"] == "pending" and supported.applied == []
+
+    @pytest.mark.gen_test
+    async def test_a_redirect_claiming_success_without_the_records_verifies_nothing(self, api, world, supported):
+        supported.auto_approve = False
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        state = dict(parse_qsl(urlsplit((await start(api, owner, domain))["url"]).query))["state"]
+        page = await visit(api.client, api.base_url, f"/connect/done?state={state}")  # typed by hand: the host never applied anything
+        assert "not there yet" in page.text
+        assert (await api.get(f"/v1/domains/{domain['id']}", token=owner.token)).body["validation"]["status"] == "pending"
+
+
+class TestInThePortal:
+    @pytest.mark.gen_test
+    async def test_the_dns_page_offers_the_button_and_it_leads_to_the_dns_host(self, api, world, supported,
+                                                                                browser, services):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        sign_in(browser, services, owner)
+        page = (await browser.get(f"/site/{domain['id']}/dns")).body.decode()
+        assert "Set up automatically at DNS Host Test Display" in page
+        answer = await browser.submit(f"/site/{domain['id']}/dns", f"/site/{domain['id']}/one-click")
+        assert answer.code == 303 and answer.headers["Location"].startswith(supported.url_sync_ux + "/v2/")
+
+    @pytest.mark.gen_test
+    async def test_a_dns_host_that_drops_the_state_is_followed_by_this_browsers_cookie(
+            self, api, world, supported, browser, services):
+        supported.cloudflare_like = True
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        sign_in(browser, services, owner)
+        answer = await browser.submit(f"/site/{domain['id']}/dns", f"/site/{domain['id']}/one-click")
+        back = await at_dns_host(supported, answer.headers["Location"])
+        assert "state=" not in back.headers["Location"]
+        page = await browser.get(back_here(back.headers["Location"]))
+        assert page.code == 200 and "DNS records in place" in page.body.decode()
+        assert f'href="/site/{domain["id"]}/dns"' in page.body.decode()
+
+    @pytest.mark.gen_test
+    async def test_a_read_only_member_sees_no_button(self, api, world, supported, browser, services):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        sign_in(browser, services, world.member(owner.workspace, "read_only"))
+        page = (await browser.get(f"/site/{domain['id']}/dns")).body.decode()
+        assert "Your DNS is at <strong>GoDaddy</strong>" in page and "one-click-button" not in page
+
+    @pytest.mark.gen_test
+    async def test_the_holder_of_a_verification_link_can_set_it_up(self, api, world, supported, http_client, base_url):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        link = (await api.post("/v1/verification-links", {"domainId": domain["id"]}, token=owner.token)).body
+        token = link["url"].rsplit("/", 1)[1]
+        visitor = Browser(http_client, base_url)
+        assert "Set up automatically at" in (await visitor.get(f"/verify/{token}")).body.decode()
+        answer = await visitor.submit(f"/verify/{token}", f"/verify/{token}/one-click")
+        back = await at_dns_host(supported, answer.headers["Location"])
+        page = (await visitor.get(back_here(back.headers["Location"]))).body.decode()
+        assert "DNS records in place" in page and f'href="/verify/{token}"' in page
+
+
+class TestOperator:
+    @pytest.mark.gen_test
+    async def test_without_configuration_one_click_is_refused_and_offers_found_before_are_forgotten(
+            self, api, world, supported, config, services):
+        owner = world.owner()
+        domain = await looked_at(api, owner, await new_domain(api, owner))
+        assert "oneClick" in domain["dnsHost"]
+        off = build_services(attrs.evolve(config, domain_connect=DomainConnectConfig()), clock=services.clock)
+        try:
+            row = off.store.domains.get(owner.workspace.id, uuid.UUID(domain["id"]))
+            assert row.dns_host.offer is None and row.dns_host.host == "godaddy"
+        finally:
+            off.close()
