@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import attrs
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 #: What is known of a domain's DNS host is looked at again after this long.
 FRESH_FOR = dt.timedelta(days=1)
+#: A page view that found no zone (a name not in DNS yet, resolvers not answering) is not repeated
+#: for this long, per domain and process: each would make the page wait on the same lookups again.
+NOT_FOUND_FOR = 600.0
+_not_found: OrderedDict[uuid.UUID, float] = OrderedDict()
 
 
 def stale(row: DomainRow, now: dt.datetime) -> bool:
@@ -81,6 +86,13 @@ async def freshened(services: Services, row: DomainRow) -> DomainRow:
     """The domain, its DNS host looked up first when a page about publishing its records needs it."""
     if row.validation_status == "verified" and not row.drift:
         return row
-    if not stale(row, services.clock.now()):
+    now = services.clock.timestamp()
+    if not stale(row, services.clock.now()) or _not_found.get(row.id, -NOT_FOUND_FOR) > now - NOT_FOUND_FOR:
         return row
-    return await locate(services, row)
+    found = await locate(services, row)
+    if found.dns_host is None or found.dns_host is row.dns_host:
+        _not_found[row.id] = now
+        _not_found.move_to_end(row.id)
+        if len(_not_found) > 10_000:
+            _not_found.popitem(last=False)
+    return found

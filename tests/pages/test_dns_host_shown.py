@@ -150,3 +150,21 @@ class TestOnThePages:
         text = message.get_content()
         assert "Your DNS is at Cloudflare" in text
         assert "Name:  _acme-challenge.shop   (in full: _acme-challenge.shop.example.com)" in text
+
+    @pytest.mark.gen_test
+    async def test_a_page_that_found_no_zone_does_not_ask_dns_again_for_ten_minutes(
+            self, api, world, dns, browser, services, clock):
+        owner = world.owner()
+        domain = await new_domain(api, owner, apex="shop.not-in-dns.com")
+        sign_in(browser, services, owner)
+
+        async def ns_queries_of_a_view():
+            before = len(dns.zone.queries)
+            await browser.get(f"/site/{domain['id']}/dns")
+            return [q for q in dns.zone.queries[before:] if q[1] == "NS"]
+
+        assert await ns_queries_of_a_view()
+        clock.advance(300)
+        assert await ns_queries_of_a_view() == []
+        clock.advance(301)
+        assert await ns_queries_of_a_view()
