@@ -128,7 +128,8 @@ class DnsPage(PortalHandler):
 
     @authenticated
     async def get(self, domain_id: str) -> None:
-        principal, row = self.member(), self.domain_row(domain_id)
+        row = self.domain_row(domain_id)  # may switch to the workspace holding it: before member()
+        principal = self.member()
         row = await dns_host.freshened(self.services, row)
         domain = shape.present(row)
         can_write = principal.role in WRITERS
@@ -151,6 +152,8 @@ class DnsPage(PortalHandler):
                                                   principal.workspace if reads else None)
             except ApiError as exc:
                 scan_error = refusal_text(exc)
+        if can_write and row.dns_host is not None and row.dns_host.offer is not None:
+            self.allow_form_redirect_to(row.dns_host.offer.url_sync_ux)
         self.render_page(
             "dns.html", domain=domain, dns=instructions.dns_instructions(domain),
             one_click_action=f"/site/{row.id}/one-click" if can_write else None,
@@ -216,6 +219,8 @@ class PublicLinkPage(PageHandler):
         if view is None:
             return
         row = await one_click.link_domain(self.services, token)
+        if row.dns_host is not None and row.dns_host.offer is not None:
+            self.allow_form_redirect_to(row.dns_host.offer.url_sync_ux)
         report = None
         if self.get_query_argument("diagnose", "") == "1":
             self.hit_rate_limit("/v1/public/verification-links/")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from tornado.web import authenticated
+from tornado.web import HTTPError, authenticated
 
 from core.errors import ApiError
 from core.identity.scopes import WRITERS
@@ -70,6 +70,10 @@ class OneClickReturn(PageHandler):
     What the query says is a hint only: the state is looked up (one use, bound to its domain), and
     then this service's own DNS check says whether the records are there.
     """
+
+    async def head(self) -> None:
+        """Not GET without a body: GET uses up the state, and HEAD must change nothing."""
+        raise HTTPError(405)
 
     async def get(self) -> None:
         self.hit_rate_limit("/v1/public/verification-links/")

@@ -284,6 +284,15 @@ class TestInThePortal:
         assert answer.code == 303 and answer.headers["Location"].startswith(supported.url_sync_ux + "/v2/")
 
     @pytest.mark.gen_test
+    async def test_the_page_with_the_button_lets_its_form_lead_to_the_dns_host_and_nowhere_else(
+            self, api, world, supported, browser, services):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        sign_in(browser, services, owner)
+        csp = (await browser.get(f"/site/{domain['id']}/dns")).headers["Content-Security-Policy"]
+        assert f"form-action 'self' https://{supported.hostname}:{supported.port};" in csp
+
+    @pytest.mark.gen_test
     async def test_a_dns_host_that_drops_the_state_is_followed_by_this_browsers_cookie(
             self, api, world, supported, browser, services):
         supported.cloudflare_like = True

@@ -71,9 +71,9 @@ def service(tmp_path, dns, dns_host, domain_connect):
         f'[domain_connect]\nprovider_id = "{domain_connect.provider_id}"\nservice_id = "{domain_connect.service_id}"\n'
         f'private_key_file = "{domain_connect.private_key_file}"\nkey_host = "{domain_connect.key_host}"\n'
     )
-    running = ServiceProcess(tmp_path, dns_address=dns.address, extra=extra).start()
+    running = ServiceProcess(tmp_path, dns_address=dns.address, extra=extra)
     assert running.base_url.startswith(f"http://{PORTAL_HOST}:")  # the template's syncRedirectDomain
-    yield running.base_url
+    yield running.start().base_url
     running.stop()
 
 
@@ -89,6 +89,7 @@ def browser(dns_host):
         # tests nothing less: the service itself checks the fake's certificate against that CA
         # ([network] ca_bundle), and the browser only shows the DNS host's consent page.
         context = chromium.new_context(viewport={"width": 1000, "height": 1300}, ignore_https_errors=True)
+        context.set_default_timeout(10_000)  # a page that never comes fails in seconds, not Playwright's 30
         yield context
         chromium.close()
 
