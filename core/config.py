@@ -236,7 +236,7 @@ class DomainConnectConfig:
     provider_name: str = ""
     "Shown on the DNS host's consent screen; empty = ``provider_id``."
     service_name: str = "TLS certificate for your hostname"
-    logo_url: str = ""
+    logo_url: str = attrs.field(default="", validator=_check("domain_connect.logo_url", lambda v: v == "" or (_is_http_url(v) and v.startswith("https://")), "must be empty or an https URL"))
     timeout_seconds: float = attrs.field(default=5, validator=_check("domain_connect.timeout_seconds", _positive, "must be positive"))
     "Each request to a DNS host (settings, template check)."
     cache_seconds: float = attrs.field(default=600, validator=_check("domain_connect.cache_seconds", _positive, "must be positive"))

@@ -64,5 +64,7 @@ class Services:
     def close(self) -> None:
         self.provider.close()
         self.outbound.close()
+        if self.domain_connect is not None:
+            self.domain_connect.outbound.close()
         self.oidc.close()
         self.store.close()

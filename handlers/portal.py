@@ -210,15 +210,22 @@ class PublicLinkPage(PageHandler):
         try:
             return verification_links.view(self.services, token)
         except ApiError as exc:  # unknown (404), expired or revoked (410): say which, plainly
-            self.set_status(exc.status)
-            self.render_page("link_gone.html", message=exc.message)
+            self.gone(exc)
             return None
+
+    def gone(self, exc: ApiError) -> None:
+        self.set_status(exc.status)
+        self.render_page("link_gone.html", message=exc.message)
 
     async def get(self, token: str) -> None:
         view = self.view_or_explain(token)
         if view is None:
             return
-        row = await one_click.link_domain(self.services, token)
+        try:
+            row = await one_click.link_domain(self.services, token)
+        except ApiError as exc:  # the link ended (or its domain went) a moment ago
+            self.gone(exc)
+            return
         if row.dns_host is not None and row.dns_host.offer is not None:
             self.allow_form_redirect_to(row.dns_host.offer.url_sync_ux)
         report = None

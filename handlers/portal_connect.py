@@ -10,6 +10,7 @@ since some DNS hosts (Cloudflare) do not send it back.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 
 from tornado.web import HTTPError, authenticated
 
@@ -23,7 +24,14 @@ COOKIE = "cps_one_click"
 
 
 class _Starting(PageHandler):
-    def send_to(self, started: one_click.OneClickUrl, back: str) -> None:
+    async def go(self, starting: Awaitable[one_click.OneClickUrl], back: str) -> None:
+        """To the DNS host's consent page, the state kept in this browser too; or ``back``, saying why not."""
+        try:
+            started = await starting
+        except ApiError as exc:
+            self.flash(refusal_text(exc))
+            self.redirect(back, status=303)
+            return
         cookie = json.dumps({"state": started.state, "back": back})
         self.set_signed_cookie(COOKIE, cookie, expires_days=one_click.STATE_LIFETIME.total_seconds() / 86400,
                                httponly=True, samesite="Lax", secure=self.secure_cookies)
@@ -38,15 +46,8 @@ class OneClickStart(_Starting, PortalHandler):
         self.hit_rate_limit("/v1/domains")
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
-        back = f"/site/{row.id}/dns"
-        try:
-            started = await one_click.start(self.services, workspace=principal.workspace, domain_id=row.id,
-                                            started_by=principal.label)
-        except ApiError as exc:
-            self.flash(refusal_text(exc))
-            self.redirect(back, status=303)
-            return
-        self.send_to(started, back)
+        await self.go(one_click.start(self.services, workspace=principal.workspace, domain_id=row.id,
+                                      started_by=principal.label), f"/site/{row.id}/dns")
 
 
 class PublicOneClickStart(_Starting):
@@ -54,14 +55,7 @@ class PublicOneClickStart(_Starting):
 
     async def post(self, token: str) -> None:
         self.hit_rate_limit("/v1/public/verification-links/")
-        back = f"/verify/{token}"
-        try:
-            started = await one_click.start_for_link(self.services, token)
-        except ApiError as exc:
-            self.flash(refusal_text(exc))
-            self.redirect(back, status=303)
-            return
-        self.send_to(started, back)
+        await self.go(one_click.start_for_link(self.services, token), f"/verify/{token}")
 
 
 class OneClickReturn(PageHandler):

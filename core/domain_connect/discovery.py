@@ -317,7 +317,8 @@ def _size(value: object) -> int:
 
 
 def _shown(text: str) -> str:
-    """Remote text as echoed in a sentence: at most 80 characters."""
+    """Remote text as echoed in a sentence: printable characters only (it reaches logs too), at most 80."""
+    text = "".join(c if c.isprintable() else "?" for c in text)
     return text if len(text) <= MAX_REMOTE_CHARS else text[:MAX_REMOTE_CHARS - 3] + "..."
 
 
@@ -333,4 +334,5 @@ def _clause(reason: str, remote: str) -> str:
 
 
 def _sentence(text: str) -> str:
+    text = "".join(c if c.isprintable() else "?" for c in text)
     return text if len(text) <= MAX_PROBLEM_CHARS else text[:MAX_PROBLEM_CHARS - 4] + "..."

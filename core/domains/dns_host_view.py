@@ -54,6 +54,12 @@ class DnsHostView:
     "Present while one-click set-up is offered for this domain."
 
 
+def needs_records(row: DomainRow) -> bool:
+    """The domain waits for its records, or its delegation CNAME drifted: publishing them helps
+    (CAA drift is not fixed by publishing our records)."""
+    return row.validation_status != "verified" or any(p.code.startswith("delegation") for p in row.drift)
+
+
 def dns_host_view(row: DomainRow) -> DnsHostView | None:
     seen = row.dns_host
     if seen is None:
@@ -67,7 +73,7 @@ def dns_host_view(row: DomainRow) -> DnsHostView | None:
                               OWNERSHIP_VALUE_PREFIX + row.ownership_token),
     )
     one_click = None
-    if seen.offer is not None and (row.validation_status != "verified" or row.drift):
+    if seen.offer is not None and needs_records(row):
         one_click = OneClick(provider_name=seen.offer.provider_name, url=f"/v1/domains/{row.id}/one-click",
                              opens=urlsplit(seen.offer.url_sync_ux).hostname or "")
     return DnsHostView(

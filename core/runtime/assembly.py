@@ -64,7 +64,9 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     discoverer, signing_key = None, None
     if config.domain_connect.enabled:
         signing_key = load_private_key(config.domain_connect.private_key_file)
-        discoverer = Discoverer(config.domain_connect, dns, outbound, clock)
+        # A pool of its own, small: DNS hosts' servers (chosen by whoever holds a zone) never hold up webhooks.
+        own = OutboundClient(network=config.network, dns=config.dns, max_clients=8, observe=count)
+        discoverer = Discoverer(config.domain_connect, dns, own, clock)
     else:
         store.one_click.forget_offers()  # offers found while it was on are not offered any more
     return Services(

@@ -63,6 +63,8 @@ def check_lines(config: Config) -> list[str]:
     name = key_name(config)
     found = asyncio.run(DnsChecker(config.dns).lookup(name, "TXT"))
     said = f"  one-click DNS set-up as {dc.provider_id}/{dc.service_id}; public key at {name}"
+    if found.outcome in ("timeout", "error"):
+        return [f"{said}: not checked, the lookup failed ({found.outcome}{': ' + found.detail if found.detail else ''})"]
     if found.outcome != "found":
         return [f"{said}: not published yet ({found.outcome}); `python app.py domain-connect-template` prints it"]
     published = signing.published_public_key(found.values)

@@ -230,7 +230,7 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
     problems = [c.message for c in checks if c.state != "ok"]
     now = services.clock.now()
     # A record is missing: the customer is at their DNS panel, and the walk names their DNS host.
-    host = await dns_host.seen(services, walk) if walk is not None and dns_host.stale(row, now) else None
+    host = await dns_host.seen(services, row, walk) if walk is not None and dns_host.stale(row, now) else None
     with services.store.transaction():
         current = load(services, workspace, domain_id)  # deleted meanwhile: 404
         updated = attrs.evolve(current, validation_checked_at=now, validation_error=" ".join(problems) or None, updated_at=now)

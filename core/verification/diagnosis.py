@@ -119,7 +119,7 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     authority = services.authority
     walk = await authority.walk(row.apex)
     zone = walk.zone
-    host_seen = dns_host.keep(services, workspace.id, row.id, await dns_host.seen(services, walk))
+    host_seen = dns_host.keep(services, row, await dns_host.seen(services, row, walk))
     # The records, their usual misplacements, and what sits beside the CNAME.
     extra: list[tuple[str, str]] = [(cname.host, "TXT"), (cname.host, "A"), (cname.host, "AAAA")]
     if zone is not None:
@@ -161,7 +161,7 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
         findings.append(Finding("caa_forbids", "error", verdict_caa.message or "CAA forbids issuance.",
                                 fix=verdict_caa.message))
     drift_findings(findings, row, delegation_ok=delegation_ok)
-    if host_seen is not None and host_seen.dns_host is not None and host_seen.dns_host.problem:
+    if host_seen.dns_host is not None and host_seen.dns_host.problem:
         findings.append(Finding("one_click_ignored", "info", host_seen.dns_host.problem
                                 + " So one-click set-up is not offered; the records can be published by hand."))
     provider = provider_findings(findings, row, certificate, delegation_ok, delegation)
@@ -181,8 +181,8 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     )
 
 
-def _host_name(row: DomainRow | None) -> str | None:
-    host = dns_hosts.by_key(row.dns_host.host) if row is not None and row.dns_host is not None else None
+def _host_name(row: DomainRow) -> str | None:
+    host = dns_hosts.by_key(row.dns_host.host) if row.dns_host is not None else None
     return host.name if host is not None else None
 
 

@@ -7,6 +7,11 @@ records look when nothing is known yet, or what is known is a day old: DNS hosts
 and a customer moving the zone mid-onboarding gets the new host's wording the next day, or at the
 next check that finds a record missing.
 
+What the zone's DNS host offers for one-click set-up changes more often (a template deployed, a
+settings endpoint down for a minute), so pages and the button ask the discovery again each time;
+it keeps each zone's answer for ``[domain_connect] cache_seconds`` (a minute when unanswered), and
+an unanswered discovery takes nothing away from what was found before.
+
 What is found is kept on the domain (``dns_host``), so reading a domain never waits on DNS or on a
 DNS host's servers.
 """
@@ -23,6 +28,9 @@ import attrs
 
 from core import dns_hosts
 from core.dns.authority import Walk
+from core.domains.dns_host_view import needs_records
+from core.errors import StorageUnavailable
+from core.hostnames import zone_of
 from store.records import DnsHostSeen, DomainRow, OneClickOffer
 
 if TYPE_CHECKING:
@@ -42,57 +50,83 @@ def stale(row: DomainRow, now: dt.datetime) -> bool:
     return row.dns_host is None or now - row.dns_host.checked_at > FRESH_FOR
 
 
-async def seen(services: Services, walk: Walk) -> DnsHostSeen | None:
-    """What the walk's zone says of its DNS host; None when the walk found no zone."""
+def _own_zone(apex: str, zone: str) -> bool:
+    """The zone is the registrable domain or below it: a walk that ended on a public suffix (the
+    customer's own domain not answering) found no zone of the customer's."""
+    registrable = zone_of(apex)
+    return zone == registrable or zone.endswith("." + registrable)
+
+
+async def _offer(services: Services, zone: str,
+                 previous: DnsHostSeen | None) -> tuple[OneClickOffer | None, str | None]:
+    """What the zone's DNS host offers now, and why its settings were ignored, if they were."""
+    if services.domain_connect is None:
+        return None, None
+    found = await services.domain_connect.discover(zone)
+    if found.outcome == "unknown" and previous is not None and previous.zone == zone:
+        return previous.offer, previous.problem  # a passing failure takes nothing away
+    offer = None
+    if found.offer is not None:
+        offer = OneClickOffer(provider_id=found.offer.provider_id, provider_name=found.offer.provider_name,
+                              url_sync_ux=found.offer.url_sync_ux, width=found.offer.width, height=found.offer.height)
+    return offer, found.problem if found.outcome == "ignored" else None
+
+
+async def seen(services: Services, row: DomainRow, walk: Walk) -> DnsHostSeen | None:
+    """What the walk's zone says of the domain's DNS host; None when the walk found no zone of its own."""
     zone = walk.zone
-    if zone is None:
+    if zone is None or not _own_zone(row.apex, zone.name):
         return None
     host = dns_hosts.identify(zone.nameservers)
-    offer, problem = None, None
-    if services.domain_connect is not None:
-        found = await services.domain_connect.discover(zone.name)
-        if found.offer is not None:
-            offer = OneClickOffer(provider_id=found.offer.provider_id, provider_name=found.offer.provider_name,
-                                  url_sync_ux=found.offer.url_sync_ux, width=found.offer.width, height=found.offer.height)
-        if found.outcome == "ignored":
-            problem = found.problem
+    offer, problem = await _offer(services, zone.name, row.dns_host)
     return DnsHostSeen(zone=zone.name, host=host.key if host else "", checked_at=services.clock.now(),
                        offer=offer, problem=problem)
 
 
-def keep(services: Services, workspace_id: uuid.UUID, domain_id: uuid.UUID, found: DnsHostSeen | None) -> DomainRow | None:
-    """Store what was found on the domain (in its own short write); the domain as it is now."""
-    with services.store.transaction():
-        current = services.store.domains.get(workspace_id, domain_id)
-        if current is None or found is None:
-            return current
-        updated = attrs.evolve(current, dns_host=found)
-        services.store.domains.update(updated)
-        return updated
+def keep(services: Services, row: DomainRow, found: DnsHostSeen | None) -> DomainRow:
+    """The domain with what was found, stored in its own short write (re-read inside it). A page
+    showing the domain still renders when the database cannot be written: it is only not kept."""
+    if found is None:
+        return row
+    try:
+        with services.store.transaction():
+            current = services.store.domains.get(row.workspace_id, row.id)
+            if current is None:  # deleted meanwhile
+                return row
+            updated = attrs.evolve(current, dns_host=found)
+            services.store.domains.update(updated)
+            return updated
+    except StorageUnavailable:
+        return attrs.evolve(row, dns_host=found)
 
 
 async def locate(services: Services, row: DomainRow, *, walk: Walk | None = None) -> DomainRow:
     """The domain with its DNS host found now (walking to its zone unless ``walk`` is given)."""
     walk = walk or await services.authority.walk(row.apex)
-    found = await seen(services, walk)
-    if found is None:
-        return row
-    if row.dns_host is not None and row.dns_host.host != found.host:
+    found = await seen(services, row, walk)
+    if found is not None and row.dns_host is not None and row.dns_host.host != found.host:
         log.info("%s: DNS host now %s (was %s)", row.apex, found.host or "unknown", row.dns_host.host or "unknown")
-    return keep(services, row.workspace_id, row.id, found) or row
+    return keep(services, row, found)
 
 
 async def freshened(services: Services, row: DomainRow) -> DomainRow:
-    """The domain, its DNS host looked up first when a page about publishing its records needs it."""
-    if row.validation_status == "verified" and not row.drift:
+    """The domain, its DNS host looked up first when a page about publishing its records needs it,
+    and what that host offers asked again (cached per zone)."""
+    if not needs_records(row):
         return row
     now = services.clock.timestamp()
-    if not stale(row, services.clock.now()) or _not_found.get(row.id, -NOT_FOUND_FOR) > now - NOT_FOUND_FOR:
+    if stale(row, services.clock.now()):
+        if _not_found.get(row.id, -NOT_FOUND_FOR) > now - NOT_FOUND_FOR:
+            return row
+        found = await locate(services, row)
+        if found.dns_host is None or found.dns_host is row.dns_host:
+            _not_found[row.id] = now
+            _not_found.move_to_end(row.id)
+            if len(_not_found) > 10_000:
+                _not_found.popitem(last=False)
+        return found
+    assert row.dns_host is not None  # not stale
+    offer, problem = await _offer(services, row.dns_host.zone, row.dns_host)
+    if (offer, problem) == (row.dns_host.offer, row.dns_host.problem):
         return row
-    found = await locate(services, row)
-    if found.dns_host is None or found.dns_host is row.dns_host:
-        _not_found[row.id] = now
-        _not_found.move_to_end(row.id)
-        if len(_not_found) > 10_000:
-            _not_found.popitem(last=False)
-    return found
+    return keep(services, row, attrs.evolve(row.dns_host, offer=offer, problem=problem))

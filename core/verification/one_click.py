@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core.domain_connect import signing, template
+from core.domains.dns_host_view import needs_records
 from core.domains.operations import load
 from core.errors import Conflict, NotFound
 from core.verification import checks, dns_host, links
@@ -44,7 +45,9 @@ RETURN_PATH = "/connect/done"
 @attrs.frozen
 class OneClickUrl:
     url: str
-    "Send the customer's browser here: their DNS host's consent page. Good for one set-up."
+    """Send the customer's browser here: their DNS host's consent page. Its ``state`` works once, but
+    DNS hosts do not check it: the signed URL itself stays valid until the key is rotated, so treat it
+    as a capability (hand it only to whoever controls the hostname)."""
     expires_at: dt.datetime
     "Coming back after this, the set-up still happened if approved, but this service is not told which domain."
     provider_name: str
@@ -58,7 +61,7 @@ class Return:
     """What the customer's return from their DNS host led to."""
 
     outcome: str
-    "``checked`` (our DNS check ran), ``unknown_state`` (no state, or not ours) or ``used_state`` (used before or expired)."
+    "``checked`` (our DNS check ran), ``no_state`` (none came back) or ``unusable_state`` (not one of ours, used before or expired)."
     domain: DomainRow | None = None
     result: checks.VerifyResult | None = None
     host_said: str | None = None
@@ -69,7 +72,7 @@ def unavailable_reason(services: Services, row: DomainRow) -> str | None:
     """Why one-click set-up is not offered for this domain now; None when it is."""
     if services.domain_connect is None:
         return "One-click set-up is not configured on this service ([domain_connect] provider_id)."
-    if row.validation_status == "verified" and not row.drift:
+    if not needs_records(row):
         return "Both DNS records are already in place."
     if row.dns_host is None:
         return "The domain's DNS host is not known yet: its zone could not be found in DNS."
@@ -91,6 +94,7 @@ async def start(services: Services, *, workspace: Workspace, domain_id: uuid.UUI
     now = services.clock.now()
     expires_at = now + STATE_LIFETIME
     with services.store.transaction():
+        load(services, workspace, row.id)  # deleted meanwhile: 404, not a dangling start
         services.store.one_click.insert(OneClickStart(
             state_hash=_hash(state), workspace_id=workspace.id, domain_id=row.id, created_at=now,
             expires_at=expires_at, started_by=started_by))
@@ -127,17 +131,20 @@ async def finish(services: Services, *, state: str | None, error: str | None) ->
     """The return from the DNS host: the state works once, then our own DNS check decides."""
     host_said = error[:100] if error else None
     if not state or len(state) > 100:
-        return Return("unknown_state", host_said=host_said)
+        return Return("no_state", host_said=host_said)
     with services.store.transaction():
         used = services.store.one_click.use(_hash(state), services.clock.now())
     if used is None:
-        return Return("used_state", host_said=host_said)
+        return Return("unusable_state", host_said=host_said)
     workspace = services.store.accounts.get_workspace(used.workspace_id)
     row = services.store.domains.get(used.workspace_id, used.domain_id)
     if workspace is None or row is None:  # deleted meanwhile
-        return Return("used_state", host_said=host_said)
-    log.info("one-click set-up of %s: back from the DNS host%s", row.apex, f" ({host_said})" if host_said else "")
-    result = await checks.verify(services, workspace=workspace, domain_id=row.id)
+        return Return("unusable_state", host_said=host_said)
+    log.info("one-click set-up of %s: back from the DNS host (error: %r)", row.apex, host_said)
+    try:
+        result = await checks.verify(services, workspace=workspace, domain_id=row.id)
+    except NotFound:  # deleted during the check
+        return Return("unusable_state", host_said=host_said)
     return Return("checked", domain=load(services, workspace, row.id), result=result, host_said=host_said)
 
 

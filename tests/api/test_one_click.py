@@ -147,6 +147,26 @@ class TestOffer:
         assert (r.status, r.code) == (409, "one_click_unavailable") and "by hand" in r.body["message"]
 
     @pytest.mark.gen_test
+    async def test_a_template_deployed_later_is_offered_once_the_zones_answer_is_old(
+            self, api, world, supported, config, clock):
+        supported.reset()  # the host serves the zone, without the template
+        supported.host_zone(ZONE)
+        owner = world.owner()
+        domain = await looked_at(api, owner, await new_domain(api, owner))
+        assert "oneClick" not in domain["dnsHost"]
+        supported.install(template(config.domain_connect, redirect_domain=urlsplit(config.server.portal_url).hostname))
+        clock.advance(config.domain_connect.cache_seconds + 1)
+        assert (await start(api, owner, domain))["providerName"] == "DNS Host Test Display"
+
+    @pytest.mark.gen_test
+    async def test_an_unanswered_template_check_takes_no_offer_away(self, api, world, supported, config, clock):
+        owner = world.owner()
+        domain = await looked_at(api, owner, await new_domain(api, owner))
+        supported.template_check_status(500)
+        clock.advance(config.domain_connect.cache_seconds + 1)
+        assert (await start(api, owner, domain))["providerName"] == "DNS Host Test Display"
+
+    @pytest.mark.gen_test
     async def test_without_a_domainconnect_record_one_click_is_not_offered(self, api, world, supported, dns):
         dns.remove(f"_domainconnect.{ZONE}")
         owner = world.owner()
@@ -240,13 +260,17 @@ class TestReturn:
         location = back_here((await at_dns_host(supported, started["url"])).headers["Location"])
         assert (await visit(api.client, api.base_url, location)).status == 200
         again = await visit(api.client, api.base_url, location)
-        assert again.status == 400 and "already finished" in again.text
+        assert again.status == 400 and "This return link cannot be used" in again.text
 
     @pytest.mark.gen_test
-    async def test_a_return_without_a_state_of_ours_checks_nothing(self, api, world, supported):
-        for path in ("/connect/done", "/connect/done?state=forged"):
-            page = await visit(api.client, api.base_url, path)
-            assert page.status == 400 and ("No set-up to finish" in page.text or "already finished" in page.text)
+    async def test_a_return_without_a_state_checks_nothing(self, api, world, supported):
+        page = await visit(api.client, api.base_url, "/connect/done")
+        assert page.status == 400 and "No set-up to finish" in page.text
+
+    @pytest.mark.gen_test
+    async def test_a_return_with_a_state_not_of_ours_checks_nothing(self, api, world, supported):
+        page = await visit(api.client, api.base_url, "/connect/done?state=forged&error=%3Cscript%3E")
+        assert page.status == 400 and "This return link cannot be used" in page.text and "<script>" not in page.text
 
     @pytest.mark.gen_test
     async def test_a_cancelled_set_up_says_so_and_the_domain_stays_pending(self, api, world, supported):

@@ -11,25 +11,15 @@ import attrs
 import pytest
 
 from core.config import SmtpConfig
+from tests.api import test_verification_links as link_fixtures
 from tests.pages.portal_client import sign_in
-from tests.servers.smtp import SmtpServer
 
 APEX = "shop.example.com"
 CLOUDFLARE_NS = ("kim.ns.cloudflare.com", "lars.ns.cloudflare.com")
 HETZNER_NS = ("hydrogen.ns.hetzner.com", "oxygen.ns.hetzner.com", "helium.ns.hetzner.de")
 
 
-@pytest.fixture(scope="module")
-def smtp_server():
-    server = SmtpServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def smtp(smtp_server):
-    smtp_server.reset()
-    return smtp_server
+smtp_server, smtp = link_fixtures.smtp_server, link_fixtures.smtp  # the link tests' SMTP server
 
 
 @pytest.fixture
@@ -80,6 +70,12 @@ class TestInTheApi:
         owner = world.owner()
         host = (await checked(api, owner, await new_domain(api, owner)))["dnsHost"]
         assert (host["zone"], host["records"]["delegation"]["name"]) == ("shop.example.com", "_acme-challenge")
+
+    @pytest.mark.gen_test
+    async def test_a_walk_that_ends_on_a_public_suffix_found_no_zone(self, api, world, dns):
+        dns.publish("co.uk", "NS", *CLOUDFLARE_NS)  # the customer's own domain does not answer
+        owner = world.owner()
+        assert "dnsHost" not in await checked(api, owner, await new_domain(api, owner, apex="shop.customer.co.uk"))
 
     @pytest.mark.gen_test
     async def test_a_host_that_reads_targets_as_relative_gets_a_trailing_dot(self, api, world, dns):

@@ -6,6 +6,7 @@ Test servers live outside the event loop of the test itself, like a real remote 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 
 import tornado.web
@@ -26,11 +27,12 @@ class _CountingServer(HTTPServer):
 
 
 class ThreadedServer:
-    def __init__(self, app: tornado.web.Application) -> None:
+    def __init__(self, app: tornado.web.Application, *, ssl_options: ssl.SSLContext | None = None) -> None:
         self.app = app
+        self.ssl_options = ssl_options
         self.sockets = bind_sockets(0, "127.0.0.1")
         self.port = self.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if ssl_options else 'http'}://127.0.0.1:{self.port}"
         self.connections = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = threading.Event()
@@ -40,7 +42,7 @@ class ThreadedServer:
         async def serve() -> None:
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
-            server = self._http = _CountingServer(self.app, counted=self)
+            server = self._http = _CountingServer(self.app, counted=self, ssl_options=self.ssl_options)
             server.add_sockets(self.sockets)
             self._started.set()
             await self._stop.wait()

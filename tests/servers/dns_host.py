@@ -37,9 +37,8 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from dnslib import CNAME, QTYPE, RR, TXT, DNSLabel, DNSRecord
-from tornado.httpserver import HTTPServer
-from tornado.netutil import bind_sockets
 
+from tests.servers._thread import ThreadedServer
 from tests.servers.dns import DnsServer
 
 _TEMPLATE = r"/v2/domainTemplates/providers/([^/]+)/services/([^/]+)"
@@ -88,8 +87,12 @@ class FakeDnsHost:
         self.ca.cert_pem.write_to_path(self.ca_pem_path)
         self._tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.ca.issue_cert(hostname).configure_cert(self._tls)
-        self._sockets = bind_sockets(0, "127.0.0.1")
-        self.port: int = self._sockets[0].getsockname()[1]
+        self._server = ThreadedServer(tornado.web.Application([
+            (rf"/api{_TEMPLATE}", _Api, {"host": self}),
+            (r"/api/v2/([^/]+)/settings", _Api, {"host": self}),
+            (rf"/connect{_TEMPLATE}/apply", _Apply, {"host": self}),
+        ], log_function=lambda _: None), ssl_options=self._tls)
+        self.port: int = self._server.port
         self.url_api = f"https://{hostname}:{self.port}/api"
         self.url_sync_ux = f"https://{hostname}:{self.port}/connect"
         self.requests: list[tuple[str, str, str]] = []
@@ -103,12 +106,7 @@ class FakeDnsHost:
         self._templates: dict[tuple[str, str], dict[str, Any]] = {}
         self._settings_answer: Answer | None = None
         self._template_answer: Answer | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._started = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"dns-host-{self.port}", daemon=True)
-        self._thread.start()
-        if not self._started.wait(5):
-            raise RuntimeError("the fake DNS host did not start")
+        self._server.start()
 
     def value(self) -> str:
         """What ``_domainconnect.<zone>`` holds for a zone hosted here (no scheme, path included)."""
@@ -250,31 +248,11 @@ class FakeDnsHost:
 
     # -- lifetime -------------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        async def serve() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._stop = asyncio.Event()
-            app = tornado.web.Application([
-                (rf"/api{_TEMPLATE}", _Api, {"host": self}),
-                (r"/api/v2/([^/]+)/settings", _Api, {"host": self}),
-                (rf"/connect{_TEMPLATE}/apply", _Apply, {"host": self}),
-            ], log_function=lambda _: None)
-            server = HTTPServer(app, ssl_options=self._tls)
-            server.add_sockets(self._sockets)
-            self._started.set()
-            await self._stop.wait()
-            server.stop()
-            await server.close_all_connections()
-
-        asyncio.run(serve())
-
     def start(self) -> FakeDnsHost:
         return self
 
     def stop(self) -> None:
-        if self._loop is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._stop.set)
-            self._thread.join(5)
+        self._server.stop()
         shutil.rmtree(self._folder, ignore_errors=True)
 
     def __enter__(self) -> Self:
@@ -354,7 +332,7 @@ class _Handler(tornado.web.RequestHandler):
             return False
         if answer.delay:
             try:  # ends early when the host stops, so no handler outlives it
-                await asyncio.wait_for(self.host._stop.wait(), answer.delay)
+                await asyncio.wait_for(self.host._server._stop.wait(), answer.delay)
             except TimeoutError:
                 pass
         self.set_status(answer.status)
