@@ -54,7 +54,8 @@ log = logging.getLogger(__name__)
 
 Outcome = Literal["supported", "not_supported", "no_record", "ignored", "unknown"]
 
-#: The largest settings document read (§9 of the protocol's security considerations: bounds).
+#: The largest settings document read (§9 of the protocol's security considerations: bounds): the
+#: cap of the outbound client discovery is given (core/runtime/assembly.py).
 SETTINGS_MAX_BYTES = 64 * 1024
 #: An ``unknown`` answer (a DNS host's server failing for now) is asked again this soon at the latest.
 UNKNOWN_CACHE_SECONDS = 60.0
@@ -176,8 +177,7 @@ class Discoverer:
             return Discovery(zone, "not_supported", problem=_sentence(str(exc)))
 
     async def _get(self, url: str) -> OutboundResponse:
-        return await self.outbound.get(url, headers={"Accept": "application/json"},
-                                       timeout=self.config.timeout_seconds, max_body_bytes=SETTINGS_MAX_BYTES)
+        return await self.outbound.get(url, headers={"Accept": "application/json"}, timeout=self.config.timeout_seconds)
 
     async def _settings(self, url: str) -> _Settings:
         where = f"The Domain Connect settings at {_shown(url)}"

@@ -188,18 +188,12 @@ class OutboundClient:
         """POST ``body`` to ``url``; any answer (3xx included) is returned, failures raise ``OutboundFailure``."""
         return await self._request("POST", url, body=body, headers=headers, timeout=timeout)
 
-    async def get(self, url: str, *, headers: dict[str, str], timeout: float,
-                  max_body_bytes: int | None = None) -> OutboundResponse:
-        """GET ``url``; any answer (3xx included) is returned, failures raise ``OutboundFailure``.
+    async def get(self, url: str, *, headers: dict[str, str], timeout: float) -> OutboundResponse:
+        """GET ``url``; any answer (3xx included) is returned, failures raise ``OutboundFailure``."""
+        return await self._request("GET", url, body=b"", headers=headers, timeout=timeout)
 
-        ``max_body_bytes`` keeps less of the answer than the client's own cap (documents with a
-        size limit of their own); a larger value changes nothing, as the pool never reads more.
-        """
-        return await self._request("GET", url, body=b"", headers=headers, timeout=timeout,
-                                   max_body_bytes=max_body_bytes)
-
-    async def _request(self, method: str, url: str, *, body: bytes, headers: dict[str, str], timeout: float,
-                       max_body_bytes: int | None = None) -> OutboundResponse:
+    async def _request(self, method: str, url: str, *, body: bytes, headers: dict[str, str],
+                       timeout: float) -> OutboundResponse:
         target = check_url(url, policy=self.policy)  # again: the rules may have changed since registration
         started = time.monotonic()
         addresses = await self.resolver.resolve(target.host, target.port)  # and the DNS answer too
@@ -212,11 +206,8 @@ class OutboundClient:
             )
         except Exception as exc:  # noqa: BLE001 - every way a request can fail becomes an OutboundFailure
             raise _failure(exc, target, timeout) from None
-        response_body, truncated = answer.body, answer.truncated
-        if max_body_bytes is not None and len(response_body) > max_body_bytes:
-            response_body, truncated = response_body[:max_body_bytes], True
-        return OutboundResponse(status_code=answer.code, body=response_body, duration_ms=_ms(started),
-                                truncated=truncated)
+        return OutboundResponse(status_code=answer.code, body=answer.body, duration_ms=_ms(started),
+                                truncated=answer.truncated)
 
 
 def _ms(started: float) -> float:

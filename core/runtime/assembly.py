@@ -12,7 +12,7 @@ from core.config import Config
 from core.crypto import Keyring, load_or_create_master_key
 from core.dns.authority import Authority
 from core.dns.lookups import DnsChecker, Resolver
-from core.domain_connect.discovery import Discoverer
+from core.domain_connect.discovery import SETTINGS_MAX_BYTES, Discoverer
 from core.domain_connect.signing import load_private_key
 from core.edge import make_provider
 from core.edge.counted import CountedProvider
@@ -65,7 +65,8 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     if config.domain_connect.enabled:
         signing_key = load_private_key(config.domain_connect.private_key_file)
         # A pool of its own, small: DNS hosts' servers (chosen by whoever holds a zone) never hold up webhooks.
-        own = OutboundClient(network=config.network, dns=config.dns, max_clients=8, observe=count)
+        own = OutboundClient(network=config.network, dns=config.dns, max_clients=8,
+                             max_body_bytes=SETTINGS_MAX_BYTES, observe=count)
         discoverer = Discoverer(config.domain_connect, dns, own, clock)
     else:
         store.one_click.forget_offers()  # offers found while it was on are not offered any more

@@ -130,8 +130,10 @@ async def start_for_link(services: Services, token: str) -> OneClickUrl:
 async def finish(services: Services, *, state: str | None, error: str | None) -> Return:
     """The return from the DNS host: the state works once, then our own DNS check decides."""
     host_said = error[:100] if error else None
-    if not state or len(state) > 100:
+    if not state:
         return Return("no_state", host_said=host_said)
+    if len(state) > 100:  # none of ours
+        return Return("unusable_state", host_said=host_said)
     with services.store.transaction():
         used = services.store.one_click.use(_hash(state), services.clock.now())
     if used is None:
@@ -145,13 +147,14 @@ async def finish(services: Services, *, state: str | None, error: str | None) ->
         result = await checks.verify(services, workspace=workspace, domain_id=row.id)
     except NotFound:  # deleted during the check
         return Return("unusable_state", host_said=host_said)
-    return Return("checked", domain=load(services, workspace, row.id), result=result, host_said=host_said)
+    checked = services.store.domains.get(workspace.id, row.id) or row  # or deleted a moment ago
+    return Return("checked", domain=checked, result=result, host_said=host_said)
 
 
 def purge(services: Services) -> int:
-    """Forget states that expired a day ago (kept that long so a late return says "used or expired")."""
+    """Forget expired states: a return with one is told it cannot be used either way."""
     with services.store.transaction():
-        return services.store.one_click.purge(expired_before=services.clock.now() - dt.timedelta(days=1))
+        return services.store.one_click.purge(expired_before=services.clock.now())
 
 
 def return_url(services: Services) -> str:

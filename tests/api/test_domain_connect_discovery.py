@@ -13,7 +13,7 @@ import pytest
 
 from core.config import DnsConfig, DomainConnectConfig, NetworkConfig
 from core.dns.lookups import DnsChecker
-from core.domain_connect.discovery import Discoverer, Offer
+from core.domain_connect.discovery import SETTINGS_MAX_BYTES, Discoverer, Offer
 from core.outbound.guard import OutboundClient
 from tests.servers.https import Answer, HttpsReceiver
 
@@ -44,7 +44,8 @@ def make(dns, dns_host, clock):
 
     def build(*, allow=LOOPBACK, ca_bundle=dns_host.ca_pem_path, timeout=2.0, cache=600.0):
         resolver = DnsConfig(nameservers=[dns.address], timeout_seconds=0.5)
-        clients.append(OutboundClient(NetworkConfig(allow_private_ranges=list(allow), ca_bundle=ca_bundle), resolver))
+        clients.append(OutboundClient(NetworkConfig(allow_private_ranges=list(allow), ca_bundle=ca_bundle), resolver,
+                                      max_body_bytes=SETTINGS_MAX_BYTES))
         config = DomainConnectConfig(provider_id="certs.operator-test.com", service_id="tls-hostname",
                                      private_key_file="x", key_host="operator-test.com",
                                      timeout_seconds=timeout, cache_seconds=cache)

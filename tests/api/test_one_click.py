@@ -23,6 +23,7 @@ from core.config import DomainConnectConfig, NetworkConfig
 from core.domain_connect.signing import public_key_records
 from core.domain_connect.template import template
 from core.runtime.assembly import build_services
+from core.verification import one_click
 from tests.pages import conftest as page_fixtures
 from tests.pages.portal_client import Browser, sign_in
 from tests.servers.dns_host import FakeDnsHost
@@ -261,6 +262,17 @@ class TestReturn:
         assert (await visit(api.client, api.base_url, location)).status == 200
         again = await visit(api.client, api.base_url, location)
         assert again.status == 400 and "This return link cannot be used" in again.text
+
+    @pytest.mark.gen_test
+    async def test_a_return_after_thirty_minutes_cannot_be_used_and_the_purge_forgets_it(
+            self, api, world, supported, services, clock):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        location = back_here((await at_dns_host(supported, (await start(api, owner, domain))["url"])).headers["Location"])
+        clock.advance(30 * 60 + 1)
+        assert one_click.purge(services) == 1
+        page = await visit(api.client, api.base_url, location)
+        assert page.status == 400 and "This return link cannot be used" in page.text
 
     @pytest.mark.gen_test
     async def test_a_return_without_a_state_checks_nothing(self, api, world, supported):
