@@ -319,7 +319,9 @@ class DomainRepo:
             sql += "".join(f" AND t.{column} = ?" for column, _ in statuses)
             sql += " AND EXISTS (SELECT 1 FROM domain_tags o WHERE o.domain_id = t.domain_id AND o.tag = ?)" * len(others)
             return int(self.db.execute(sql, [uid(workspace_id), first, *(v for _, v in statuses), *others]).fetchone()[0])
-        exact = phrase(f.q, f.q_hostname) if f.q else None
+        # Only when ``q`` has no other hostname form: the index cannot tell the apex from the notes
+        # and tags, where the hostname form does not count (an IDN's A-label in a note is not a match).
+        exact = phrase(f.q, None) if f.q and f.q_hostname in (None, f.q) else None
         if exact is not None and f.client_id is None and not f.tags and not statuses:
             ids = self._text_ids(workspace_id)
             if self._many_candidates(f, ids):

@@ -8,6 +8,7 @@ import datetime as dt
 import random
 import uuid
 
+import attrs
 import pytest
 
 from core.domains.query import _as_hostname
@@ -174,3 +175,18 @@ def test_the_count_by_phrase_agrees_with_the_scan(world, monkeypatch):
     for q in terms(rng, store, 500):
         expected = scanned(store, ws, q)
         assert store.domains.count(ws.id, DomainFilter(q=fold(q), q_hostname=_as_hostname(q.lower()))) == len(expected), q
+
+
+def test_an_idns_a_label_in_a_note_is_not_counted_as_a_match_of_its_u_label(tmp_path, monkeypatch):
+    monkeypatch.setattr(domains_module, "CHECKED_ONE_BY_ONE", 0)  # the count that would come from the phrase
+    store = Store(tmp_path / "db.sqlite3")
+    ws = Workspace(id=uuid.uuid4(), name="w", created_at=NOW, ownership_token="t")
+    in_apex, in_note = (attrs.evolve(random_domain(random.Random(n), ws, n), apex=apex, notes=notes)
+                        for n, (apex, notes) in enumerate([("xn--bcher-kva.example", None),
+                                                           ("shop.example", "see xn--bcher-kva")]))
+    with store.transaction():
+        store.accounts.insert_workspace(ws)
+        store.domains.insert_many([in_apex, in_note])
+    f = DomainFilter(q=fold("bücher"), q_hostname=_as_hostname("bücher"))
+    assert store.domains.count(ws.id, f) == len(scanned(store, ws, "bücher")) == 1
+    store.close()
