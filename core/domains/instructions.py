@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 
 from core import dns_hosts
-from core.domains.dns_host_view import DnsHostView
+from core.domains.dns_host_view import DnsHostView, PanelRecord
 from core.domains.records import DnsRecord
 from core.domains.shape import Domain
 from core.hostnames import zone_of
@@ -24,7 +24,7 @@ class RecordView:
     type: str
     host: str
     panel_name: str
-    "The name as typed in the panel (relative to the zone, ``@`` or empty for the zone, or in full)."
+    "The name as typed in the panel (relative to the zone, ``@`` or empty for the zone itself)."
     value: str
     panel_value: str
     "The value as typed in the panel (a trailing dot on a CNAME target where the panel needs it)."
@@ -42,17 +42,20 @@ class DnsInstructions:
     "The zone's nameservers are those of a DNS host in core/dns_hosts.py."
 
 
-def _view(record: DnsRecord, zone: str, host: dns_hosts.DnsHost | None) -> RecordView:
-    value = dns_hosts.cname_target(host, record.value) if record.type == "CNAME" else record.value
-    return RecordView(type=record.type, host=record.host, panel_name=dns_hosts.record_name(host, record.host, zone),
-                      value=record.value, panel_value=value, ttl=record.ttl)
+def _view(record: DnsRecord, panel: PanelRecord) -> RecordView:
+    return RecordView(type=record.type, host=record.host, panel_name=panel.name, value=record.value,
+                      panel_value=panel.value, ttl=record.ttl)
 
 
 def dns_instructions(domain: Domain) -> DnsInstructions:
     """The two records of a domain as its DNS page and its public verification page show them."""
-    view = domain.dns_host
-    zone = view.zone if view is not None else zone_of(domain.apex)
-    host = dns_hosts.by_key(view.key) if view is not None and view.key else None
-    validation = domain.validation
-    return DnsInstructions(zone=zone, delegation=_view(validation.delegation, zone, host),
-                           ownership=_view(validation.ownership, zone, host), host=view, host_known=host is not None)
+    view, validation = domain.dns_host, domain.validation
+    if view is not None:  # the panel's forms, as the API's ``dnsHost`` gives them
+        zone, delegation, ownership = view.zone, view.records.delegation, view.records.ownership
+    else:
+        zone = zone_of(domain.apex)
+        delegation, ownership = (PanelRecord(dns_hosts.record_name(None, r.host, zone), r.value)
+                                 for r in (validation.delegation, validation.ownership))
+    return DnsInstructions(zone=zone, delegation=_view(validation.delegation, delegation),
+                           ownership=_view(validation.ownership, ownership), host=view,
+                           host_known=view is not None and view.name is not None)
