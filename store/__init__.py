@@ -1,17 +1,25 @@
-"""SQLite storage: the only code in the service that knows SQL.
+"""Storage: the only code in the service that knows SQL.
 
-One connection, used from the event loop's thread. WAL journal with ``synchronous=NORMAL``: a
-crash of the process never loses a committed transaction and never leaves a half-written one;
-only a power cut may roll back the last commits, and the database stays consistent.
+SQLite by default: one connection, used from the event loop's thread. WAL journal with
+``synchronous=NORMAL``: a crash of the process never loses a committed transaction and never
+leaves a half-written one; only a power cut may roll back the last commits, and the database
+stays consistent. With ``[storage] url`` naming PostgreSQL, the same repositories run on a pool of
+connections (store/postgres.py), which several service processes share.
+
+Callers do their reads and writes in a unit of work, ``await store.run(fn, ...)``: a plain
+function that runs whole, inline on SQLite and in a worker thread on PostgreSQL.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlite_utils
 
@@ -31,6 +39,11 @@ from store.team import TeamRepo
 from store.verification_links import VerificationLinkRepo
 from store.webhooks import WebhookRepo
 
+if TYPE_CHECKING:
+    from store.postgres import PgDb
+
+T = TypeVar("T")
+
 
 def _create_private(path: Path) -> None:
     """The database holds e-mails, notes and ownership tokens: its folder, when created here, is
@@ -43,7 +56,8 @@ def _create_private(path: Path) -> None:
 def unavailable_reason(exc: BaseException | None) -> str | None:
     """Why the database cannot be used right now, for the errors that are the machine's, not a bug."""
     if not isinstance(exc, sqlite3.OperationalError):
-        return None
+        postgres = sys.modules.get("store.postgres")  # imported only when a url names PostgreSQL
+        return None if postgres is None else postgres.unavailable_reason(exc)
     text = str(exc).lower()
     for marker, reason in (
         ("readonly", "the database is read-only"),
@@ -58,14 +72,61 @@ def unavailable_reason(exc: BaseException | None) -> str | None:
     return None
 
 
+def _on_the_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class Store:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path = "", *, url: str = "") -> None:
+        """The SQLite file at ``path``, or the PostgreSQL database ``url`` names when it is set."""
+        self.path = str(path)
+        self.url = url
+        self._checkpointer: Checkpointer | None = None
+        self._depth = 0
+        self._units = 0
+        self.pg: PgDb | None = None
+        if url:
+            from store.postgres import PgDb  # psycopg is loaded only for PostgreSQL
+
+            self.pg = PgDb(url)
+            db: Any = self.pg
+        else:
+            db = self.db = self._open_sqlite(path)
+        self.sql = db
+        "The connection the repositories use: SQLite's, or the PostgreSQL pool's for this thread."
+        self.accounts = AccountRepo(db)
+        self.api_keys = ApiKeyRepo(db)
+        self.certificates = CertificateRepo(db)
+        self.clients = ClientRepo(db)
+        self.domains = DomainRepo(db)
+        self.idempotency = IdempotencyRepo(db)
+        self.lifecycle = LifecycleRepo(db, self.domains)
+        self.one_click = OneClickRepo(db)
+        self.outbox = OutboxRepo(db)
+        self.team = TeamRepo(db)
+        self.verification_links = VerificationLinkRepo(db)
+        self.webhooks = WebhookRepo(db)
+        self.metrics = MetricsRepo(db)
+        try:
+            apply_migrations(self)
+        except SchemaTooNew:
+            self.close()
+            raise
+
+    @property
+    def backend(self) -> str:
+        return "postgresql" if self.pg is not None else "sqlite"
+
+    @staticmethod
+    def _open_sqlite(path: str | Path) -> sqlite_utils.Database:
         if str(path) != ":memory:":
             _create_private(Path(path))
         # isolation_level=None: transactions are begun and ended here, explicitly, not by
         # sqlite3's implicit rules.
-        self.path = str(path)
-        self._checkpointer: Checkpointer | None = None
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -75,30 +136,44 @@ class Store:
         # workspace in memory.
         conn.execute("PRAGMA cache_size = -65536")
         register_functions(conn)
-        self.db = sqlite_utils.Database(conn)
-        self._depth = 0
-        self.accounts = AccountRepo(self.db)
-        self.api_keys = ApiKeyRepo(self.db)
-        self.certificates = CertificateRepo(self.db)
-        self.clients = ClientRepo(self.db)
-        self.domains = DomainRepo(self.db)
-        self.idempotency = IdempotencyRepo(self.db)
-        self.lifecycle = LifecycleRepo(self.db, self.domains)
-        self.one_click = OneClickRepo(self.db)
-        self.outbox = OutboxRepo(self.db)
-        self.team = TeamRepo(self.db)
-        self.verification_links = VerificationLinkRepo(self.db)
-        self.webhooks = WebhookRepo(self.db)
-        self.metrics = MetricsRepo(self.db)
-        try:
-            apply_migrations(self)
-        except SchemaTooNew:
-            conn.close()
-            raise
+        return sqlite_utils.Database(conn)
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A unit of work: ``fn(*args, **kwargs)`` run whole, with no await inside. Inline on
+        SQLite (no thread hop); on PostgreSQL in a worker thread on a pooled connection."""
+        if self.pg is None:
+            self._units += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._units -= 1
+        return await self.pg.run(fn, *args, **kwargs)
+
+    def watch_loop_calls(self, report: Callable[[str], None]) -> None:
+        """Report where service code runs a statement on the event loop outside ``run``: on
+        PostgreSQL it would block the loop (OutsideUnitOfWork). For the tests, which so find such
+        calls on SQLite too; statements that tests make themselves are not reported."""
+
+        def trace(sql: str) -> None:
+            if self._units or not _on_the_loop():
+                return
+            frame = sys._getframe(1)
+            while frame is not None and (f"{os.sep}store{os.sep}" in frame.f_code.co_filename
+                                         or "site-packages" in frame.f_code.co_filename
+                                         or frame.f_code.co_filename.endswith("contextlib.py")):
+                frame = frame.f_back  # type: ignore[assignment]
+            if frame is not None and f"{os.sep}tests{os.sep}" not in frame.f_code.co_filename:
+                report(f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+
+        self.db.conn.set_trace_callback(trace)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """All writes inside commit together or not at all; nested blocks join the outer one."""
+        if self.pg is not None:
+            with self.pg.transaction(self._ended):
+                yield
+            return
         if self._depth:
             self._depth += 1
             try:
@@ -114,18 +189,22 @@ class Store:
                 yield
             except BaseException:
                 self.db.execute("ROLLBACK")
-                self.domains.forget_all()  # it may hold rows of the transaction just undone
                 raise
             self.db.execute("COMMIT")
             kept = True
         finally:
             self._depth = 0
-            self.outbox.committed(kept=kept)
+            self._ended(kept)
+
+    def _ended(self, kept: bool) -> None:
+        if not kept:
+            self.domains.forget_all()  # it may hold rows of the transaction just undone
+        self.outbox.committed(kept=kept)
 
     def checkpoint_elsewhere(self) -> Checkpointer | None:
         """A checkpointer for a background thread, commits no longer checkpointing below the
         ceiling (store/checkpoints.py); none for an in-memory database, which has no WAL."""
-        if self.path == ":memory:":
+        if self.pg is not None or self.path == ":memory:":
             return None
         if self._checkpointer is None:
             self._checkpointer = Checkpointer(self.path)
@@ -135,4 +214,7 @@ class Store:
     def close(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.close()
-        self.db.conn.close()
+        if self.pg is not None:
+            self.pg.close()
+        else:
+            self.db.conn.close()

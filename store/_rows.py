@@ -37,12 +37,18 @@ def from_uid(value: str | None) -> uuid.UUID | None:
     return None if value is None else uuid.UUID(value)
 
 
+def postgres(db: Any) -> bool:
+    """Whether the repositories' connection is PostgreSQL's (store/postgres.py), for the few
+    statements spelled differently there."""
+    return getattr(db, "dialect", "sqlite") == "postgresql"
+
+
 def select(db: sqlite_utils.Database, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
     """Rows as dicts, read straight from the connection.
 
     sqlite-utils' ``query()`` wraps every SELECT in a savepoint (three statements per read);
     reads here need none of that, and the hot paths (authentication, GET) feel it.
     """
-    cursor = db.conn.execute(sql, params)
+    cursor = db.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row)) for row in cursor]

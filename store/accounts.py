@@ -7,7 +7,7 @@ from typing import Any
 
 import sqlite_utils
 
-from store._rows import from_ts, from_uid, select, ts, uid
+from store._rows import from_ts, from_uid, postgres, select, ts, uid
 from store.records import Membership, User, Workspace
 
 
@@ -115,11 +115,12 @@ class AccountRepo:
             where = """WHERE w.id IN (SELECT m.workspace_id FROM memberships m JOIN users u ON u.id = m.user_id
                                       WHERE u.email = ?)"""
             params = [member_email]
+        concat = "string_agg" if postgres(self.db) else "group_concat"
         rows = select(
             self.db,
-            f"""SELECT w.*, (SELECT group_concat(email, ' ') FROM (
+            f"""SELECT w.*, (SELECT {concat}(email, ' ') FROM (
                     SELECT u.email FROM memberships m JOIN users u ON u.id = m.user_id
-                    WHERE m.workspace_id = w.id AND m.role = 'owner' ORDER BY m.created_at, u.email)) AS owners
+                    WHERE m.workspace_id = w.id AND m.role = 'owner' ORDER BY m.created_at, u.email) AS o) AS owners
                 FROM workspaces w {where} ORDER BY w.created_at, w.id""",
             params,
         )

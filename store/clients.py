@@ -42,7 +42,7 @@ class ClientRepo:
     def list(self, workspace_id: uuid.UUID) -> list[Client]:
         rows = select(
             self.db,
-            "SELECT * FROM clients WHERE workspace_id = ? ORDER BY name COLLATE NOCASE, id", [uid(workspace_id)]
+            "SELECT * FROM clients WHERE workspace_id = ? ORDER BY lower(name), id", [uid(workspace_id)]
         )
         return [_client(r) for r in rows]
 

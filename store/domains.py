@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import sqlite_utils
 
-from store._rows import from_ts, from_uid, select, ts, uid
+from store._rows import from_ts, from_uid, postgres, select, ts, uid
 from store.one_click import dns_host_from_json, dns_host_json
 from store.records import DomainRow, DriftProblem
 from store.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
@@ -206,17 +206,22 @@ def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = Tr
 
 
 class DomainRepo:
-    """Domains. Rows read by id are kept in a bounded cache that every write here updates; the
-    store is the only writer, and a rolled-back transaction empties the cache (``forget_all``)."""
+    """Domains. On SQLite, rows read by id are kept in a bounded cache that every write here
+    updates; the store is the only writer, and a rolled-back transaction empties the cache
+    (``forget_all``). On PostgreSQL other processes write too: nothing is kept, and ``q`` is
+    answered by the trigram indexes of its migration 11 instead of SQLite's text table."""
 
     CACHE_SIZE = 10_000
 
     def __init__(self, db: sqlite_utils.Database) -> None:
         self.db = db
+        self.pg = postgres(db)
         self._cache: OrderedDict[uuid.UUID, DomainRow] = OrderedDict()
         self._workspace_rowids: dict[uuid.UUID, int] = {}
 
     def _remember(self, domain: DomainRow) -> None:
+        if self.pg:
+            return
         self._cache[domain.id] = domain
         self._cache.move_to_end(domain.id)
         if len(self._cache) > self.CACHE_SIZE:
@@ -321,14 +326,14 @@ class DomainRepo:
             return int(self.db.execute(sql, [uid(workspace_id), first, *(v for _, v in statuses), *others]).fetchone()[0])
         # Only when ``q`` has no other hostname form: the index cannot tell the apex from the notes
         # and tags, where the hostname form does not count (an IDN's A-label in a note is not a match).
-        exact = phrase(f.q, None) if f.q and f.q_hostname in (None, f.q) else None
+        exact = phrase(f.q, None) if f.q and f.q_hostname in (None, f.q) and not self.pg else None
         if exact is not None and f.client_id is None and not f.tags and not statuses:
             ids = self._text_ids(workspace_id)
             if self._many_candidates(f, ids):
                 # The phrase answers ``q`` exactly, within the workspace's range of ids.
                 sql = "SELECT count(*) FROM domain_text WHERE domain_text MATCH ? AND rowid BETWEEN ? AND ?"
                 return int(self.db.execute(sql, [exact, *ids]).fetchone()[0])
-        where, params = _where(workspace_id, f, text_ids=self._text_ids(workspace_id))
+        where, params = _where(workspace_id, f, text_ids=None if self.pg else self._text_ids(workspace_id))
         return int(self.db.execute(f"SELECT count(*) FROM domains d WHERE {where}", params).fetchone()[0])
 
     def _many_candidates(self, f: DomainFilter, ids: tuple[int, int]) -> bool:
@@ -363,7 +368,8 @@ class DomainRepo:
         order would visit many rows per match; tags are then matched from their index.
         """
         column = SORT_COLUMNS[sort_by]
-        where, params = _where(workspace_id, f, tags_by_index=sparse, text_ids=self._text_ids(workspace_id) if sparse else None)
+        text_ids = self._text_ids(workspace_id) if sparse and not self.pg else None
+        where, params = _where(workspace_id, f, tags_by_index=sparse, text_ids=text_ids)
         op, direction = ("<", "DESC") if descending else (">", "ASC")
         if after is not None:
             # A row value, not the equivalent OR: SQLite then reads the sort index from that key

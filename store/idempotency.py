@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlite_utils
 
-from store._rows import from_ts, select, ts, uid
+from store._rows import from_ts, postgres, select, ts, uid
 from store.records import IdempotencyRecord
 
 _KEY = "workspace_id = ? AND method = ? AND path = ? AND key = ?"
@@ -80,9 +80,11 @@ class IdempotencyRepo:
 
     def forget_form_secrets(self, *, created_before: dt.datetime) -> int:
         """Drop the secrets portal forms keep for a duplicate submission (handlers/forms.py)."""
-        cursor = self.db.execute(
-            """UPDATE idempotency_keys SET response = json_remove(response, '$.secret')
-               WHERE method = 'FORM' AND created_at < ? AND json_extract(response, '$.secret') IS NOT NULL""",
-            [ts(created_before)],
-        )
+        if postgres(self.db):
+            sql = """UPDATE idempotency_keys SET response = (response::jsonb - 'secret')::text
+                     WHERE method = 'FORM' AND created_at < ? AND (response::jsonb ->> 'secret') IS NOT NULL"""
+        else:
+            sql = """UPDATE idempotency_keys SET response = json_remove(response, '$.secret')
+                     WHERE method = 'FORM' AND created_at < ? AND json_extract(response, '$.secret') IS NOT NULL"""
+        cursor = self.db.execute(sql, [ts(created_before)])
         return cursor.rowcount

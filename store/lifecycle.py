@@ -12,7 +12,7 @@ import uuid
 
 import sqlite_utils
 
-from store._rows import from_ts, ts, uid
+from store._rows import from_ts, postgres, ts, uid
 from store.domains import DomainRepo
 
 
@@ -25,7 +25,10 @@ class LifecycleRepo:
         """Up to ``limit`` due domains, soonest due first, leased until ``lease_until``: (workspace, domain)."""
         rows = self.db.execute(
             """UPDATE domains SET next_check_at = ?
-               WHERE id IN (SELECT id FROM domains WHERE next_check_at <= ? ORDER BY next_check_at LIMIT ?)
+               WHERE id IN (SELECT id FROM domains WHERE next_check_at <= ? ORDER BY next_check_at LIMIT ?"""
+            # Another process's claim in progress is passed over, not waited for.
+            + (" FOR UPDATE SKIP LOCKED" if postgres(self.db) else "")
+            + """)
                RETURNING workspace_id, id""",
             [ts(lease_until), ts(now), limit],
         ).fetchall()

@@ -205,14 +205,32 @@ def latest_version(migrations: list[Migration] | None = None) -> int:
 
 def schema_version(store: Store) -> int:
     """The newest migration the database records (0 before any)."""
-    [version] = store.db.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
+    [version] = store.sql.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
     return int(version)
 
 
 def apply_migrations(store: Store, migrations: list[Migration] | None = None) -> list[int]:
     """Apply the migrations this database lacks; each one commits with its record. A database
-    newer than the code is refused before anything is written (``SchemaTooNew``)."""
-    db = store.db
+    newer than the code is refused before anything is written (``SchemaTooNew``). On PostgreSQL
+    processes starting together take turns (an advisory lock), so each migration runs once."""
+    if store.pg is None:
+        return _apply(store, MIGRATIONS if migrations is None else migrations)
+    from store.schema_pg import MIGRATIONS_PG
+
+    with store.pg.connection():
+        store.sql.execute("SELECT pg_advisory_lock(?)", [MIGRATION_LOCK])
+        try:
+            return _apply(store, MIGRATIONS_PG if migrations is None else migrations)
+        finally:
+            store.sql.execute("SELECT pg_advisory_unlock(?)", [MIGRATION_LOCK])
+
+
+#: The advisory lock (any number of ours) that PostgreSQL migrations are applied under.
+MIGRATION_LOCK = 0x63707301
+
+
+def _apply(store: Store, migrations: list[Migration]) -> list[int]:
+    db = store.sql
     db.execute(
         """CREATE TABLE IF NOT EXISTS schema_migrations (
             version INTEGER PRIMARY KEY,
@@ -220,12 +238,12 @@ def apply_migrations(store: Store, migrations: list[Migration] | None = None) ->
             applied_at TEXT NOT NULL
         )"""
     )
-    done = {row["version"] for row in db.query("SELECT version FROM schema_migrations")}
+    done = {row[0] for row in db.execute("SELECT version FROM schema_migrations").fetchall()}
     newest = latest_version(migrations)
     if done and max(done) > newest:
         raise SchemaTooNew(max(done), newest)
     applied = []
-    for version, name, statements in MIGRATIONS if migrations is None else migrations:
+    for version, name, statements in migrations:
         if version in done:
             continue
         with store.transaction():

@@ -10,7 +10,7 @@ import uuid
 import attrs
 import sqlite_utils
 
-from store._rows import from_ts, select, ts, uid
+from store._rows import from_ts, postgres, select, ts, uid
 from store.records import DnsHostSeen, OneClickOffer, OneClickStart
 
 
@@ -59,6 +59,9 @@ class OneClickRepo:
         """Drop every domain's one-click offer (at start-up with one-click set-up off, before any
         domain is read: the domain rows cached in memory are not touched)."""
         return self.db.execute(
+            """UPDATE domains SET dns_host = (dns_host::jsonb || '{"offer": null}')::text
+               WHERE (dns_host::jsonb ->> 'offer') IS NOT NULL"""
+            if postgres(self.db) else
             "UPDATE domains SET dns_host = json_set(dns_host, '$.offer', json('null')) "
             "WHERE json_extract(dns_host, '$.offer') IS NOT NULL"
         ).rowcount

@@ -102,8 +102,10 @@ class VerificationLinkRepo:
         """Count a reminder to ``recipient`` (its id, to take it back if it is not sent), dropping
         every row too old to count any more: the table holds about one day of reminders."""
         self.db.execute("DELETE FROM reminder_sends WHERE sent_at <= ?", [ts(forget_before)])
-        cursor = self.db.execute("INSERT INTO reminder_sends (recipient, sent_at) VALUES (?, ?)", [recipient, ts(at)])
-        return int(cursor.lastrowid or 0)
+        [reminder_id] = self.db.execute(
+            "INSERT INTO reminder_sends (recipient, sent_at) VALUES (?, ?) RETURNING rowid", [recipient, ts(at)]
+        ).fetchone()
+        return int(reminder_id)
 
     def forget_reminder(self, reminder_id: int) -> None:
         self.db.execute("DELETE FROM reminder_sends WHERE rowid = ?", [reminder_id])

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlite_utils
 
-from store._rows import from_ts, select, ts, uid
+from store._rows import from_ts, postgres, select, ts, uid
 from store.records import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 
@@ -125,12 +125,16 @@ class WebhookRepo:
             self.db,
             """SELECT d.* FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
                WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND e.status = 'active'
-               ORDER BY d.next_attempt_at, d.id LIMIT ?""",
+               ORDER BY d.next_attempt_at, d.id LIMIT ?"""
+            # Another process's claim in progress is passed over, not waited for.
+            + (" FOR UPDATE OF d SKIP LOCKED" if postgres(self.db) else ""),
             [ts(now), limit],
         )
-        self.db.conn.executemany(
-            "UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id = ?", [(ts(lease_until), r["id"]) for r in rows]
-        )
+        if rows:
+            self.db.execute(
+                f"UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id IN ({', '.join('?' for _ in rows)})",
+                [ts(lease_until), *(r["id"] for r in rows)],
+            )
         return [_delivery({**r, "next_attempt_at": ts(lease_until)}) for r in rows]
 
     def get_delivery(self, endpoint_id: uuid.UUID, delivery_id: uuid.UUID) -> WebhookDelivery | None:

@@ -62,8 +62,13 @@ def config(tmp_path, oidc_issuer, dns):
 @pytest.fixture
 def services(config, clock):
     services = build_services(config, clock=clock)
+    blocking: list[str] = []
+    if services.store.pg is None:
+        services.store.watch_loop_calls(blocking.append)
     yield services
     services.close()
+    # On PostgreSQL each of these would block the event loop on the network (store/__init__.py).
+    assert not blocking, f"store calls on the event loop outside Store.run: {sorted(set(blocking))[:10]}"
 
 
 @pytest.fixture
