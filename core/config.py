@@ -283,6 +283,11 @@ class Config:
                 "oidc.issuer: required unless server.portal_url is a loopback address "
                 "(the built-in development identity provider serves loopback only)"
             )
+        if not self.oidc.issuer and self.storage.url:
+            raise ConfigError(
+                "oidc.issuer: required when storage.url is set (the built-in development identity provider "
+                "keeps its sign-ins in one process; several processes need a real one)"
+            )
         if not self.oidc.issuer and self.server.trusted_proxies:
             raise ConfigError(
                 "oidc.issuer: required when server.trusted_proxies is set "

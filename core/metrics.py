@@ -10,10 +10,12 @@ never mix their numbers.
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TypeVar
 
+import attrs
 from prometheus_client import CollectorRegistry, Counter, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -52,7 +54,9 @@ class Metrics:
             "cps_lifecycle_checks",
             "Background checks (core/lifecycle/), by kind (dns, certificate, active) and outcome (a status, or failed).",
             ["kind", "outcome"], registry=self.registry)
-        self.registry.register(_StoreFigures(store, clock))
+        self._store, self._clock = store, clock
+        self._figures = _StoreFigures(clock)
+        self.registry.register(self._figures)
 
     def count_request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests.count(route, method, status, seconds)
@@ -60,8 +64,18 @@ class Metrics:
     def count_lookup(self, lookup: Lookup) -> None:
         self.dns_lookups.labels(lookup.rtype, lookup.outcome).inc()
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, figures: Figures | None = None) -> bytes:
+        """The scrape's text, with the database's ``figures`` (read here when not given: off the
+        event loop only; on it, ``scrape``)."""
+        self._figures.figures = figures if figures is not None else read_figures(self._store, self._clock)
+        try:
+            return generate_latest(self.registry)
+        finally:
+            self._figures.figures = None
+
+    async def scrape(self) -> bytes:
+        """The scrape's text, the database's figures read in a unit of work."""
+        return self.render(await self._store.run(read_figures, self._store, self._clock))
 
 
 class _Requests(Collector):
@@ -101,35 +115,61 @@ class _Requests(Collector):
         yield latency
 
 
-class _StoreFigures(Collector):
-    """Figures read from the database when scraped."""
+@attrs.frozen
+class Figures:
+    """What the database says at scrape time, read in one unit of work (``read_figures``)."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
-        self.store = store
+    webhook_queue: int
+    webhook_oldest: dt.datetime | None
+    certificates_by_status: dict[str, int]
+    soonest_not_after: dt.datetime | None
+    checks_due: int
+    oldest_due: dt.datetime | None
+    drifted: int
+
+
+def read_figures(store: Store, clock: Clock) -> Figures:
+    """A unit of work: the database's figures for one scrape."""
+    queued, oldest = store.metrics.webhook_queue()
+    due, oldest_due = store.lifecycle.due(clock.now())
+    return Figures(
+        webhook_queue=queued, webhook_oldest=oldest, certificates_by_status=store.metrics.certificates_by_status(),
+        soonest_not_after=store.metrics.soonest_not_after(), checks_due=due, oldest_due=oldest_due,
+        drifted=store.lifecycle.drifted(),
+    )
+
+
+class _StoreFigures(Collector):
+    """Figures read from the database when scraped: those ``Metrics.render`` was given."""
+
+    def __init__(self, clock: Clock) -> None:
         self.clock = clock
+        self.figures: Figures | None = None
 
     def collect(self) -> Iterator[Metric]:
-        figures = self.store.metrics
-        queued, oldest = figures.webhook_queue()
-        yield GaugeMetricFamily("cps_webhook_queue_depth", "Webhook deliveries queued or waiting to be retried.", value=queued)
-        age = (self.clock.now() - oldest).total_seconds() if oldest else 0.0
+        figures = self.figures
+        if figures is None:  # prometheus-client's own calls (registering): nothing read yet
+            return
+        yield GaugeMetricFamily("cps_webhook_queue_depth", "Webhook deliveries queued or waiting to be retried.",
+                                value=figures.webhook_queue)
+        age = (self.clock.now() - figures.webhook_oldest).total_seconds() if figures.webhook_oldest else 0.0
         yield GaugeMetricFamily("cps_webhook_queue_oldest_age_seconds", "Age of the oldest queued webhook delivery (0 when none).",
                                 value=max(age, 0.0))
         by_status = GaugeMetricFamily("cps_certificates", "Domains by the status of their certificate.", labels=["status"])
-        for status, count in sorted(figures.certificates_by_status().items()):
+        for status, count in sorted(figures.certificates_by_status.items()):
             by_status.add_metric([status], count)
         yield by_status
-        soonest = figures.soonest_not_after()
+        soonest = figures.soonest_not_after
         yield GaugeMetricFamily(
             "cps_certificate_soonest_not_after_timestamp_seconds",
             "Unix time when the first serving (active or renewing) certificate expires (0 when none).",
             value=soonest.timestamp() if soonest else 0.0,
         )
-        due, oldest_due = self.store.lifecycle.due(self.clock.now())
-        yield GaugeMetricFamily("cps_lifecycle_checks_due", "Background checks due now and not yet begun.", value=due)
-        overdue = (self.clock.now() - oldest_due).total_seconds() if oldest_due else 0.0
+        yield GaugeMetricFamily("cps_lifecycle_checks_due", "Background checks due now and not yet begun.",
+                                value=figures.checks_due)
+        overdue = (self.clock.now() - figures.oldest_due).total_seconds() if figures.oldest_due else 0.0
         yield GaugeMetricFamily("cps_lifecycle_oldest_overdue_seconds",
                                 "How long the most overdue background check has been due (0 when none).", value=max(overdue, 0.0))
         yield GaugeMetricFamily("cps_domains_drifted",
                                 "Verified domains whose delegation CNAME or CAA a check found wrong (validation.drift).",
-                                value=self.store.lifecycle.drifted())
+                                value=figures.drifted)

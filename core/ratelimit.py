@@ -1,8 +1,11 @@
 """Fixed-window rate limits per client IP, with the IETF RateLimit header fields.
 
-Counters live in memory: the service is one process, a restart forgets at most one window of
-counts, and an admission check never waits on the disk. The limiter cannot fail, so there is no
-fail-open or fail-closed choice to make.
+On SQLite the counters live in memory: the service is one process, a restart forgets at most one
+window of counts, and an admission check never waits on the disk; that limiter cannot fail, so
+there is no fail-open or fail-closed choice to make. On PostgreSQL every process counts in the
+same table (store/shared.py), one statement per request in a unit of work, so a client cannot
+double its limit by alternating between processes; with the database unreachable the request
+fails with 503 like any other that needs it.
 
 Buckets (the spec's Limits table): every ``/v1/`` request counts against ``api`` except sign-up,
 which has its own separate bucket; ``/v1/auth/*``, the two verification-link families and the
@@ -15,10 +18,13 @@ import functools
 import ipaddress
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from core.clock import Clock
 from core.config import RateLimitsConfig
+
+if TYPE_CHECKING:
+    from store import Store
 
 _ROUTE_BUCKETS = (
     ("/v1/public/signup", ("signup",)),
@@ -116,9 +122,11 @@ class Decision(NamedTuple):
 
 
 class RateLimiter:
-    def __init__(self, config: RateLimitsConfig, clock: Clock) -> None:
+    def __init__(self, config: RateLimitsConfig, clock: Clock, store: Store | None = None) -> None:
         self.config = config
         self.clock = clock
+        self.store = store if store is not None and store.pg is not None else None
+        "The store whose counters every process shares (PostgreSQL); None: counted here."
         self._window_index = -1
         self._counts: dict[tuple[str, str], int] = {}
         self._buckets: dict[tuple[str, ...], tuple[tuple[tuple[str, int], ...], str]]
@@ -129,8 +137,16 @@ class RateLimiter:
             for _, buckets in _ROUTE_BUCKETS
         }
 
-    def hit(self, path: str, client: str) -> Decision | None:
+    async def admit(self, path: str, client: str) -> Decision | None:
         """Count one request; ``None`` for paths outside every bucket."""
+        if self.store is None:
+            return self.hit(path, client)
+        if not buckets_for(path):
+            return None
+        return await self.store.run(self.hit, path, client)
+
+    def hit(self, path: str, client: str) -> Decision | None:
+        """``admit`` here and now: in memory, or in the shared table within a unit of work."""
         buckets = buckets_for(path)
         if not buckets:
             return None
@@ -141,16 +157,22 @@ class RateLimiter:
         if index != self._window_index:
             # Fixed windows: a new window starts every counter afresh.
             self._window_index, self._counts = index, {}
+            if self.store is not None:
+                self.store.shared.forget_windows(before=index - 1)
         reset = max(1, math.ceil((index + 1) * window - now))
         key = _partition(client)
         counts = self._counts
         usages = []
         exceeded = None
         for bucket, quota in quotas:
-            count = counts.get((bucket, key), 0)
-            if exceeded is None:  # a request refused by one bucket is not counted by the next
-                count += 1
-                counts[(bucket, key)] = count
+            if self.store is not None:  # a request refused by one bucket is not counted by the next
+                shared = self.store.shared
+                count = shared.count_hit(bucket, key, index) if exceeded is None else shared.hits(bucket, key, index)
+            else:
+                count = counts.get((bucket, key), 0)
+                if exceeded is None:
+                    count += 1
+                    counts[(bucket, key)] = count
             usage = Usage(bucket, quota, quota - count if count < quota else 0, reset)
             if exceeded is None and count > quota:
                 exceeded = usage

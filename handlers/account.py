@@ -15,7 +15,14 @@ from handlers import forms
 from handlers.pages import SESSION_COOKIE, PageHandler, refusal_text
 
 
-class AccountHandler(PageHandler):
+class _AccountPage(PageHandler):
+    def joined(self) -> list[workspaces.Joined]:
+        """The person's workspaces, as read with the person when the request began (prepare)."""
+        assert self.caller is not None
+        return workspaces.listed(self.caller.memberships)
+
+
+class AccountHandler(_AccountPage):
     """Who is signed in, their workspaces and invitations, and the session token for the API."""
 
     async def get(self) -> None:
@@ -25,13 +32,13 @@ class AccountHandler(PageHandler):
         token = self.get_signed_cookie(SESSION_COOKIE, max_age_days=1)
         self.render_page(
             "account.html", user=self.user, principal=self.principal,
-            joined=workspaces.workspaces_of(self.services, self.user),
-            offers=workspaces.offers_for(self.services, self.user),
+            joined=self.joined(),
+            offers=await self.services.store.run(workspaces.offers_for, self.services, self.user),
             token=token.decode() if token else "", base_url=self.services.config.server.base_url,
         )
 
 
-class AccountAction(PageHandler):
+class AccountAction(_AccountPage):
     """The account page's buttons: switch workspace, leave one, accept or decline an invitation."""
 
     async def post(self, action: str, target: str) -> None:
@@ -43,11 +50,11 @@ class AccountAction(PageHandler):
             raise HTTPError(404) from None
         api_path = {"switch": "/v1/workspaces", "leave": "/v1/workspaces", "accept": "/v1/invitations",
                     "decline": "/v1/invitations"}[action]
-        self.hit_rate_limit(api_path)
+        await self.hit_rate_limit(api_path)
         user = self.user
 
         if action == "switch":  # changes only what this browser shows: no form record needed
-            if target_id in {j.org.id for j in workspaces.workspaces_of(self.services, user)}:
+            if target_id in {j.org.id for j in self.joined()}:
                 self.choose_workspace(target_id)
                 self.flash("Switched workspace.")
             else:
@@ -58,13 +65,13 @@ class AccountAction(PageHandler):
         async def answer() -> forms.Outcome:
             try:
                 if action == "leave":
-                    workspaces.leave(self.services, user, target_id)
+                    await self.services.store.run(workspaces.leave, self.services, user, target_id)
                     return forms.Outcome("/account", "You left the workspace.")
                 if action == "accept":
-                    joined = workspaces.accept(self.services, user, target_id)
+                    joined = await self.services.store.run(workspaces.accept, self.services, user, target_id)
                     self.choose_workspace(joined.org.id)
                     return forms.Outcome("/account", f"You joined {joined.org.name} as {joined.role}.")
-                workspaces.decline(self.services, user, target_id)
+                await self.services.store.run(workspaces.decline, self.services, user, target_id)
                 return forms.Outcome("/account", "Invitation declined.")
             except ApiError as exc:
                 return forms.Outcome("/account", refusal_text(exc))
@@ -72,7 +79,7 @@ class AccountAction(PageHandler):
         await self.act(answer, in_workspace=False)
 
 
-class SwitchWorkspace(PageHandler):
+class SwitchWorkspace(_AccountPage):
     """The header's workspace switcher: show another of one's workspaces, on the same page."""
 
     async def post(self) -> None:
@@ -82,7 +89,7 @@ class SwitchWorkspace(PageHandler):
             wanted = uuid.UUID(self.get_body_argument("workspace", ""))
         except ValueError:
             wanted = None
-        roles = {j.org.id: j.role for j in workspaces.workspaces_of(self.services, self.user)}
+        roles = {j.org.id: j.role for j in self.joined()}
         if wanted is not None and wanted in roles:
             self.choose_workspace(wanted)
             self.flash("Switched workspace.")

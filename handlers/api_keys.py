@@ -20,20 +20,23 @@ class ApiKeyListHandler(ApiHandler):
     # read_only reads domain, client and certificate records and nothing else (spec, rule 4).
     @require(scopes=("*",), roles=WRITERS)
     async def get(self) -> None:
-        self.send_json(api_keys.list_keys(self.services, workspace_id=self.authorized.workspace_id))
+        run = self.services.store.run
+        self.send_json(await run(api_keys.list_keys, self.services, workspace_id=self.authorized.workspace_id))
 
     @require(scopes=None, roles=MANAGERS)
     async def post(self) -> None:
         request = self.body(api_keys.CreateKeyRequest)
-        key, secret = api_keys.create(self.services, workspace_id=self.authorized.workspace_id, request=request)
+        key, secret = await self.services.store.run(
+            api_keys.create, self.services, workspace_id=self.authorized.workspace_id, request=request
+        )
         self.send_json(_with_secret(key, secret), status=201)
 
 
 class ApiKeyRotateHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def post(self, key_id: str) -> None:
-        key, secret = api_keys.rotate(
-            self.services, workspace_id=self.authorized.workspace_id, key_id=parse_id(key_id, "API key")
+        key, secret = await self.services.store.run(
+            api_keys.rotate, self.services, workspace_id=self.authorized.workspace_id, key_id=parse_id(key_id, "API key")
         )
         self.send_json(_with_secret(key, secret))
 
@@ -41,7 +44,9 @@ class ApiKeyRotateHandler(ApiHandler):
 class ApiKeyRevokeHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def post(self, key_id: str) -> None:
-        api_keys.revoke(self.services, workspace_id=self.authorized.workspace_id, key_id=parse_id(key_id, "API key"))
+        await self.services.store.run(
+            api_keys.revoke, self.services, workspace_id=self.authorized.workspace_id, key_id=parse_id(key_id, "API key")
+        )
         self.send_empty()
 
 

@@ -14,7 +14,7 @@ class SessionHandler(ApiHandler):
         if self.principal is None:
             self.send_json(None)
             return
-        self.send_json(accounts.session_of(self.services, self.principal))
+        self.send_json(await self.services.store.run(accounts.session_of, self.services, self.principal))
 
 
 class SignupHandler(ApiHandler):

@@ -183,7 +183,7 @@ class ApiHandler(BaseHandler):
 
     async def prepare(self) -> None:
         # Admission before authentication: a flood of bad credentials is throttled too.
-        self.rate_decision = self.services.limiter.hit(self.request.path, self.client_ip)
+        self.rate_decision = await self.services.limiter.admit(self.request.path, self.client_ip)
         self.set_rate_limit_headers()
         if self.rate_decision is not None and self.rate_decision.exceeded is not None:
             raise RateLimited(self.rate_decision.exceeded.reset, self.rate_decision.exceeded.bucket)
@@ -196,6 +196,8 @@ class ApiHandler(BaseHandler):
             self._auth_error = Unauthorized("The Authorization header must be 'Bearer <token>'.")
             return
         try:
+            # At most one unit of work (none for a cached key): identify reads a person together
+            # with their workspaces, so act_in chooses among them without the database.
             self.caller = await identify(self.services, token)
             self.principal = act_in(self.services, self.caller, self.chosen_workspace())
             logs.workspace.set(str(self.principal.workspace_id))
@@ -253,7 +255,7 @@ class ApiHandler(BaseHandler):
                     raise ValidationError(form_errors=[f"Malformed JSON body: {exc}"]) from None
                 except RecursionError:
                     raise ValidationError(form_errors=["Malformed JSON body: nested too deeply"]) from None
-                refuse_lone_surrogates(self._json_body)
+                refuse_unstorable_text(self._json_body)
         return self._json_body
 
     def body(self, cls: type[T]) -> T:
@@ -300,27 +302,30 @@ class ApiHandler(BaseHandler):
         self.finish(body)
 
 
-def _has_lone_surrogate(text: str) -> bool:
-    return any("\ud800" <= ch <= "\udfff" for ch in text)
+def _problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "Contains a NUL character (\\u0000), which no text field can hold"
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        return "Contains a lone UTF-16 surrogate (an escape like \\udc00 that is not a character)"
+    return None
 
 
-def refuse_lone_surrogates(data: Any) -> None:
-    """JSON may carry ``"\udc00"``, which is no text at all: SQLite and UTF-8 cannot hold it, so it
-    is refused here, once, for every endpoint, naming the field where it was found."""
-    problem = "Contains a lone UTF-16 surrogate (an escape like \\udc00 that is not a character)"
+def refuse_unstorable_text(data: Any) -> None:
+    """JSON may carry ``"\udc00"``, which is no text at all, and ``"\u0000"``, which PostgreSQL
+    cannot store: both are refused here, once, for every endpoint, naming the field where found."""
     field_errors: dict[str, list[str]] = {}
     form_errors: list[str] = []
 
     def walk(value: Any, field: str | None, inner: str) -> None:
-        if isinstance(value, str) and _has_lone_surrogate(value):
+        if isinstance(value, str) and (problem := _problem(value)):
             if field is None:
                 form_errors.append(problem)
             else:
                 field_errors.setdefault(field, []).append(f"{inner}: {problem}" if inner else problem)
         elif isinstance(value, dict):
             for key, item in value.items():
-                if _has_lone_surrogate(key):
-                    form_errors.append("A field name contains a lone UTF-16 surrogate")
+                if problem := _problem(key):
+                    form_errors.append(f"A field name: {problem}")
                 elif field is None:
                     walk(item, key, "")
                 else:

@@ -33,8 +33,9 @@ class CertificateQueryHandler(ApiHandler):
     @require(scopes=("certificates:read",), roles=READERS)
     async def post(self, domain_id: str) -> None:
         request = self.body(views.QueryCertificates)
-        page = views.query(
-            self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain"), request=request
+        page = await self.services.store.run(
+            views.query, self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain"),
+            request=request,
         )
         self.send_json(page)
 
@@ -42,8 +43,8 @@ class CertificateQueryHandler(ApiHandler):
 class CertificateHandler(ApiHandler):
     @require(scopes=("certificates:read",), roles=READERS)
     async def get(self, certificate_id: str) -> None:
-        certificate = views.get(
-            self.services, workspace=self.authorized.workspace, certificate_id=parse_id(certificate_id, "Certificate")
+        certificate = await self.services.store.run(
+            views.get, self.services, workspace=self.authorized.workspace, certificate_id=parse_id(certificate_id, "Certificate")
         )
         self.send_json(certificate)
 
@@ -60,7 +61,8 @@ class RefreshHandler(ApiHandler):
 class BundleHandler(ApiHandler):
     @require(scopes=("certificates:read",), roles=READERS)
     async def get(self, certificate_id: str) -> None:
-        views.bundle(self.services, workspace=self.authorized.workspace, certificate_id=parse_id(certificate_id, "Certificate"))
+        await self.services.store.run(views.bundle, self.services, workspace=self.authorized.workspace,
+                                      certificate_id=parse_id(certificate_id, "Certificate"))
 
 
 routes = [

@@ -32,33 +32,39 @@ class DomainQueryHandler(ApiHandler):
     @require(scopes=("domains:read",), roles=READERS)
     async def post(self) -> None:
         request = self.body(domain_query.QueryDomains)
-        self.finish(domain_query.page_json(domain_query.query_rows(self.services, workspace=self.authorized.workspace, request=request)))
+        page = await self.services.store.run(domain_query.query_rows, self.services, workspace=self.authorized.workspace,
+                                             request=request)
+        self.finish(domain_query.page_json(page))
 
 
 class DomainHandler(ApiHandler):
     @require(scopes=("domains:read",), roles=READERS)
     async def get(self, domain_id: str) -> None:
-        row = operations.load(self.services, self.authorized.workspace, parse_id(domain_id, "Domain"))
+        row = await self.services.store.run(operations.load, self.services, self.authorized.workspace,
+                                            parse_id(domain_id, "Domain"))
         self.finish(shape.render(row))
 
     @require(scopes=("domains:write",), roles=WRITERS)
     async def patch(self, domain_id: str) -> None:
         request = self.body(operations.PatchDomain)
-        domain = operations.patch(
-            self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain"), request=request
+        domain = await self.services.store.run(
+            operations.patch, self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain"),
+            request=request,
         )
         self.send_json(domain)
 
     @require(scopes=("domains:write",), roles=WRITERS)
     async def delete(self, domain_id: str) -> None:
-        operations.delete(self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain"))
+        await self.services.store.run(operations.delete, self.services, workspace=self.authorized.workspace,
+                                      domain_id=parse_id(domain_id, "Domain"))
         self.send_empty()
 
 
 class DelegationRecordHandler(ApiHandler):
     @require(scopes=("domains:read",), roles=READERS)
     async def get(self, domain_id: str) -> None:
-        record = operations.delegation(self.services, workspace=self.authorized.workspace, domain_id=parse_id(domain_id, "Domain"))
+        record = await self.services.store.run(operations.delegation, self.services, workspace=self.authorized.workspace,
+                                               domain_id=parse_id(domain_id, "Domain"))
         self.send_json(record)
 
 

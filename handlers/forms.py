@@ -106,7 +106,8 @@ async def run_once(handler: PageHandler, action: Callable[[], Awaitable[Outcome]
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         try:
-            begun = idempotency.begin(services, workspace_id=handler.principal.workspace_id, key=key)
+            begun = await services.store.run(idempotency.begin, services, workspace_id=handler.principal.workspace_id,
+                                             key=key)
         except Conflict as exc:
             if exc.code != "idempotency_in_progress" or time.monotonic() > deadline:
                 raise HTTPError(409, reason="This form is being submitted already") from None
@@ -118,15 +119,20 @@ async def run_once(handler: PageHandler, action: Callable[[], Awaitable[Outcome]
     try:
         outcome = await action()
     except BaseException:
-        idempotency.release(services, begun)
+        await services.store.run(idempotency.release, services, begun)
         raise
     until = services.clock.now().timestamp() + REVEAL_SECONDS
     stored: dict[str, object] = {"location": outcome.location, "message": outcome.message, "until": until}
     if outcome.secret is not None:  # "secret" is dropped by the purge, "made_secret" stays
         stored.update(made_secret=True, secret=services.keyring.encrypt(_REVEAL, outcome.secret, bound_to=token))
-    with services.store.transaction():
-        idempotency.complete(services, begun, status_code=303, body=json.dumps(stored))
+    await services.store.run(_complete, services, begun, json.dumps(stored))
     return outcome
+
+
+def _complete(services: Services, claim: idempotency.Claim, body: str) -> None:
+    """A unit of work: the form's outcome kept, for a second submission to answer with."""
+    with services.store.transaction():
+        idempotency.complete(services, claim, status_code=303, body=body)
 
 
 def _replayed(services: Services, token: str, body: str) -> Outcome:

@@ -14,6 +14,7 @@ from http.client import responses
 from typing import Any
 
 from handlers.base import BaseHandler
+from store import unavailable_reason
 from store.migrations import latest_version, schema_version
 
 
@@ -41,10 +42,13 @@ class HealthHandler(_ProbeHandler):
 
 
 class ReadyHandler(_ProbeHandler):
-    def get(self) -> None:
+    async def get(self) -> None:
+        store = self.services.store
         try:
-            version = schema_version(self.services.store)
-        except sqlite3.Error as exc:
+            version = await store.run(schema_version, store)
+        except Exception as exc:
+            if not isinstance(exc, sqlite3.Error) and unavailable_reason(exc) is None:
+                raise
             return self.answer(503, {"status": 503, "code": "not_ready", "message": f"The database does not answer: {exc}."})
         expected = latest_version()
         if version != expected:

@@ -14,7 +14,7 @@ class _IdpHandler(PageHandler):
 
     async def prepare(self) -> None:
         if self.rate_limited:
-            self.hit_rate_limit("/v1/idp")
+            await self.hit_rate_limit("/v1/idp")
         await super().prepare()
 
     def check_xsrf_cookie(self) -> None:

@@ -32,7 +32,7 @@ class MetricsHandler(BaseHandler):
                 return self._refuse(401, "unauthorized", "GET /metrics needs the bearer token of [metrics] bearer_token.")
         self.set_header("Content-Type", CONTENT_TYPE)
         self.set_header("Cache-Control", "no-store")
-        self.finish(self.services.metrics.render())
+        self.finish(await self.services.metrics.scrape())
 
     def check_xsrf_cookie(self) -> None:
         """No XSRF check: only GET is served, and no cookie is read (a bearer token or none)."""

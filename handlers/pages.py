@@ -134,9 +134,9 @@ class PageHandler(BaseHandler):
         # Signed in but in no workspace yet: the account page, with their invitations, not a sign-in loop.
         return "/account" if self.user is not None else super().get_login_url()
 
-    def hit_rate_limit(self, api_path: str) -> None:
+    async def hit_rate_limit(self, api_path: str) -> None:
         """Count a page request in the bucket of the API call it stands for (sign-in, sign-up)."""
-        decision = self.services.limiter.hit(api_path, self.client_ip)
+        decision = await self.services.limiter.admit(api_path, self.client_ip)
         if decision is not None and decision.exceeded is not None:
             raise _RateLimited(decision.exceeded.reset)
 
@@ -184,8 +184,9 @@ class PageHandler(BaseHandler):
         context.setdefault("principal", self.principal)
         context.setdefault("user", self.user)
         context.setdefault("flash", flash.decode() if flash else None)
-        if self.user is not None and "switcher" not in context:  # the header's workspace switcher
-            context["switcher"] = workspaces.workspaces_of(self.services, self.user)
+        if self.caller is not None and self.user is not None and "switcher" not in context:
+            # The header's workspace switcher, from the workspaces read with the person (prepare).
+            context["switcher"] = workspaces.listed(self.caller.memberships)
         context.setdefault("here", self.request.path)
         context["xsrf"] = Markup(self.xsrf_form_html())
         if self.user is not None:  # every form of a signed-in page: one action per intent
@@ -242,7 +243,7 @@ class SignupPageHandler(PageHandler):
         self.render_page("home.html", base_url=self.services.config.server.base_url, error=None, email="", domain="")
 
     async def post(self) -> None:
-        self.hit_rate_limit("/v1/public/signup")
+        await self.hit_rate_limit("/v1/public/signup")
         email, domain = self.get_body_argument("email", ""), self.get_body_argument("domain", "")
         try:
             result = await signup.signup(self.services, signup.SignupRequest(email=email, domain=domain))
@@ -281,7 +282,7 @@ class LoginHandler(PageHandler):
             endpoint = (await self.services.oidc.discovery())["authorization_endpoint"]
         except (ApiError, KeyError):
             raise HTTPError(502) from None
-        self.hit_rate_limit("/v1/portal/login")  # the shared api bucket
+        await self.hit_rate_limit("/v1/portal/login")  # the shared api bucket
         pending = portal_signin.start_signin(portal_signin.safe_next(self.get_argument("next", None)))
         self.set_signed_cookie(
             SIGNIN_COOKIE, portal_signin.seal(self.services.keyring, pending), expires_days=portal_signin.SIGNIN_SECONDS / 86400,
@@ -308,7 +309,7 @@ class CallbackHandler(PageHandler):
         raise HTTPError(405)
 
     async def get(self) -> None:
-        self.hit_rate_limit("/v1/auth/oidc/exchange")
+        await self.hit_rate_limit("/v1/auth/oidc/exchange")
         cookie = self.get_signed_cookie(SIGNIN_COOKIE, max_age_days=1)
         self.clear_cookie(SIGNIN_COOKIE)
         state = self.get_argument("state", "")
@@ -318,7 +319,7 @@ class CallbackHandler(PageHandler):
         if (
             pending is None
             or not hmac.compare_digest(state.encode(), pending.state.encode())
-            or not self.services.used_signin_states.use(pending.state)
+            or not await self.services.used_signin_states.use(pending.state)
         ):
             self.set_status(400)
             self.render_page("signin.html", error="This sign-in link is stale, was already used, or was not started here. Start again.")

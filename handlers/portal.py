@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from tornado.web import HTTPError, authenticated
@@ -18,7 +19,7 @@ from core.domains import clients as domain_clients
 from core.domains import instructions, operations, shape
 from core.domains import query as domain_query
 from core.errors import ApiError, NotFound
-from core.identity import api_keys, workspaces
+from core.identity import api_keys
 from core.identity.auth import Principal, permits
 from core.identity.scopes import MANAGERS, READERS, SCOPES, WRITERS
 from core.outbound import site_scan
@@ -27,6 +28,10 @@ from core.verification import diagnosis, dns_host, one_click
 from core.verification import links as verification_links
 from handlers.forms import Outcome
 from handlers.pages import PageHandler, refusal_text
+from store.records import Client, DomainRow, Workspace
+
+if TYPE_CHECKING:
+    from core.services import Services
 
 PAGE_SIZE = 50
 SHOWN_LINKS = 20  # the newest active links on a DNS page; the API lists them all
@@ -42,7 +47,37 @@ def path_id(raw: str) -> uuid.UUID:
         raise HTTPError(404) from None
 
 
+def _find_domain(services: Services, candidates: list[Workspace], wanted: uuid.UUID) -> tuple[DomainRow, Workspace] | None:
+    """A unit of work: the domain in the first of these workspaces that holds it."""
+    for workspace in candidates:
+        try:
+            return operations.load(services, workspace, wanted), workspace
+        except NotFound:
+            continue
+    return None
+
+
 class PortalHandler(PageHandler):
+    _site: tuple[str, tuple[DomainRow, Workspace] | None] | None = None
+    "The domain of a ``/site/<domain id>/`` page (and the workspace holding it), read by ``prepare``."
+
+    async def prepare(self) -> None:
+        """A page under ``/site/<domain id>/`` is about that domain: it is read here, in a unit of
+        work of its own, for ``domain_row`` (kept a plain method for the pages that call it)."""
+        await super().prepare()
+        if self.principal is None or not self.request.path.startswith("/site/") or not self.path_args:
+            return
+        raw = self.path_args[0]
+        try:
+            wanted = uuid.UUID(raw)
+        except ValueError:
+            self._site = (raw, None)
+            return
+        # The workspace shown first, then the person's others (their order when signed in).
+        shown = self.principal.workspace
+        others = [w for _, w in self.caller.memberships if w.id != shown.id] if self.caller is not None else []
+        self._site = (raw, await self.services.store.run(_find_domain, self.services, [shown, *others], wanted))
+
     def member(self, roles: Collection[str] | None = None) -> Principal:
         """The signed-in member; 403 when their role may not do this."""
         assert self.principal is not None  # @authenticated ran first
@@ -50,27 +85,20 @@ class PortalHandler(PageHandler):
             raise HTTPError(403)
         return self.principal
 
-    def domain_row(self, domain_id: str):
+    def domain_row(self, domain_id: str) -> DomainRow:
         """The domain in the workspace shown, or in another of the person's workspaces, which is
         then shown (a link to a DNS page works whichever workspace the portal was showing)."""
-        wanted = path_id(domain_id)
+        path_id(domain_id)  # a malformed id: the same 404 page as another workspace's id
         current = self.member()
-        try:
-            return operations.load(self.services, current.workspace, wanted)
-        except NotFound:
-            pass
-        assert self.user is not None
-        for joined in workspaces.workspaces_of(self.services, self.user):
-            if joined.org.id == current.workspace_id:
-                continue
-            try:
-                row = operations.load(self.services, joined.org, wanted)
-            except NotFound:
-                continue
-            self.principal = self.act_in(joined.org.id)
-            self.choose_workspace(joined.org.id)
-            return row
-        raise HTTPError(404)
+        assert self._site is not None and self._site[0] == domain_id, "only the domain of a /site/<id>/ page"
+        found = self._site[1]
+        if found is None:
+            raise HTTPError(404)
+        row, workspace = found
+        if workspace.id != current.workspace_id:
+            self.principal = self.act_in(workspace.id)
+            self.choose_workspace(workspace.id)
+        return row
 
 
 class DomainsPage(PortalHandler):
@@ -90,7 +118,8 @@ class DomainsPage(PortalHandler):
         )
         error: str | None
         try:
-            page = domain_query.query(self.services, workspace=principal.workspace, request=request)
+            page = await self.services.store.run(domain_query.query, self.services, workspace=principal.workspace,
+                                                 request=request)
         except ApiError as exc:
             self.set_status(400)
             page, error = domain_query.DomainPage(items=[], total=0), exc.message
@@ -105,7 +134,7 @@ class DomainsPage(PortalHandler):
     @authenticated
     async def post(self) -> None:
         """Add a domain, then show its DNS page."""
-        self.hit_rate_limit("/v1/domains")
+        await self.hit_rate_limit("/v1/domains")
         principal = self.member(WRITERS)
         apex = self.get_body_argument("apex", "")
 
@@ -118,9 +147,22 @@ class DomainsPage(PortalHandler):
         except ApiError as exc:
             self.set_status(exc.status)
             message = refusal_text(exc)
-            page = domain_query.query(self.services, workspace=principal.workspace, request=domain_query.QueryDomains())
+            page = await self.services.store.run(domain_query.query, self.services, workspace=principal.workspace,
+                                                 request=domain_query.QueryDomains())
             self.render_page("domains.html", page=page, args=dict.fromkeys(FILTERS, ""), next_link=None, error=None,
                              can_write=True, add_error=message, apex=apex)
+
+
+def _dns_page_reads(
+    services: Services, workspace: Workspace, domain_id: uuid.UUID, *, links: bool
+) -> tuple[verification_links.LinkPage | None, list[Client]]:
+    """A unit of work: the DNS page's active links (none for read_only, who may not retrieve link
+    capabilities: spec, Authentication rule 4) and the workspace's clients."""
+    shown = None
+    if links:
+        shown = verification_links.list_links(services, workspace=workspace, domain_id=domain_id, status="active",
+                                              limit=str(SHOWN_LINKS))
+    return shown, domain_clients.list_clients(services, workspace=workspace)
 
 
 class DnsPage(PortalHandler):
@@ -133,18 +175,15 @@ class DnsPage(PortalHandler):
         row = await dns_host.freshened(self.services, row)
         domain = shape.present(row)
         can_write = principal.role in WRITERS
-        # read_only may not retrieve link capabilities (spec, Authentication rule 4).
-        links = None
-        if can_write:
-            links = verification_links.list_links(self.services, workspace=principal.workspace, domain_id=row.id,
-                                                  status="active", limit=str(SHOWN_LINKS))
+        links, clients = await self.services.store.run(_dns_page_reads, self.services, principal.workspace, row.id,
+                                                       links=can_write)
         report = None
         if can_write and self.get_query_argument("diagnose", "") == "1":  # the same roles as "Check now"
-            self.hit_rate_limit("/v1/domains")
+            await self.hit_rate_limit("/v1/domains")
             report = await diagnosis.diagnose(self.services, workspace=principal.workspace, domain_id=row.id)
         scan, scan_error = None, None
         if self.get_query_argument("scan", "") == "1":  # any member, as the API lets anyone scan
-            self.hit_rate_limit("/v1/site-scan/https")
+            await self.hit_rate_limit("/v1/site-scan/https")
             # Compared with our certificate for those who may read it, as in the API (every role).
             reads = permits(principal, scopes=("certificates:read",), roles=READERS)
             try:
@@ -159,7 +198,7 @@ class DnsPage(PortalHandler):
             one_click_action=f"/site/{row.id}/one-click" if can_write else None,
             can_write=can_write, links=links, report=report, lifecycle=self.services.config.lifecycle,
             scan=scan, scan_error=scan_error,
-            clients=domain_clients.list_clients(self.services, workspace=principal.workspace),
+            clients=clients,
         )
 
 
@@ -168,7 +207,7 @@ class CheckNow(PortalHandler):
 
     @authenticated
     async def post(self, domain_id: str) -> None:
-        self.hit_rate_limit("/v1/domains")
+        await self.hit_rate_limit("/v1/domains")
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
 
@@ -184,15 +223,15 @@ class ShareLink(PortalHandler):
 
     @authenticated
     async def post(self, domain_id: str) -> None:
-        self.hit_rate_limit("/v1/verification-links")
+        await self.hit_rate_limit("/v1/verification-links")
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
         recipient = self.get_body_argument("recipientEmail", "").strip() or None
 
         async def share() -> Outcome:
             try:
-                verification_links.create(
-                    self.services, workspace=principal.workspace,
+                await self.services.store.run(
+                    verification_links.create, self.services, workspace=principal.workspace,
                     request=verification_links.CreateLink(domain_id=row.id, recipient_email=recipient),
                 )
             except ApiError as exc:
@@ -205,10 +244,10 @@ class ShareLink(PortalHandler):
 class PublicLinkPage(PageHandler):
     """``/verify/<token>``: what a verification link opens; the token is the only credential."""
 
-    def view_or_explain(self, token: str) -> verification_links.PublicView | None:
-        self.hit_rate_limit("/v1/public/verification-links/")
+    async def view_or_explain(self, token: str) -> verification_links.PublicView | None:
+        await self.hit_rate_limit("/v1/public/verification-links/")
         try:
-            return verification_links.view(self.services, token)
+            return await verification_links.show(self.services, token)
         except ApiError as exc:  # unknown (404), expired or revoked (410): say which, plainly
             self.gone(exc)
             return None
@@ -218,7 +257,7 @@ class PublicLinkPage(PageHandler):
         self.render_page("link_gone.html", message=exc.message)
 
     async def get(self, token: str) -> None:
-        view = self.view_or_explain(token)
+        view = await self.view_or_explain(token)
         if view is None:
             return
         try:
@@ -230,7 +269,7 @@ class PublicLinkPage(PageHandler):
             self.allow_form_redirect_to(row.dns_host.offer.url_sync_ux)
         report = None
         if self.get_query_argument("diagnose", "") == "1":
-            self.hit_rate_limit("/v1/public/verification-links/")
+            await self.hit_rate_limit("/v1/public/verification-links/")
             report = await verification_links.diagnose(self.services, token)
         self.render_page("verify.html", view=view, dns=instructions.dns_instructions(shape.present(row)), token=token,
                          one_click_action=f"/verify/{token}/one-click",
@@ -238,7 +277,7 @@ class PublicLinkPage(PageHandler):
 
     async def post(self, token: str) -> None:
         """The page's "Check now"."""
-        if self.view_or_explain(token) is None:
+        if await self.view_or_explain(token) is None:
             return
         result = await verification_links.verify(self.services, token)
         self.flash(result.message)
@@ -252,44 +291,46 @@ class KeysPage(PortalHandler):
     async def get(self) -> None:
         principal = self.member(MANAGERS)
         # Shown here once, never stored in clear: the page is not cached (Cache-Control: no-store).
-        self.render_keys(principal, secret=self.revealed_secret(), error=None)
+        await self.render_keys(principal, secret=self.revealed_secret(), error=None)
 
     @authenticated
     async def post(self) -> None:
-        self.hit_rate_limit("/v1/api-keys")
+        await self.hit_rate_limit("/v1/api-keys")
         principal = self.member(MANAGERS)
         name, scopes = self.get_body_argument("name", "").strip(), self.get_body_arguments("scopes")
         if not scopes and self.get_body_argument("noScopes", "") != "yes":
             self.set_status(400)
-            self.render_keys(principal, secret=None, error=None, unscoped=name)
+            await self.render_keys(principal, secret=None, error=None, unscoped=name)
             return
 
         async def create() -> Outcome:
-            key, secret = api_keys.create(self.services, workspace_id=principal.workspace_id,
-                                          request=api_keys.CreateKeyRequest(name=name, scopes=scopes))
+            key, secret = await self.services.store.run(api_keys.create, self.services, workspace_id=principal.workspace_id,
+                                                        request=api_keys.CreateKeyRequest(name=name, scopes=scopes))
             return Outcome("/account/keys", f"The key \u201c{key.name}\u201d was created.", secret=secret)
 
         try:
             await self.act(create)
         except ApiError as exc:
             self.set_status(exc.status)
-            self.render_keys(principal, secret=None, error=refusal_text(exc))
+            await self.render_keys(principal, secret=None, error=refusal_text(exc))
 
-    def render_keys(self, principal: Principal, *, secret: str | None, error: str | None, unscoped: str | None = None) -> None:
-        keys = api_keys.list_keys(self.services, workspace_id=principal.workspace_id)
+    async def render_keys(self, principal: Principal, *, secret: str | None, error: str | None,
+                          unscoped: str | None = None) -> None:
+        keys = await self.services.store.run(api_keys.list_keys, self.services, workspace_id=principal.workspace_id)
         self.render_page("keys.html", keys=keys, scopes=list(SCOPES), secret=secret, error=error, unscoped=unscoped)
 
 
 class RevokeKey(PortalHandler):
     @authenticated
     async def post(self, key_id: str) -> None:
-        self.hit_rate_limit("/v1/api-keys")
+        await self.hit_rate_limit("/v1/api-keys")
         principal = self.member(MANAGERS)
         wanted = path_id(key_id)
 
         async def revoke() -> Outcome:
             try:
-                api_keys.revoke(self.services, workspace_id=principal.workspace_id, key_id=wanted)
+                await self.services.store.run(api_keys.revoke, self.services, workspace_id=principal.workspace_id,
+                                              key_id=wanted)
             except NotFound:
                 raise HTTPError(404) from None
             return Outcome("/account/keys", "The key was revoked; requests using it now fail.")

@@ -43,7 +43,7 @@ class OneClickStart(_Starting, PortalHandler):
 
     @authenticated
     async def post(self, domain_id: str) -> None:
-        self.hit_rate_limit("/v1/domains")
+        await self.hit_rate_limit("/v1/domains")
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
         await self.go(one_click.start(self.services, workspace=principal.workspace, domain_id=row.id,
@@ -54,7 +54,7 @@ class PublicOneClickStart(_Starting):
     """``POST /verify/<token>/one-click``: the same button on a verification link's page."""
 
     async def post(self, token: str) -> None:
-        self.hit_rate_limit("/v1/public/verification-links/")
+        await self.hit_rate_limit("/v1/public/verification-links/")
         await self.go(one_click.start_for_link(self.services, token), f"/verify/{token}")
 
 
@@ -70,7 +70,7 @@ class OneClickReturn(PageHandler):
         raise HTTPError(405)
 
     async def get(self) -> None:
-        self.hit_rate_limit("/v1/public/verification-links/")
+        await self.hit_rate_limit("/v1/public/verification-links/")
         kept = self._kept()
         self.clear_cookie(COOKIE)
         state = self.get_query_argument("state", "") or kept.get("state", "")

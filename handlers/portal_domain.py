@@ -41,11 +41,11 @@ class EditDomain(PortalHandler):
         row = self.domain_row(domain_id)
         self.member(WRITERS)
         client_id = str(row.client_id) if row.client_id else ""
-        self.render_edit(row, notes=row.notes or "", tags=", ".join(row.tags), client_id=client_id, error=None)
+        await self.render_edit(row, notes=row.notes or "", tags=", ".join(row.tags), client_id=client_id, error=None)
 
     @authenticated
     async def post(self, domain_id: str) -> None:
-        self.hit_rate_limit("/v1/domains")
+        await self.hit_rate_limit("/v1/domains")
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
         # Browsers send a textarea's line breaks as CRLF; the API's notes use LF.
@@ -55,17 +55,18 @@ class EditDomain(PortalHandler):
 
         async def save() -> Outcome:
             request = operations.PatchDomain(tags=split_tags(tags_text), notes=notes, client_id=client_id)
-            operations.patch(self.services, workspace=principal.workspace, domain_id=row.id, request=request)
+            await self.services.store.run(operations.patch, self.services, workspace=principal.workspace, domain_id=row.id,
+                                          request=request)
             return Outcome(f"/site/{row.id}/dns", f"Saved the notes, tags and client of {row.apex}.")
 
         try:
             await self.act(save)
         except ApiError as exc:
             self.set_status(exc.status)
-            self.render_edit(row, notes=notes, tags=tags_text, client_id=client_id, error=refusal_text(exc))
+            await self.render_edit(row, notes=notes, tags=tags_text, client_id=client_id, error=refusal_text(exc))
 
-    def render_edit(self, row: DomainRow, *, notes: str, tags: str, client_id: str, error: str | None) -> None:
-        clients = domain_clients.list_clients(self.services, workspace=self.member().workspace)
+    async def render_edit(self, row: DomainRow, *, notes: str, tags: str, client_id: str, error: str | None) -> None:
+        clients = await self.services.store.run(domain_clients.list_clients, self.services, workspace=self.member().workspace)
         self.render_page("domain_edit.html", domain=row, notes=notes, tags=tags, client_id=client_id, clients=clients,
                          error=error)
 
@@ -81,7 +82,7 @@ class DeleteDomain(PortalHandler):
 
     @authenticated
     async def post(self, domain_id: str) -> None:
-        self.hit_rate_limit("/v1/domains")
+        await self.hit_rate_limit("/v1/domains")
         try:
             row: DomainRow | None = self.domain_row(domain_id)
         except HTTPError:
@@ -94,7 +95,7 @@ class DeleteDomain(PortalHandler):
             if row is None:
                 raise HTTPError(404)
             try:
-                operations.delete(self.services, workspace=principal.workspace, domain_id=row.id)
+                await self.services.store.run(operations.delete, self.services, workspace=principal.workspace, domain_id=row.id)
             except NotFound:  # deleted meanwhile through another form or the API
                 raise HTTPError(404) from None
             return Outcome("/domains", f"{row.apex} was deleted: its records are no longer checked and its "
@@ -109,14 +110,15 @@ class LinkAction(PortalHandler):
 
     @authenticated
     async def post(self, domain_id: str, link_id: str, action: str) -> None:
-        self.hit_rate_limit("/v1/verification-links")
+        await self.hit_rate_limit("/v1/verification-links")
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
         wanted = path_id(link_id)
         dns_page = f"/site/{row.id}/dns"
 
         async def revoke() -> Outcome:
-            verification_links.revoke(self.services, workspace=principal.workspace, link_id=wanted)
+            await self.services.store.run(verification_links.revoke, self.services, workspace=principal.workspace,
+                                          link_id=wanted)
             return Outcome(dns_page, "The link was revoked: it no longer works, and opening it says it was revoked.")
 
         async def remind() -> Outcome:
@@ -138,13 +140,14 @@ class RotateKey(PortalHandler):
 
     @authenticated
     async def post(self, key_id: str) -> None:
-        self.hit_rate_limit("/v1/api-keys")
+        await self.hit_rate_limit("/v1/api-keys")
         principal = self.member(MANAGERS)
         wanted = path_id(key_id)
 
         async def rotate() -> Outcome:
             try:
-                key, secret = api_keys.rotate(self.services, workspace_id=principal.workspace_id, key_id=wanted)
+                key, secret = await self.services.store.run(api_keys.rotate, self.services,
+                                                            workspace_id=principal.workspace_id, key_id=wanted)
             except NotFound:
                 raise HTTPError(404) from None
             if key.status != "active":  # the API rotates those too, and they stay as they were

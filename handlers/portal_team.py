@@ -40,10 +40,10 @@ def grantable_roles(principal: Principal) -> list[str]:
 
 
 class TeamPortalHandler(PortalHandler):
-    def render_team(self, principal: Principal, *, error: str | None = None, email: str = "",
-                    role: str = DEFAULT_INVITE_ROLE) -> None:
+    async def render_team(self, principal: Principal, *, error: str | None = None, email: str = "",
+                          role: str = DEFAULT_INVITE_ROLE) -> None:
         """The team page, also re-shown with a refusal in words (the status already set)."""
-        current = team.team(self.services, principal=principal)
+        current = await self.current_team(principal)
         self.render_page(
             "team.html", members=current.members, invitations=current.invitations,
             owners=sum(1 for m in current.members if m.role == "owner"),
@@ -52,34 +52,37 @@ class TeamPortalHandler(PortalHandler):
             portal_url=self.services.config.server.portal_url,
         )
 
-    def team_member(self, principal: Principal, user_id: str) -> Member:
+    async def current_team(self, principal: Principal) -> team.Team:
+        return await self.services.store.run(team.team, self.services, principal=principal)
+
+    async def team_member(self, principal: Principal, user_id: str) -> Member:
         """A member of the workspace shown; anyone else, a 404 page."""
         wanted = path_id(user_id)
-        for member in team.team(self.services, principal=principal).members:
+        for member in (await self.current_team(principal)).members:
             if member.user_id == wanted:
                 return member
         raise HTTPError(404)
 
-    def team_invitation(self, principal: Principal, invitation_id: str) -> Invitation:
+    async def team_invitation(self, principal: Principal, invitation_id: str) -> Invitation:
         """A pending invitation of the workspace shown; anyone else's, a 404 page."""
         wanted = path_id(invitation_id)
-        for invitation in team.team(self.services, principal=principal).invitations:
+        for invitation in (await self.current_team(principal)).invitations:
             if invitation.id == wanted:
                 return invitation
         raise HTTPError(404)
 
-    def refused(self, principal: Principal, exc: ApiError) -> None:
+    async def refused(self, principal: Principal, exc: ApiError) -> None:
         """A rule of the core said no: the team page with the reason; a vanished target is a 404 page."""
         if isinstance(exc, NotFound):
             raise HTTPError(404) from None
         self.set_status(exc.status)
-        self.render_team(principal, error=refusal_text(exc))
+        await self.render_team(principal, error=refusal_text(exc))
 
 
 class TeamPage(TeamPortalHandler):
     @authenticated
     async def get(self) -> None:
-        self.render_team(self.member(MANAGERS))
+        await self.render_team(self.member(MANAGERS))
 
 
 class InvitePage(TeamPortalHandler):
@@ -87,12 +90,13 @@ class InvitePage(TeamPortalHandler):
 
     @authenticated
     async def post(self) -> None:
-        self.hit_rate_limit("/v1/team/invitations")
+        await self.hit_rate_limit("/v1/team/invitations")
         principal = self.member(MANAGERS)
         email, role = self.get_body_argument("email", ""), self.get_body_argument("role", "")
 
         async def invite() -> Outcome:
-            made = team.invite(self.services, principal=principal, request=team.Invite(email=email, role=role))
+            made = await self.services.store.run(team.invite, self.services, principal=principal,
+                                                 request=team.Invite(email=email, role=role))
             return Outcome(TEAM, f"{made.email} was invited as {ROLE_WORDS[made.role]}. The invitation waits on "
                                  "their account page once they sign in with that address.")
 
@@ -100,45 +104,46 @@ class InvitePage(TeamPortalHandler):
             await self.act(invite)
         except ApiError as exc:
             self.set_status(exc.status)
-            self.render_team(principal, error=refusal_text(exc), email=email,
-                             role=role if role in ROLES else DEFAULT_INVITE_ROLE)
+            await self.render_team(principal, error=refusal_text(exc), email=email,
+                                   role=role if role in ROLES else DEFAULT_INVITE_ROLE)
 
 
 class RevokeInvitation(TeamPortalHandler):
     @authenticated
     async def post(self, invitation_id: str) -> None:
-        self.hit_rate_limit("/v1/team/invitations")
+        await self.hit_rate_limit("/v1/team/invitations")
         principal = self.member(MANAGERS)
 
         async def revoke() -> Outcome:
             # Looked up here: the same form sent again finds it revoked and answers as the first did.
-            invitation = self.team_invitation(principal, invitation_id)
-            team.revoke_invitation(self.services, principal=principal, invitation_id=invitation.id)
+            invitation = await self.team_invitation(principal, invitation_id)
+            await self.services.store.run(team.revoke_invitation, self.services, principal=principal,
+                                          invitation_id=invitation.id)
             return Outcome(TEAM, f"The invitation for {invitation.email} was revoked.")
 
         try:
             await self.act(revoke)
         except ApiError as exc:
-            self.refused(principal, exc)
+            await self.refused(principal, exc)
 
 
 class ChangeRole(TeamPortalHandler):
     @authenticated
     async def post(self, user_id: str) -> None:
-        self.hit_rate_limit("/v1/team/members")
+        await self.hit_rate_limit("/v1/team/members")
         principal = self.member(MANAGERS)
-        member = self.team_member(principal, user_id)
+        member = await self.team_member(principal, user_id)
         role = self.get_body_argument("role", "")
 
         async def change() -> Outcome:
-            changed = team.change_role(self.services, principal=principal, user_id=member.user_id,
-                                       request=team.RoleChange(role=role))
+            changed = await self.services.store.run(team.change_role, self.services, principal=principal,
+                                                    user_id=member.user_id, request=team.RoleChange(role=role))
             return Outcome(TEAM, f"{changed.email} is now {ROLE_WORDS[changed.role]}.")
 
         try:
             await self.act(change)
         except ApiError as exc:
-            self.refused(principal, exc)
+            await self.refused(principal, exc)
 
 
 class RemoveMember(TeamPortalHandler):
@@ -147,15 +152,15 @@ class RemoveMember(TeamPortalHandler):
     @authenticated
     async def get(self, user_id: str) -> None:
         principal = self.member(MANAGERS)
-        member = self.team_member(principal, user_id)
+        member = await self.team_member(principal, user_id)
         self.render_page("team_remove.html", member=member, role_words=ROLE_WORDS)
 
     @authenticated
     async def post(self, user_id: str) -> None:
-        self.hit_rate_limit("/v1/team/members")
+        await self.hit_rate_limit("/v1/team/members")
         principal = self.member(MANAGERS)
         try:
-            member: Member | None = self.team_member(principal, user_id)
+            member: Member | None = await self.team_member(principal, user_id)
         except HTTPError:
             member = None  # removed already: the same form sent again answers as the first did
         if member is not None and self.get_body_argument("email", "") != member.email:
@@ -166,13 +171,13 @@ class RemoveMember(TeamPortalHandler):
         async def remove() -> Outcome:
             if member is None:
                 raise HTTPError(404)
-            team.remove_member(self.services, principal=principal, user_id=member.user_id)
+            await self.services.store.run(team.remove_member, self.services, principal=principal, user_id=member.user_id)
             return Outcome(TEAM, f"{member.email} was removed from the team.")
 
         try:
             await self.act(remove)
         except ApiError as exc:
-            self.refused(principal, exc)
+            await self.refused(principal, exc)
 
 
 routes = [

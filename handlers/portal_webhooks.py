@@ -56,9 +56,9 @@ class WebhooksHandler(PortalHandler):
         """The workspace of an owner or admin (a 403 page for any other role)."""
         return self.member(MANAGERS).workspace_id
 
-    def endpoint(self, endpoint_id: str) -> WebhookEndpoint:
+    async def endpoint(self, endpoint_id: str) -> WebhookEndpoint:
         try:
-            return endpoints.load(self.services, self.manager(), path_id(endpoint_id))
+            return await self.services.store.run(endpoints.load, self.services, self.manager(), path_id(endpoint_id))
         except NotFound:
             raise HTTPError(404) from None
 
@@ -78,14 +78,15 @@ class WebhooksHandler(PortalHandler):
         except NotFound:
             raise HTTPError(404) from None
 
-    def render_endpoint(self, endpoint: WebhookEndpoint, *, secret: str | None = None, error: str | None = None,
-                        url: str | None = None, checked: list[str] | None = None) -> None:
+    async def render_endpoint(self, endpoint: WebhookEndpoint, *, secret: str | None = None, error: str | None = None,
+                              url: str | None = None, checked: list[str] | None = None) -> None:
         """The endpoint's page with a page of its delivery log, newest first."""
         log_error = None
         cursor = self.get_query_argument("cursor", None)
         try:
-            log = deliveries.list_deliveries(self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id,
-                                             limit=None, cursor=cursor)
+            log = await self.services.store.run(deliveries.list_deliveries, self.services,
+                                                workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id,
+                                                limit=None, cursor=cursor)
         except ApiError as exc:  # a cursor edited by hand, or from another endpoint's log
             self.set_status(exc.status)
             log, log_error = deliveries.DeliveryPage(items=[], total=0), refusal_text(exc)
@@ -103,11 +104,11 @@ class WebhookListPage(WebhooksHandler):
 
     @authenticated
     async def get(self) -> None:
-        self.render_list(error=None, url="", checked=[ALL_EVENTS])
+        await self.render_list(error=None, url="", checked=[ALL_EVENTS])
 
     @authenticated
     async def post(self) -> None:
-        self.hit_rate_limit(API_PATH)
+        await self.hit_rate_limit(API_PATH)
         workspace_id = self.manager()
         url = self.get_body_argument("url", "").strip()
         checked = self.get_body_arguments("events")
@@ -121,12 +122,14 @@ class WebhookListPage(WebhooksHandler):
             await self.act(add)
         except ApiError as exc:
             self.set_status(exc.status)
-            self.render_list(error=refusal_text(exc), url=url, checked=checked)
+            await self.render_list(error=refusal_text(exc), url=url, checked=checked)
 
-    def render_list(self, *, error: str | None, url: str, checked: list[str]) -> None:
+    async def render_list(self, *, error: str | None, url: str, checked: list[str]) -> None:
         principal = self.member()
+        listed = await self.services.store.run(endpoints.list_endpoints, self.services,
+                                               workspace_id=principal.workspace_id)
         self.render_page(
-            "webhooks.html", endpoints=endpoints.list_endpoints(self.services, workspace_id=principal.workspace_id),
+            "webhooks.html", endpoints=listed,
             can_manage=principal.role in MANAGERS, choices=EVENT_CHOICES, checked=checked, url=url, error=error,
             subscribed_to=subscribed_to, when=when,
         )
@@ -137,14 +140,14 @@ class WebhookPage(WebhooksHandler):
 
     @authenticated
     async def get(self, endpoint_id: str) -> None:
-        endpoint = self.endpoint(endpoint_id)
+        endpoint = await self.endpoint(endpoint_id)
         # Shown here once, never stored in clear: the page is not cached (Cache-Control: no-store).
-        self.render_endpoint(endpoint, secret=self.revealed_secret())
+        await self.render_endpoint(endpoint, secret=self.revealed_secret())
 
     @authenticated
     async def post(self, endpoint_id: str) -> None:
-        self.hit_rate_limit(API_PATH)
-        endpoint = self.endpoint(endpoint_id)
+        await self.hit_rate_limit(API_PATH)
+        endpoint = await self.endpoint(endpoint_id)
         url = self.get_body_argument("url", "").strip()
         checked = self.get_body_arguments("events")
 
@@ -159,7 +162,7 @@ class WebhookPage(WebhooksHandler):
             await self.act_or_404(edit)
         except ApiError as exc:
             self.set_status(exc.status)
-            self.render_endpoint(endpoint, error=refusal_text(exc), url=url, checked=checked)
+            await self.render_endpoint(endpoint, error=refusal_text(exc), url=url, checked=checked)
 
 
 class WebhookStatus(WebhooksHandler):
@@ -167,8 +170,8 @@ class WebhookStatus(WebhooksHandler):
 
     @authenticated
     async def post(self, endpoint_id: str, action: str) -> None:
-        self.hit_rate_limit(API_PATH)
-        endpoint = self.endpoint(endpoint_id)
+        await self.hit_rate_limit(API_PATH)
+        endpoint = await self.endpoint(endpoint_id)
         status, message = {
             "disable": ("disabled", "The endpoint is disabled: it gets no new deliveries, and queued ones wait until it is enabled."),
             "enable": ("active", "The endpoint is enabled: deliveries queued for it resume."),
@@ -185,11 +188,12 @@ class WebhookStatus(WebhooksHandler):
 class RotateSecret(WebhooksHandler):
     @authenticated
     async def post(self, endpoint_id: str) -> None:
-        self.hit_rate_limit(API_PATH)
-        endpoint = self.endpoint(endpoint_id)
+        await self.hit_rate_limit(API_PATH)
+        endpoint = await self.endpoint(endpoint_id)
 
         async def rotate() -> Outcome:
-            _, secret = endpoints.rotate(self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id)
+            _, secret = await self.services.store.run(endpoints.rotate, self.services,
+                                                      workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id)
             return Outcome(
                 f"/webhooks/{endpoint.id}",
                 "The secret was rotated. The old one stopped working at once: every attempt from now on is signed "
@@ -205,18 +209,19 @@ class DeleteWebhook(WebhooksHandler):
 
     @authenticated
     async def get(self, endpoint_id: str) -> None:
-        self.render_page("webhook_delete.html", endpoint=self.endpoint(endpoint_id))
+        self.render_page("webhook_delete.html", endpoint=await self.endpoint(endpoint_id))
 
     @authenticated
     async def post(self, endpoint_id: str) -> None:
-        self.hit_rate_limit(API_PATH)
+        await self.hit_rate_limit(API_PATH)
         self.manager()
 
         async def delete() -> Outcome:
             # Looked up here, not before: the same form sent again (a double click) finds the
             # endpoint gone, and answers as the first did without getting this far.
-            endpoint = self.endpoint(endpoint_id)
-            endpoints.delete(self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id)
+            endpoint = await self.endpoint(endpoint_id)
+            await self.services.store.run(endpoints.delete, self.services, workspace_id=endpoint.workspace_id,
+                                          endpoint_id=endpoint.id)
             return Outcome("/webhooks", f"The endpoint {endpoint.url} was deleted; its queued deliveries were removed.")
 
         await self.act_or_404(delete)
@@ -227,10 +232,11 @@ class DeliveryPage(WebhooksHandler):
 
     @authenticated
     async def get(self, endpoint_id: str, delivery_id: str) -> None:
-        endpoint = self.endpoint(endpoint_id)
+        endpoint = await self.endpoint(endpoint_id)
         try:
-            delivery: dict[str, Any] = deliveries.detail(self.services, workspace_id=endpoint.workspace_id,
-                                                         endpoint_id=endpoint.id, delivery_id=path_id(delivery_id))
+            delivery: dict[str, Any] = await self.services.store.run(
+                deliveries.detail, self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id,
+                delivery_id=path_id(delivery_id))
         except NotFound:
             raise HTTPError(404) from None
         self.render_page("webhook_delivery.html", endpoint=endpoint, delivery=delivery, when=when)
@@ -239,12 +245,13 @@ class DeliveryPage(WebhooksHandler):
 class Redeliver(WebhooksHandler):
     @authenticated
     async def post(self, endpoint_id: str, delivery_id: str) -> None:
-        self.hit_rate_limit(API_PATH)
-        endpoint = self.endpoint(endpoint_id)
+        await self.hit_rate_limit(API_PATH)
+        endpoint = await self.endpoint(endpoint_id)
         wanted = path_id(delivery_id)
 
         async def redeliver() -> Outcome:
-            deliveries.redeliver(self.services, workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id, delivery_id=wanted)
+            await self.services.store.run(deliveries.redeliver, self.services, workspace_id=endpoint.workspace_id,
+                                          endpoint_id=endpoint.id, delivery_id=wanted)
             return Outcome(f"/webhooks/{endpoint.id}/deliveries/{wanted}",
                            "The delivery was queued again, with the same id, for a new round of attempts starting now.")
 

@@ -10,21 +10,23 @@ from handlers.base import ApiHandler, parse_id, require
 class TeamHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def get(self) -> None:
-        self.send_json(team.team(self.services, principal=self.authorized))
+        self.send_json(await self.services.store.run(team.team, self.services, principal=self.authorized))
 
 
 class InvitationListHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def post(self) -> None:
         request = self.body(team.Invite)
-        self.send_json(team.invite(self.services, principal=self.authorized, request=request), status=201)
+        invitation = await self.services.store.run(team.invite, self.services, principal=self.authorized, request=request)
+        self.send_json(invitation, status=201)
 
 
 class InvitationHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def delete(self, invitation_id: str) -> None:
-        team.revoke_invitation(
-            self.services, principal=self.authorized, invitation_id=parse_id(invitation_id, "Invitation")
+        await self.services.store.run(
+            team.revoke_invitation, self.services, principal=self.authorized,
+            invitation_id=parse_id(invitation_id, "Invitation"),
         )
         self.send_empty()
 
@@ -33,14 +35,17 @@ class MemberHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def patch(self, user_id: str) -> None:
         request = self.body(team.RoleChange)
-        member = team.change_role(
-            self.services, principal=self.authorized, user_id=parse_id(user_id, "Member"), request=request
+        member = await self.services.store.run(
+            team.change_role, self.services, principal=self.authorized, user_id=parse_id(user_id, "Member"),
+            request=request,
         )
         self.send_json(member)
 
     @require(scopes=None, roles=MANAGERS)
     async def delete(self, user_id: str) -> None:
-        team.remove_member(self.services, principal=self.authorized, user_id=parse_id(user_id, "Member"))
+        await self.services.store.run(
+            team.remove_member, self.services, principal=self.authorized, user_id=parse_id(user_id, "Member")
+        )
         self.send_empty()
 
 

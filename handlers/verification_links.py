@@ -26,8 +26,8 @@ class LinkListHandler(ApiHandler):
                 domain_id = uuid.UUID(raw)
             except ValueError:
                 raise ValidationError.field("domainId", "Invalid uuid") from None
-        page = verification_links.list_links(
-            self.services, workspace=self.authorized.workspace, domain_id=domain_id,
+        page = await self.services.store.run(
+            verification_links.list_links, self.services, workspace=self.authorized.workspace, domain_id=domain_id,
             status=self.get_query_argument("status", None), limit=self.get_query_argument("limit", None),
             cursor=self.get_query_argument("cursor", None),
         )
@@ -36,7 +36,8 @@ class LinkListHandler(ApiHandler):
     @require(scopes=LINK_SCOPES, roles=WRITERS)
     async def post(self) -> None:
         request = self.body(verification_links.CreateLink)
-        link = verification_links.create(self.services, workspace=self.authorized.workspace, request=request)
+        link = await self.services.store.run(verification_links.create, self.services, workspace=self.authorized.workspace,
+                                             request=request)
         self.send_json(link, status=201)
 
 
@@ -52,8 +53,9 @@ class LinkRemindHandler(ApiHandler):
 class LinkRevokeHandler(ApiHandler):
     @require(scopes=LINK_SCOPES, roles=WRITERS)
     async def post(self, link_id: str) -> None:
-        verification_links.revoke(
-            self.services, workspace=self.authorized.workspace, link_id=parse_id(link_id, "Verification link")
+        await self.services.store.run(
+            verification_links.revoke, self.services, workspace=self.authorized.workspace,
+            link_id=parse_id(link_id, "Verification link"),
         )
         self.send_empty()
 
@@ -64,7 +66,7 @@ class _PublicHandler(ApiHandler):
 
 class PublicLinkHandler(_PublicHandler):
     async def get(self, token: str) -> None:
-        self.send_json(verification_links.view(self.services, token))
+        self.send_json(await verification_links.show(self.services, token))
 
 
 class PublicLinkVerifyHandler(_PublicHandler):

@@ -20,7 +20,8 @@ class WebhookListHandler(ApiHandler):
     # The spec: "session, or * API key"; metadata only, never a secret.
     @require(scopes=("*",), roles=READERS)
     async def get(self) -> None:
-        self.send_json(endpoints.list_endpoints(self.services, workspace_id=self.authorized.workspace_id))
+        self.send_json(await self.services.store.run(
+            endpoints.list_endpoints, self.services, workspace_id=self.authorized.workspace_id))
 
     @require(scopes=None, roles=MANAGERS)
     async def post(self) -> None:
@@ -41,8 +42,9 @@ class WebhookHandler(ApiHandler):
 
     @require(scopes=None, roles=MANAGERS)
     async def delete(self, endpoint_id: str) -> None:
-        endpoints.delete(
-            self.services, workspace_id=self.authorized.workspace_id, endpoint_id=parse_id(endpoint_id, "Webhook endpoint")
+        await self.services.store.run(
+            endpoints.delete, self.services, workspace_id=self.authorized.workspace_id,
+            endpoint_id=parse_id(endpoint_id, "Webhook endpoint"),
         )
         self.send_empty()
 
@@ -50,8 +52,9 @@ class WebhookHandler(ApiHandler):
 class WebhookRotateHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def post(self, endpoint_id: str) -> None:
-        endpoint, secret = endpoints.rotate(
-            self.services, workspace_id=self.authorized.workspace_id, endpoint_id=parse_id(endpoint_id, "Webhook endpoint")
+        endpoint, secret = await self.services.store.run(
+            endpoints.rotate, self.services, workspace_id=self.authorized.workspace_id,
+            endpoint_id=parse_id(endpoint_id, "Webhook endpoint"),
         )
         self.send_json(_with_secret(endpoint, secret))
 
@@ -59,8 +62,8 @@ class WebhookRotateHandler(ApiHandler):
 class DeliveryListHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def get(self, endpoint_id: str) -> None:
-        page = deliveries.list_deliveries(
-            self.services,
+        page = await self.services.store.run(
+            deliveries.list_deliveries, self.services,
             workspace_id=self.authorized.workspace_id,
             endpoint_id=parse_id(endpoint_id, "Webhook endpoint"),
             limit=self.get_query_argument("limit", None),
@@ -73,8 +76,8 @@ class DeliveryHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def get(self, endpoint_id: str, delivery_id: str) -> None:
         self.send_json(
-            deliveries.detail(
-                self.services, workspace_id=self.authorized.workspace_id,
+            await self.services.store.run(
+                deliveries.detail, self.services, workspace_id=self.authorized.workspace_id,
                 endpoint_id=parse_id(endpoint_id, "Webhook endpoint"), delivery_id=parse_id(delivery_id, "Delivery"),
             )
         )
@@ -83,8 +86,8 @@ class DeliveryHandler(ApiHandler):
 class RedeliverHandler(ApiHandler):
     @require(scopes=None, roles=MANAGERS)
     async def post(self, endpoint_id: str, delivery_id: str) -> None:
-        delivery = deliveries.redeliver(
-            self.services, workspace_id=self.authorized.workspace_id,
+        delivery = await self.services.store.run(
+            deliveries.redeliver, self.services, workspace_id=self.authorized.workspace_id,
             endpoint_id=parse_id(endpoint_id, "Webhook endpoint"), delivery_id=parse_id(delivery_id, "Delivery"),
         )
         self.send_json(delivery, status=202)

@@ -12,30 +12,36 @@ from handlers.base import ApiHandler, parse_id
 
 class WorkspaceListHandler(ApiHandler):
     async def get(self) -> None:
-        user = self.person()
-        self.send_json({"workspaces": workspaces.workspaces_of(self.services, user)})
+        self.person()
+        assert self.caller is not None
+        # Read with the person when the request was authenticated: no second unit of work.
+        self.send_json({"workspaces": workspaces.listed(self.caller.memberships)})
 
 
 class LeaveHandler(ApiHandler):
     async def post(self, workspace_id: str) -> None:
-        workspaces.leave(self.services, self.person(), parse_id(workspace_id, "Workspace"))
+        await self.services.store.run(workspaces.leave, self.services, self.person(), parse_id(workspace_id, "Workspace"))
         self.send_empty()
 
 
 class InvitationListHandler(ApiHandler):
     async def get(self) -> None:
-        self.send_json({"invitations": workspaces.offers_for(self.services, self.person())})
+        self.send_json({"invitations": await self.services.store.run(workspaces.offers_for, self.services, self.person())})
 
 
 class AcceptHandler(ApiHandler):
     async def post(self, invitation_id: str) -> None:
-        joined = workspaces.accept(self.services, self.person(), parse_id(invitation_id, "Invitation"))
+        joined = await self.services.store.run(
+            workspaces.accept, self.services, self.person(), parse_id(invitation_id, "Invitation")
+        )
         self.send_json(joined)
 
 
 class DeclineHandler(ApiHandler):
     async def post(self, invitation_id: str) -> None:
-        workspaces.decline(self.services, self.person(), parse_id(invitation_id, "Invitation"))
+        await self.services.store.run(
+            workspaces.decline, self.services, self.person(), parse_id(invitation_id, "Invitation")
+        )
         self.send_empty()
 
 

@@ -35,6 +35,7 @@ from store.metrics import MetricsRepo
 from store.migrations import SchemaTooNew, apply_migrations
 from store.one_click import OneClickRepo
 from store.outbox import OutboxRepo
+from store.shared import SharedRepo
 from store.team import TeamRepo
 from store.verification_links import VerificationLinkRepo
 from store.webhooks import WebhookRepo
@@ -43,6 +44,9 @@ if TYPE_CHECKING:
     from store.postgres import PgDb
 
 T = TypeVar("T")
+
+#: Notified when a transaction wrote outbox events: every process's webhook worker looks.
+OUTBOX_CHANNEL = "cps_outbox"
 
 
 def _create_private(path: Path) -> None:
@@ -111,6 +115,7 @@ class Store:
         self.verification_links = VerificationLinkRepo(db)
         self.webhooks = WebhookRepo(db)
         self.metrics = MetricsRepo(db)
+        self.shared = SharedRepo(db)
         try:
             apply_migrations(self)
         except SchemaTooNew:
@@ -149,29 +154,35 @@ class Store:
                 self._units -= 1
         return await self.pg.run(fn, *args, **kwargs)
 
-    def watch_loop_calls(self, report: Callable[[str], None]) -> None:
-        """Report where service code runs a statement on the event loop outside ``run``: on
-        PostgreSQL it would block the loop (OutsideUnitOfWork). For the tests, which so find such
-        calls on SQLite too; statements that tests make themselves are not reported."""
+    def watch_loop_calls(self, report: Callable[[str], None], *, exempt: Callable[[], bool]) -> None:
+        """Report where a statement runs on the event loop outside ``run`` (for the tests): on
+        PostgreSQL it would block the loop, and is refused (OutsideUnitOfWork) unless ``exempt()``
+        says the tests themselves are calling; on SQLite it is reported, so the tests find such
+        calls on either backend."""
+        if self.pg is not None:
+            self.pg.exempt = exempt
+            return
 
         def trace(sql: str) -> None:
-            if self._units or not _on_the_loop():
+            if self._units or not _on_the_loop() or exempt():
                 return
             frame = sys._getframe(1)
-            while frame is not None and (f"{os.sep}store{os.sep}" in frame.f_code.co_filename
-                                         or "site-packages" in frame.f_code.co_filename
+            while frame is not None and ("site-packages" in frame.f_code.co_filename
+                                         or f"{os.sep}store{os.sep}" in frame.f_code.co_filename
                                          or frame.f_code.co_filename.endswith("contextlib.py")):
                 frame = frame.f_back  # type: ignore[assignment]
-            if frame is not None and f"{os.sep}tests{os.sep}" not in frame.f_code.co_filename:
-                report(f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+            report("?" if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
 
         self.db.conn.set_trace_callback(trace)
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """All writes inside commit together or not at all; nested blocks join the outer one."""
+    def transaction(self, *, row_locked: bool = False) -> Iterator[None]:
+        """All writes inside commit together or not at all; nested blocks join the outer one.
+        ``row_locked``: the transaction orders itself by locking a row first (store/shared.py),
+        so PostgreSQL runs it READ COMMITTED rather than retrying it after a conflict."""
         if self.pg is not None:
-            with self.pg.transaction(self._ended):
+            isolation = "READ COMMITTED" if row_locked else "SERIALIZABLE"
+            with self.pg.transaction(self._ended, self._before_commit, isolation):
                 yield
             return
         if self._depth:
@@ -195,6 +206,23 @@ class Store:
         finally:
             self._depth = 0
             self._ended(kept)
+
+    def _before_commit(self) -> None:
+        if self.outbox.written:
+            self.notify(OUTBOX_CHANNEL)
+
+    def notify(self, channel: str, payload: str = "") -> None:
+        """Tell the other processes on this database (PostgreSQL), when the transaction commits;
+        nothing to tell on SQLite, where this process is the only one."""
+        if self.pg is not None:
+            self.sql.execute("SELECT pg_notify(?, ?)", [channel, payload])
+
+    def on_notice(self, channel: str, callback: Callable[[str | None], None]) -> None:
+        """Call ``callback(payload)`` when any process notifies ``channel`` (with ``None`` after
+        notices may have been missed); never on SQLite. It runs on the listener's thread: work
+        for the event loop is handed to it (``IOLoop.add_callback``)."""
+        if self.pg is not None:
+            self.pg.listener.subscribe(channel, callback)
 
     def _ended(self, kept: bool) -> None:
         if not kept:

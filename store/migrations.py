@@ -187,6 +187,13 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
+MIGRATIONS.append(
+    # Rate-limit windows, the provider's budget and used sign-in states: what several processes on
+    # one PostgreSQL database share (store/schema_pg.py). One SQLite process keeps them in memory.
+    (13, "state shared by service processes", []),
+)
+
+
 class SchemaTooNew(Exception):
     """The database was migrated by a newer version of the service: this code does not know its
     schema, and running on it would be undefined. Start-up stops (exit code 2)."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import sqlite_utils
 
-from store._rows import from_ts, select, ts, uid
+from store._rows import from_ts, postgres, select, ts, uid
 from store.records import OutboxEvent
 
 
@@ -32,14 +33,21 @@ class OutboxRepo:
     def __init__(self, db: sqlite_utils.Database) -> None:
         self.db = db
         self.listeners: list[Callable[[], None]] = []
-        self._written = False
+        self._local = threading.local()  # per transaction; on PostgreSQL several run at once
+
+    @property
+    def written(self) -> bool:
+        """Whether the transaction in progress on this thread wrote events."""
+        return getattr(self._local, "written", False)
 
     def listen(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after a transaction of this process that wrote events commits: on
+        the thread that committed (a worker thread on PostgreSQL)."""
         self.listeners.append(callback)
 
     def committed(self, *, kept: bool) -> None:
         """Called by the store when a transaction ends; ``kept`` is false after a rollback."""
-        written, self._written = self._written, False
+        written, self._local.written = self.written, False
         if written and kept:
             self.notify()
 
@@ -49,7 +57,7 @@ class OutboxRepo:
             callback()
 
     def insert(self, event: OutboxEvent) -> None:
-        self._written = True
+        self._local.written = True
         self.db.execute(
             "INSERT INTO outbox_events (id, workspace_id, type, data, created_at, dispatched_at) VALUES (?, ?, ?, ?, ?, ?)",
             [uid(event.id), uid(event.workspace_id), event.type, json.dumps(event.data), ts(event.created_at),
@@ -57,10 +65,13 @@ class OutboxRepo:
         )
 
     def undispatched(self, limit: int = 100) -> list[OutboxEvent]:
-        """Events not yet turned into deliveries, oldest first."""
+        """Events not yet turned into deliveries, oldest first. On PostgreSQL they are locked until
+        the transaction ends and another process's are passed over: call it in a transaction
+        with ``row_locked=True``."""
         rows = select(
             self.db,
-            "SELECT * FROM outbox_events WHERE dispatched_at IS NULL ORDER BY created_at, id LIMIT ?",
+            "SELECT * FROM outbox_events WHERE dispatched_at IS NULL ORDER BY created_at, id LIMIT ?"
+            + (" FOR UPDATE SKIP LOCKED" if postgres(self.db) else ""),
             [limit],
         )
         return [_event(r) for r in rows]

@@ -85,6 +85,9 @@ class PgDb:
         )
         self.pool.open(wait=True, timeout=POOL_WAIT)
         self._threads = concurrent.futures.ThreadPoolExecutor(max_size, thread_name_prefix="cps-db")
+        self.listener = Listener(url)
+        self.exempt: Callable[[], bool] = lambda: False
+        "Calls allowed on the loop's thread anyway: the tests' own (Store.watch_loop_calls)."
 
     def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = ()) -> psycopg.Cursor[Any]:
         text = self._sql.get(sql)
@@ -93,8 +96,8 @@ class PgDb:
         conn = self._local.conn
         if conn is None:
             with self.connection() as conn:
-                return conn.execute(text, parameters)  # type: ignore[arg-type]  # autocommit: ends here
-        return conn.execute(text, parameters)  # type: ignore[arg-type]
+                return conn.execute(text, parameters)  # autocommit: ends here
+        return conn.execute(text, parameters)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         text = self._sql.get(sql) or translate(sql)
@@ -110,7 +113,7 @@ class PgDb:
         if self._local.conn is not None:
             yield self._local.conn
             return
-        if _on_the_loop():
+        if _on_the_loop() and not self.exempt():
             raise OutsideUnitOfWork("a store call on the event loop's thread outside Store.run()")
         with self.pool.connection() as conn:
             self._local.conn = conn
@@ -120,9 +123,11 @@ class PgDb:
                 self._local.conn = None
 
     @contextmanager
-    def transaction(self, ended: Callable[[bool], None]) -> Iterator[None]:
+    def transaction(self, ended: Callable[[bool], None], before_commit: Callable[[], None],
+                    isolation: str = "SERIALIZABLE") -> Iterator[None]:
         """One SERIALIZABLE transaction; nested blocks join the outer one. ``ended(kept)`` is
-        called when it ends, as the SQLite store does."""
+        called when it ends, as the SQLite store does. ``READ COMMITTED`` is for the few
+        transactions that order themselves with a row lock (store/shared.py)."""
         local = self._local
         if local.depth:
             local.depth += 1
@@ -132,7 +137,7 @@ class PgDb:
                 local.depth -= 1
             return
         with self.connection() as conn:
-            conn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+            conn.execute(f"BEGIN ISOLATION LEVEL {isolation}")
             local.depth = 1
             kept = False
             try:
@@ -142,6 +147,7 @@ class PgDb:
                     if not conn.closed:
                         conn.execute("ROLLBACK")
                     raise
+                before_commit()
                 conn.execute("COMMIT")
                 kept = True
                 local.commits += 1
@@ -168,8 +174,56 @@ class PgDb:
         return await loop.run_in_executor(self._threads, lambda: self.run_here(fn, *args, **kwargs))
 
     def close(self) -> None:
+        self.listener.close()
         self._threads.shutdown(wait=True)
         self.pool.close()
+
+
+class Listener:
+    """LISTEN on its own connection in a daemon thread: what other processes tell this one
+    (``NOTIFY``). Callbacks run on the listener's thread. After a lost connection it connects
+    again and calls every callback with ``None``: notices sent meanwhile are lost, so each
+    subscriber assumes the worst (forget every cached key, look for new events)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.callbacks: dict[str, list[Callable[[str | None], None]]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def subscribe(self, channel: str, callback: Callable[[str | None], None]) -> None:
+        self.callbacks.setdefault(channel, []).append(callback)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._listen, name="cps-listen", daemon=True)
+            self._thread.start()
+
+    def _listen(self) -> None:
+        first = True
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                    for channel in list(self.callbacks):
+                        conn.execute(f'LISTEN "{channel}"')
+                    if not first:
+                        self._tell_all(None)
+                    first = False
+                    while not self._stop.is_set():
+                        for notice in conn.notifies(timeout=0.5):
+                            for callback in self.callbacks.get(notice.channel, ()):
+                                callback(notice.payload)
+            except psycopg.Error:
+                first = False
+                self._stop.wait(0.5)
+
+    def _tell_all(self, payload: str | None) -> None:
+        for callbacks in list(self.callbacks.values()):
+            for callback in callbacks:
+                callback(payload)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
 
 
 def _on_the_loop() -> bool:

@@ -119,8 +119,11 @@ class WebhookRepo:
         )
 
     def claim_due(self, *, now: dt.datetime, lease_until: dt.datetime, limit: int) -> list[WebhookDelivery]:
-        """Due deliveries of active endpoints, leased until ``lease_until`` (call in a transaction):
-        a process that dies while sending leaves them to be sent again once the lease ends."""
+        """Due deliveries of active endpoints, soonest due first, leased until ``lease_until``: a
+        process that dies while sending leaves them to be sent again once the lease ends. Call it in
+        ``store.transaction(row_locked=True)``: on PostgreSQL its row locks keep processes claiming
+        at once apart, where SERIALIZABLE claims abort each other (a third of them with two
+        processes, measured), past a unit's retries."""
         rows = select(
             self.db,
             """SELECT d.* FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id

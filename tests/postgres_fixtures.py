@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
+import psycopg
 import pytest
 
 from tests.servers.postgres import PostgresServer
@@ -31,3 +32,22 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     url = postgres_server.create_database()
     yield url
     postgres_server.drop_database(urlsplit(url).path.lstrip("/"))
+
+
+@pytest.fixture(scope="session")
+def api_database(postgres_server: PostgresServer) -> Iterator[str]:
+    """One database for the API tests on PostgreSQL, migrated by the first test's store and
+    emptied after each test (``backend``), which costs far less than a database per test."""
+    url = postgres_server.create_database("cps_api")
+    yield url
+    postgres_server.drop_database("cps_api")
+
+
+def empty(url: str) -> None:
+    """Every table's rows gone (the schema and its migrations stay)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'"
+        )]
+        if tables:
+            conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")

@@ -63,7 +63,7 @@ class TestExample:
         keys = set(all_fields(Config))
         for key in [
             "server.host", "server.port", "server.base_url", "server.portal_url", "server.trusted_proxies",
-            "storage.path", "storage.secret_key_file", "oidc.issuer", "oidc.client_id", "oidc.client_secret",
+            "storage.path", "storage.url", "storage.secret_key_file", "oidc.issuer", "oidc.client_id", "oidc.client_secret",
             "oidc.redirect_uri", "dns.nameservers", "dns.timeout_seconds", "provider.kind",
             "provider.cloudflare.api_base", "provider.cloudflare.zone_id", "provider.cloudflare.api_token",
             "webhooks.poll_interval_seconds", "webhooks.max_attempts", "webhooks.request_timeout_seconds",
@@ -99,6 +99,9 @@ class TestErrors:
             ({"network": {"allow_private_ranges": [10]}}, "network.allow_private_ranges.0:"),
             ({"webhooks": {"max_attempts": 0}}, "webhooks.max_attempts: must be positive"),
             ({"oidc": {"issuer": "https://idp.example"}}, "oidc.client_id: required"),
+            ({"storage": {"url": "mysql://db/cps"}}, 'storage.url: must be empty (the SQLite file at path) or a "postgresql://" URL'),
+            ({"storage": {"url": "postgresql://db/cps"}},
+             "oidc.issuer: required when storage.url is set (the built-in development identity provider keeps"),
             ({"rate_limits": {"api": True}}, "rate_limits.api: Expected integer, received boolean"),
             ({"provider": {"kind": "cloudflare"}}, "provider.cloudflare.zone_id: required"),
             ({"domain_connect": {"provider_id": "certs.example.com"}}, "domain_connect.service_id: required"),

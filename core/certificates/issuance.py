@@ -1,6 +1,7 @@
 """Issuance and refresh: ask the edge provider, then store what it said in one transaction.
 
-The network comes first and no transaction is held across it. What the provider answered is then
+The network comes first and no transaction, nor unit of work (``store.run``), is held across it:
+the reads before it are one unit, the storing after it another. What the provider answered is
 stored at once: the Certificate, the Domain's ``cert`` summary and ``opsStatus``, the outbox event
 of a new issuance request and the Idempotency-Key's response commit together or not at all.
 
@@ -99,13 +100,40 @@ async def issue(
     idempotency: idem.IdempotencyKey | None,
 ) -> IssueOutcome:
     """POST .../certificates/issue: start issuance for a verified domain."""
-    claim = None
-    if idempotency is not None:
-        begun = idem.begin(services, workspace_id=workspace.id, key=idempotency)
-        if isinstance(begun, idem.Replay):
-            return IssueOutcome(body=begun.body, replayed=True)
-        claim = begun
+    begun = await services.store.run(_begin_issue, services, workspace, domain_id, request, idempotency)
+    if isinstance(begun, idem.Replay):
+        return IssueOutcome(body=begun.body, replayed=True)
+    if isinstance(begun, IssuanceSummary):
+        return IssueOutcome(body=dumps(begun), replayed=False)
     try:
+        summary = await request_issuance(services, workspace, begun.row, claim=begun.claim)
+    except BaseException:
+        if begun.claim is not None:
+            await services.store.run(idem.release, services, begun.claim)
+        raise
+    return IssueOutcome(body=dumps(summary), replayed=False)
+
+
+@attrs.frozen
+class _Started:
+    row: DomainRow
+    claim: idem.Claim | None
+
+
+def _begin_issue(
+    services: Services, workspace: Workspace, domain_id: uuid.UUID, request: IssueRequest,
+    idempotency: idem.IdempotencyKey | None,
+) -> idem.Replay | IssuanceSummary | _Started:
+    """Everything an issue request decides before the network, in one transaction: the key's
+    claim is kept only when the request goes on (a refusal here rolls it back), and an already
+    active certificate's answer is stored with it."""
+    with services.store.transaction():
+        claim = None
+        if idempotency is not None:
+            begun = idem.begin(services, workspace_id=workspace.id, key=idempotency)
+            if isinstance(begun, idem.Replay):
+                return begun
+            claim = begun
         row = operations.load(services, workspace, domain_id)
         if row.validation_status != "verified":
             raise Conflict(
@@ -115,18 +143,12 @@ async def issue(
         if request.wildcard:
             raise WildcardNotSupported()
         latest = services.store.certificates.latest(workspace.id, row.id)
-        if latest is not None and latest.status == "active" and row.cert_status == "active":
-            summary = summary_of(latest, "The certificate is already active; call refresh for the provider's latest state.")
-            if claim is not None:
-                with services.store.transaction():
-                    idem.complete(services, claim, status_code=200, body=dumps(summary))
-        else:
-            summary = await request_issuance(services, workspace, row, claim=claim)
-    except BaseException:
+        if latest is None or latest.status != "active" or row.cert_status != "active":
+            return _Started(row, claim)
+        summary = summary_of(latest, "The certificate is already active; call refresh for the provider's latest state.")
         if claim is not None:
-            idem.release(services, claim)
-        raise
-    return IssueOutcome(body=dumps(summary), replayed=False)
+            idem.complete(services, claim, status_code=200, body=dumps(summary))
+        return summary
 
 
 async def request_issuance(
@@ -143,59 +165,75 @@ async def request_issuance(
     verdict = await caa.preflight(services.dns, row.apex, services.config.provider.caa_issuers)
     if not verdict.allowed:
         log.info("issuance of %s stopped by the CAA pre-flight (trace %s)", row.apex, trace_id)
-        return _store(services, workspace, row.id, trace_id=trace_id, state=None, classified=_FAILED,
-                      message=verdict.message or "", new_request=True, claim=claim)
+        return await services.store.run(_store, services, workspace, row.id, trace_id=trace_id, state=None,
+                                         classified=_FAILED, message=verdict.message or "", new_request=True, claim=claim)
     try:
         state = await services.provider.issue(row.apex, trace_id=trace_id)
         if retriggerable(state) and records_checked:
             # An adopted hostname that timed out, and the records are right now: validate again.
             state = await services.provider.revalidate(state.hostname_id, apex=row.apex, trace_id=trace_id)
     except ProviderRejected as exc:
-        return _store(services, workspace, row.id, trace_id=trace_id, state=None, classified=_FAILED,
-                      message=exc.message, new_request=True, claim=claim)
+        return await services.store.run(_store, services, workspace, row.id, trace_id=trace_id, state=None,
+                                         classified=_FAILED, message=exc.message, new_request=True, claim=claim)
     except ProviderUnavailable as exc:
-        _note_failure(services, workspace, row.id, message=exc.message, trace_id=trace_id)
+        await services.store.run(_note_failure, services, workspace, row.id, message=exc.message, trace_id=trace_id)
         raise
-    latest = services.store.certificates.latest(workspace.id, row.id)
+    return await services.store.run(_store_requested, services, workspace, row.id, trace_id=trace_id, state=state,
+                                     caa_message=verdict.message, claim=claim)
+
+
+def _store_requested(
+    services: Services, workspace: Workspace, domain_id: uuid.UUID, *, trace_id: uuid.UUID, state: ProviderState,
+    caa_message: str | None, claim: idem.Claim | None,
+) -> IssuanceSummary:
+    """The provider's answer to a new request, classified against the domain's latest certificate."""
+    latest = services.store.certificates.latest(workspace.id, domain_id)
     # Asking again for a hostname whose certificate was already active (a renewal under way).
     was_active = latest is not None and latest.provider_hostname_id == state.hostname_id and latest.not_before is not None
     classified = classify(state, was_active=was_active)
-    message = " ".join(m for m in (describe(state, classified), verdict.message) if m)
-    return _store(services, workspace, row.id, trace_id=trace_id, state=state, classified=classified,
+    message = " ".join(m for m in (describe(state, classified), caa_message) if m)
+    return _store(services, workspace, domain_id, trace_id=trace_id, state=state, classified=classified,
                   message=message, new_request=True, claim=claim)
 
 
 async def refresh(services: Services, *, workspace: Workspace, certificate_id: uuid.UUID) -> IssuanceSummary:
     """POST /v1/certificates/:id/refresh: the provider's current state, stored; no event."""
-    certificate = load_certificate(services, workspace, certificate_id)
+    certificate = await services.store.run(load_certificate, services, workspace, certificate_id)
+    return await refresh_loaded(services, workspace, certificate)
+
+
+async def refresh_loaded(services: Services, workspace: Workspace, certificate: Certificate) -> IssuanceSummary:
+    """``refresh`` of a certificate its caller has just read (one unit of work fewer)."""
     if certificate.provider_hostname_id is None:
         return summary_of(certificate, certificate.last_error or "This certificate never reached the edge provider.")
     trace_id = uuid.uuid4()
     try:
         state = await services.provider.refresh(certificate.provider_hostname_id, apex=certificate.apex, trace_id=trace_id)
     except ProviderUnavailable as exc:
-        _note_failure(services, workspace, certificate.domain_id, message=exc.message, trace_id=trace_id)
+        await services.store.run(_note_failure, services, workspace, certificate.domain_id, message=exc.message,
+                                 trace_id=trace_id)
         raise
     except ProviderRejected as exc:
         message = (
             "The edge provider no longer has this hostname; issue a new certificate."
             if isinstance(exc, HostnameGone) else exc.message
         )
-        return _store(services, workspace, certificate.domain_id, trace_id=trace_id, state=None, classified=_FAILED,
-                      message=message, new_request=False, certificate=certificate)
+        return await services.store.run(_store, services, workspace, certificate.domain_id, trace_id=trace_id, state=None,
+                                         classified=_FAILED, message=message, new_request=False, certificate=certificate)
     classified = classify(state, was_active=certificate.not_before is not None)
-    return _store(services, workspace, certificate.domain_id, trace_id=trace_id, state=state, classified=classified,
-                  message=describe(state, classified), new_request=False, certificate=certificate)
+    return await services.store.run(_store, services, workspace, certificate.domain_id, trace_id=trace_id, state=state,
+                                     classified=classified, message=describe(state, classified), new_request=False,
+                                     certificate=certificate)
 
 
 async def start_or_check(services: Services, workspace: Workspace, row: DomainRow) -> IssuanceSummary:
     """What verification does for a verified domain whose certificate is not active, once its DNS
     check found both records: a new request when there is no usable certificate (none yet, or it
     failed; a timed-out validation is then tried again), a refresh otherwise."""
-    latest = services.store.certificates.latest(workspace.id, row.id)
+    latest = await services.store.run(services.store.certificates.latest, workspace.id, row.id)
     if latest is None or latest.provider_hostname_id is None or row.cert_status in ("none", "error"):
         return await request_issuance(services, workspace, row, records_checked=True)
-    return await refresh(services, workspace=workspace, certificate_id=latest.id)
+    return await refresh_loaded(services, workspace, latest)
 
 
 # --- storing ----------------------------------------------------------------------------------

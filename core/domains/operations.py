@@ -1,4 +1,8 @@
-"""Creating, changing and deleting domains: the rules every entry point (API, bulk, sign-up) shares."""
+"""Creating, changing and deleting domains: the rules every entry point (API, bulk, sign-up) shares.
+
+The plain functions here are units of work (``await store.run(load, ...)``); the async ones ask
+the provider first and then store in one unit, never holding one across the network.
+"""
 
 from __future__ import annotations
 
@@ -172,7 +176,9 @@ async def prepare_create(
     email = _clean_email(request.contact_email, errors)
     if errors:
         raise ValidationError(field_errors=errors)
-    if request.client_id is not None and (workspace is None or not _check_client(services, workspace, request.client_id)):
+    if request.client_id is not None and (
+        workspace is None or not await services.store.run(_check_client, services, workspace, request.client_id)
+    ):
         raise NotFound("Client not found.")
     target = await services.provider.delegation_target(apex)  # network: before any transaction
     return NewDomain(apex=apex, target=target, tags=tags, notes=notes, contact_email=email, client_id=request.client_id)
@@ -205,7 +211,7 @@ def save_create(services: Services, *, workspace: Workspace, new: NewDomain) -> 
 async def create(services: Services, *, workspace: Workspace, request: CreateDomain) -> Domain:
     """A new domain, or the existing one for a known hostname with the supplied fields updated."""
     new = await prepare_create(services, workspace=workspace, request=request)
-    return present(save_create(services, workspace=workspace, new=new))
+    return present(await services.store.run(save_create, services, workspace=workspace, new=new))
 
 
 async def bulk_create(services: Services, *, workspace: Workspace, request: BulkCreate) -> BulkResult:
@@ -216,7 +222,8 @@ async def bulk_create(services: Services, *, workspace: Workspace, request: Bulk
     tags = clean_tags(request.tags, errors)
     if errors:
         raise ValidationError(field_errors=errors)
-    if not _check_client(services, workspace, request.client_id):
+    # Without a client (the usual bulk request) the one unit of work is the write below.
+    if request.client_id is not None and not await services.store.run(_check_client, services, workspace, request.client_id):
         return BulkResult(created=[], rejected=[Rejected(apex=a, reason="Client not found.") for a in request.apex_list])
     rejected: list[Rejected] = []
     wanted: dict[str, str] = {}  # canonical hostname -> as submitted
@@ -231,21 +238,28 @@ async def bulk_create(services: Services, *, workspace: Workspace, request: Bulk
             continue
         wanted[apex] = raw
     targets = {apex: await services.provider.delegation_target(apex) for apex in wanted}
+    created = await services.store.run(_save_bulk, services, workspace, targets, client_id=request.client_id, tags=tags)
+    return BulkResult(created=created, rejected=rejected)
+
+
+def _save_bulk(services: Services, workspace: Workspace, targets: dict[str, str], *,
+               client_id: uuid.UUID | None, tags: list[str] | None) -> list[DomainRow]:
+    """One transaction: the known hostnames' rows take the new target, the others are inserted."""
     created: list[DomainRow] = []
     new: list[DomainRow] = []
     store = services.store
     with store.transaction():
-        existing = store.domains.by_apex(workspace.id, list(wanted))
-        for apex in wanted:
+        existing = store.domains.by_apex(workspace.id, list(targets))
+        for apex, target in targets.items():
             if apex in existing:
-                row = attrs.evolve(existing[apex], delegation_target=targets[apex], updated_at=services.clock.now())
+                row = attrs.evolve(existing[apex], delegation_target=target, updated_at=services.clock.now())
                 store.domains.update(row)
             else:
-                row = _new_row(services, workspace, apex, targets[apex], client_id=request.client_id, tags=tags or [])
+                row = _new_row(services, workspace, apex, target, client_id=client_id, tags=tags or [])
                 new.append(row)
             created.append(row)
         store.domains.insert_many(new)
-    return BulkResult(created=created, rejected=rejected)
+    return created
 
 
 def load(services: Services, workspace: Workspace, domain_id: uuid.UUID) -> DomainRow:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from core.clock import Clock
     from core.config import Config
     from core.crypto import Keyring
+    from store import Store
 
 
 @attrs.frozen
@@ -122,12 +123,14 @@ class EdgeProvider(Protocol):
         """Release connections at shutdown."""
 
 
-def make_provider(config: Config, keyring: Keyring, clock: Clock) -> EdgeProvider:
-    """The provider the configuration selects."""
+def make_provider(config: Config, keyring: Keyring, clock: Clock, store: Store | None = None) -> EdgeProvider:
+    """The provider the configuration selects; ``store`` shares its request budget between
+    processes on PostgreSQL."""
     if config.provider.kind == "cloudflare":
         from core.edge.cloudflare import CloudflareProvider
 
-        return CloudflareProvider(config.provider.cloudflare, background_share=config.lifecycle.provider_share)
+        return CloudflareProvider(config.provider.cloudflare, background_share=config.lifecycle.provider_share,
+                                  store=store)
     from core.edge.sandbox import SandboxProvider
 
     return SandboxProvider(keyring, config.provider.sandbox, clock)

@@ -21,7 +21,7 @@ import ssl
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from core.config import CloudflareConfig
@@ -34,7 +34,11 @@ from core.edge import (
     ProviderUnavailable,
 )
 from core.edge.pacing import Pacer, parse_ratelimit, parse_retry_after
+from core.edge.shared_budget import SharedBudget
 from core.outbound.http import Answer, KeepAliveClient, RequestTimeout
+
+if TYPE_CHECKING:
+    from store import Store
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +68,15 @@ class CloudflareProvider:
     name = "edge_provider_for_saas"
 
     def __init__(self, config: CloudflareConfig, *, background_share: float = 1.0,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic, store: Store | None = None) -> None:
         self.config = config
         self.pacer = Pacer(config.requests_per_window, config.window_seconds, background_share=background_share,
                            monotonic=monotonic)
+        if store is not None and store.pg is not None:  # several processes spend one token's budget
+            self.pacer.shared = SharedBudget(
+                store, f"cloudflare:{config.zone_id}", requests=config.requests_per_window,
+                window_seconds=config.window_seconds, background_requests=self.pacer.background_requests,
+            )
         self._monotonic = monotonic
         self._delegation_id: str | None = None
         api = urlsplit(config.api_base.rstrip("/"))
@@ -159,6 +168,7 @@ class CloudflareProvider:
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
                 remaining, reset = parse_ratelimit(response.headers.get("Ratelimit"))
                 self.pacer.observe(remaining=remaining, reset_seconds=reset, retry_after=retry_after)
+                await self.pacer.tell_others(retry_after)
                 if response.code not in (408, 429) and response.code < 500:
                     try:
                         return _result(response)

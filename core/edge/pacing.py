@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from core.edge import ProviderBusy
+from core.edge.shared_budget import SharedBudget
 
 #: Set (to True) around the provider calls no one is waiting on.
 BACKGROUND: contextvars.ContextVar[bool] = contextvars.ContextVar("background_provider_call", default=False)
@@ -59,6 +60,8 @@ class Pacer:
         self._blocked_until = 0.0
         self._remaining: int | None = None  # what the provider said is left, until _remaining_until
         self._remaining_until = 0.0
+        self.shared: SharedBudget | None = None
+        "The budget every process on one PostgreSQL database takes its calls from, after this one."
 
     def _wait(self, now: float) -> float:
         """Seconds until a call may go (0 when it may go now)."""
@@ -102,6 +105,9 @@ class Pacer:
             wait = self._wait(now)
             if background:
                 wait = max(wait, self._background_wait(now))
+            if wait <= 0 and self.shared is not None:
+                wait = await self.shared.take(background=background)
+                now = self._monotonic()
             if wait <= 0:
                 self._sent.append(now)
                 if background:
@@ -124,6 +130,11 @@ class Pacer:
                 await self._sleep(wait)  # then look again: another caller may have taken the slot
             finally:
                 self._waiting -= 1
+
+    async def tell_others(self, retry_after: float | None) -> None:
+        """The provider's ``Retry-After`` holds for every process sharing the budget."""
+        if self.shared is not None and retry_after is not None and retry_after > 0:
+            await self.shared.block(retry_after)
 
     def observe(self, *, remaining: int | None, reset_seconds: float | None, retry_after: float | None) -> None:
         """Believe the provider's own accounting from one response's headers."""

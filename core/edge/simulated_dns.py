@@ -43,7 +43,8 @@ class SimulatedDns:
         ):
             if not name.startswith(prefix):
                 continue
-            rows = [r for r in self.store.domains.with_apex(name[len(prefix):]) if self.clock.now() - r.created_at >= self.delay]
+            found = await self.store.run(self.store.domains.with_apex, name[len(prefix):])
+            rows = [r for r in found if self.clock.now() - r.created_at >= self.delay]
             values = tuple(dict.fromkeys(record_of(r).value for r in rows))
             if not values:
                 break

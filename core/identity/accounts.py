@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -99,16 +100,28 @@ def person(services: Services, claims: dict[str, Any]) -> User:
     return user
 
 
-def membership_in(services: Services, user: User, workspace_id: uuid.UUID | None) -> Membership:
-    """The user's membership in the workspace a request names, or in the one they joined first."""
-    memberships = services.store.accounts.memberships_of_user(user.id)
+def joined(services: Services, user: User) -> list[tuple[Membership, Workspace]]:
+    """The user's memberships with their workspaces, the one joined first first."""
+    found = []
+    for membership in services.store.accounts.memberships_of_user(user.id):
+        workspace = services.store.accounts.get_workspace(membership.workspace_id)
+        assert workspace is not None  # a membership goes with its workspace
+        found.append((membership, workspace))
+    return found
+
+
+def membership_in(
+    memberships: Sequence[tuple[Membership, Workspace]], workspace_id: uuid.UUID | None, *, invited: bool
+) -> tuple[Membership, Workspace]:
+    """The membership a request acts in: in the workspace it names, or the one joined first.
+    ``invited``: whether someone in no workspace has an invitation waiting (what their 403 says)."""
     if workspace_id is not None:
-        for membership in memberships:
+        for membership, workspace in memberships:
             if membership.workspace_id == workspace_id:
-                return membership
+                return membership, workspace
         raise NotFound("Workspace not found.")
     if not memberships:
-        if services.store.team.invitations_for_email(user.email):
+        if invited:
             raise Forbidden("You belong to no workspace yet: accept an invitation (GET /v1/invitations) or sign up.")
         raise Forbidden(NO_ACCOUNT)
     return memberships[0]

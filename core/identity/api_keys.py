@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from core.services import Services
 
 KEY_PREFIX = "ac_live_"
+#: Notified (store.notify) with a key's id when it is revoked or rotated: every process forgets it.
+KEYS_CHANNEL = "cps_keys"
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _RANDOM_CHARS = 32
 _CHECKSUM_CHARS = 6
@@ -91,7 +93,8 @@ def present(key: ApiKey, now: dt.datetime) -> ApiKey:
 
 class KeyCache:
     """Keys that authenticated recently, so a busy client costs neither a database read nor the
-    HMAC per request (OpenSSL's HMAC set-up was the dearest step of a cached request).
+    HMAC per request (OpenSSL's HMAC set-up was the dearest step of a cached request), nor a unit
+    of work: a cached key whose ``lastUsedAt`` is not due is answered on the event loop alone.
 
     Entries are found by a BLAKE2b of the secret under a random key made when the process starts:
     the cache holds no secret, and a dict lookup's timing tells an attacker nothing about any key.
@@ -99,6 +102,9 @@ class KeyCache:
     ``TTL_SECONDS`` so that a change made outside this process is seen soon. Expiry is checked
     against the clock on every request, cached or not, as a float: building and comparing
     datetimes was a measurable part of a cached request.
+
+    ``get`` and ``put`` run on the event loop; ``forget`` also in a unit of work's thread (on
+    PostgreSQL), so it touches the dict only with single operations, which the GIL keeps whole.
     """
 
     TTL_SECONDS = 30.0
@@ -106,6 +112,8 @@ class KeyCache:
     def __init__(self) -> None:
         self._salt = secrets.token_bytes(32)
         self._entries: dict[bytes, CachedKey] = {}
+        self.forgotten = 0
+        "Counts ``forget`` calls: a key read before one of them is not cached after it (``put``)."
 
     def _slot(self, secret: str) -> bytes:
         return hashlib.blake2b(secret.encode(), key=self._salt, digest_size=32).digest()
@@ -116,16 +124,30 @@ class KeyCache:
             return None
         return entry
 
-    def put(self, secret: str, key: ApiKey, workspace: Workspace) -> CachedKey:
+    def put(self, secret: str, key: ApiKey, workspace: Workspace, *, read_after: int | None = None) -> CachedKey:
+        """The entry for a key; kept unless ``read_after`` (``forgotten`` when the key was read)
+        says that a rotation or revocation may have dropped it since, while it was being read."""
+        entry = CachedKey(key, workspace, time.monotonic())
+        if read_after is not None and read_after != self.forgotten:
+            return entry
         if len(self._entries) > 10_000:
             self._entries.clear()  # a crude bound; refilling costs one read per key
-        entry = CachedKey(key, workspace, time.monotonic())
         self._entries[self._slot(secret)] = entry
         return entry
 
+    def forget_id(self, key_id: str | None) -> None:
+        """What another process said (``KEYS_CHANNEL``): this key changed, or (None) any may have."""
+        if key_id is None:
+            self.forgotten += 1
+            self._entries.clear()
+        else:
+            self.forget(uuid.UUID(key_id))
+
     def forget(self, key_id: uuid.UUID) -> None:
-        for slot in [s for s, entry in self._entries.items() if entry.key.id == key_id]:
-            del self._entries[slot]
+        self.forgotten += 1
+        for slot, entry in list(self._entries.items()):
+            if entry.key.id == key_id:
+                self._entries.pop(slot, None)
 
 
 @attrs.define(slots=True)
@@ -159,23 +181,49 @@ def _lookup(services: Services, secret: str) -> tuple[ApiKey, Workspace] | None:
     return match
 
 
-def authenticate(services: Services, secret: str) -> CachedKey:
-    """The active, unexpired key behind a secret and its workspace, or ``InvalidApiKey``."""
-    entry = services.key_cache.get(secret)
-    if entry is None:  # only secrets that matched a key are cached, so they are well formed
-        if not well_formed(secret):
+def _read_and_touch(
+    services: Services, secret: str, known: tuple[ApiKey, Workspace] | None
+) -> tuple[ApiKey, Workspace] | None:
+    """A unit of work: the key behind the secret (read unless the cache knows it), with its
+    ``last_used_at`` written when a usable key is due for it."""
+    match = known if known is not None else _lookup(services, secret)
+    if match is None:
+        return None
+    key, workspace = match
+    now = services.clock.now()
+    due = key.last_used_at is None or now >= key.last_used_at + LAST_USED_RESOLUTION
+    if key.status == "active" and not is_expired(key, now) and due:
+        services.store.api_keys.touch(key.id, now)
+        key = attrs.evolve(key, last_used_at=now)
+    return key, workspace
+
+
+async def authenticate(services: Services, secret: str) -> CachedKey:
+    """The active, unexpired key behind a secret and its workspace, or ``InvalidApiKey``.
+
+    A cached key costs no unit of work until its ``lastUsedAt`` is due (once a minute); a key not
+    cached costs one, which reads it and writes ``lastUsedAt`` together.
+    """
+    cache = services.key_cache
+    entry = cache.get(secret)
+    if entry is not None:
+        now = services.clock.timestamp()
+        if entry.key.status != "active" or entry.expires <= now:
             raise InvalidApiKey()
-        match = _lookup(services, secret)
-        if match is None:
-            raise InvalidApiKey()
-        entry = services.key_cache.put(secret, *match)
-    now = services.clock.timestamp()
-    if entry.key.status != "active" or entry.expires <= now:
+        if now < entry.touch_after:
+            return entry
+        known: tuple[ApiKey, Workspace] | None = (entry.key, entry.workspace)
+    elif not well_formed(secret):  # only secrets that matched a key are cached: well formed
         raise InvalidApiKey()
-    if now >= entry.touch_after:
-        when = services.clock.now()
-        services.store.api_keys.touch(entry.key.id, when)
-        entry = services.key_cache.put(secret, attrs.evolve(entry.key, last_used_at=when), entry.workspace)
+    else:
+        known = None
+    read_after = cache.forgotten
+    match = await services.store.run(_read_and_touch, services, secret, known)
+    if match is None:
+        raise InvalidApiKey()
+    entry = cache.put(secret, *match, read_after=read_after)
+    if entry.key.status != "active" or entry.expires <= services.clock.timestamp():
+        raise InvalidApiKey()
     return entry
 
 
@@ -240,6 +288,7 @@ def rotate(services: Services, *, workspace_id: uuid.UUID, key_id: uuid.UUID) ->
         _load(services, workspace_id, key_id)
         services.store.api_keys.replace_secret(key_id, prefix=prefix, secret_hash=_hash(services, secret))
         key = _load(services, workspace_id, key_id)
+        services.store.notify(KEYS_CHANNEL, str(key_id))
     services.key_cache.forget(key_id)
     return present(key, services.clock.now()), secret
 
@@ -249,4 +298,5 @@ def revoke(services: Services, *, workspace_id: uuid.UUID, key_id: uuid.UUID) ->
     with services.store.transaction():
         _load(services, workspace_id, key_id)
         services.store.api_keys.revoke(key_id, services.clock.now())
+        services.store.notify(KEYS_CHANNEL, str(key_id))
     services.key_cache.forget(key_id)

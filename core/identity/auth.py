@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from core.errors import Forbidden, InsufficientScope, NotFound, Unauthorized
 from core.identity import accounts, api_keys
 from core.identity.scopes import SCOPES
-from store.records import ApiKey, User, Workspace
+from store.records import ApiKey, Membership, User, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -79,23 +79,42 @@ def permits(principal: Principal, *, scopes: Collection[str], roles: Collection[
 
 @attrs.frozen
 class Caller:
-    """Who a bearer credential names, before a workspace is chosen: a person or an API key."""
+    """Who a bearer credential names, before a workspace is chosen: a person or an API key.
+
+    A person comes with their memberships and workspaces, read in the same unit of work as the
+    person, so choosing the workspace a request acts in (``act_in``) needs no database.
+    """
 
     user: User | None = None
     api_key: ApiKey | None = None
     key_workspace: Workspace | None = None
+    memberships: tuple[tuple[Membership, Workspace], ...] = ()
+    "A person's memberships with their workspaces, the one joined first first."
+    invited: bool = False
+    "Whether a person in no workspace has an invitation waiting."
+
+
+def _person(services: Services, claims: dict[str, Any]) -> Caller:
+    """A unit of work: the person behind verified claims, with their workspaces."""
+    user = accounts.person(services, claims)
+    memberships = tuple(accounts.joined(services, user))
+    invited = not memberships and bool(services.store.team.invitations_for_email(user.email))
+    return Caller(user=user, memberships=memberships, invited=invited)
 
 
 async def identify(services: Services, bearer: str) -> Caller:
-    """The person or key behind a bearer credential, or the matching 401/403."""
+    """The person or key behind a bearer credential, or the matching 401/403.
+
+    A cached API key needs no unit of work; another key, or a person, one (read and written whole).
+    """
     if bearer.startswith(api_keys.KEY_PREFIX):
-        entry = api_keys.authenticate(services, bearer)
+        entry = await api_keys.authenticate(services, bearer)
         if entry.caller is None:  # the same key and workspace while cached: the same caller
             entry.caller = Caller(api_key=entry.key, key_workspace=entry.workspace)
         caller: Caller = entry.caller
         return caller
     claims = await services.oidc.verify(bearer)
-    return Caller(user=accounts.person(services, claims))
+    return await services.store.run(_person, services, claims)
 
 
 def act_in(services: Services, caller: Caller, workspace_id: uuid.UUID | None) -> Principal:
@@ -103,6 +122,7 @@ def act_in(services: Services, caller: Caller, workspace_id: uuid.UUID | None) -
 
     A key acts in its own workspace only; a person in any workspace they belong to, by default
     the one they joined first. Any other workspace is 404, like every resource of another tenant.
+    No database: ``identify`` read what this chooses from.
     """
     if caller.api_key is not None:
         assert caller.key_workspace is not None
@@ -110,9 +130,7 @@ def act_in(services: Services, caller: Caller, workspace_id: uuid.UUID | None) -
             raise NotFound("Workspace not found.")
         return Principal(workspace=caller.key_workspace, api_key=caller.api_key)
     assert caller.user is not None
-    membership = accounts.membership_in(services, caller.user, workspace_id)
-    workspace = services.store.accounts.get_workspace(membership.workspace_id)
-    assert workspace is not None
+    membership, workspace = accounts.membership_in(caller.memberships, workspace_id, invited=caller.invited)
     return Principal(workspace=workspace, user=caller.user, role=membership.role)
 
 

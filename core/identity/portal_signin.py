@@ -9,14 +9,19 @@ works once: a replayed callback, even with the cookie that started it, is refuse
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import time
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import attrs
 
 from core.crypto import Keyring
+
+if TYPE_CHECKING:
+    from store import Store
 
 SIGNIN_SECONDS = 600
 MAX_USED = 100_000
@@ -54,13 +59,22 @@ def unseal(keyring: Keyring, sealed: str) -> PendingSignin | None:
 
 
 class UsedStates:
-    """States of finished sign-ins, until they could no longer be used anyway."""
+    """States of finished sign-ins, until they could no longer be used anyway: in memory for one
+    process (SQLite), in the database every process shares (PostgreSQL), kept hashed there."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: Store | None = None) -> None:
         self._used: OrderedDict[str, float] = OrderedDict()
+        self.store = store if store is not None and store.pg is not None else None
 
-    def use(self, state: str) -> bool:
-        """True the first time a state is used, false ever after (while it could still be valid)."""
+    async def use(self, state: str) -> bool:
+        """True the first time a state is used, by any process; false ever after."""
+        if self.store is None:
+            return self.use_here(state)
+        now = time.time()
+        digest = hashlib.sha256(state.encode()).hexdigest()
+        return await self.store.run(self.store.shared.use_state, digest, now=now, forget_before=now - SIGNIN_SECONDS)
+
+    def use_here(self, state: str) -> bool:
         now = time.time()
         while self._used and (len(self._used) >= MAX_USED or next(iter(self._used.values())) < now - SIGNIN_SECONDS):
             self._used.popitem(last=False)

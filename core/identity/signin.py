@@ -113,17 +113,21 @@ async def _redeem(services: Services, request: ExchangeRequest) -> dict[str, Any
     return data
 
 
-async def exchange(services: Services, request: ExchangeRequest) -> ExchangeResult:
-    _validate(request)
-    data = await _redeem(services, request)
-    claims = await services.oidc.verify(data["id_token"], nonce=request.nonce)
-    # Binds a first sign-in to its user. Someone with neither a workspace nor a pending
-    # invitation has nothing to sign in to (403); with invitations only, they may sign in to
-    # accept or decline them.
+def _sign_in(services: Services, claims: dict[str, Any]) -> None:
+    """A unit of work: bind a first sign-in to its user. Someone with neither a workspace nor a
+    pending invitation has nothing to sign in to (403); with invitations only, they may sign in
+    to accept or decline them."""
     user = accounts.person(services, claims)
     store = services.store
     if not store.accounts.memberships_of_user(user.id) and not store.team.invitations_for_email(user.email):
         raise Forbidden(accounts.NO_ACCOUNT)
+
+
+async def exchange(services: Services, request: ExchangeRequest) -> ExchangeResult:
+    _validate(request)
+    data = await _redeem(services, request)
+    claims = await services.oidc.verify(data["id_token"], nonce=request.nonce)
+    await services.store.run(_sign_in, services, claims)
     expires = max(0, int(claims["exp"] - services.clock.now().timestamp()))
     return ExchangeResult(
         token=data["id_token"],

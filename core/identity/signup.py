@@ -103,16 +103,11 @@ def _sign_in_required(services: Services, email: str) -> SignInRequired:
     )
 
 
-async def signup(services: Services, request: SignupRequest) -> SignedUp | SignInRequired:
-    email = _validate(request)
-    if _known(services, email):
-        return _sign_in_required(services, email)
-    # The Domain goes through the same rules and provider call as POST /v1/domains.
-    new = await operations.prepare_create(
-        services, workspace=None, request=operations.CreateDomain(apex=request.domain), apex_field="domain"
-    )
+def _create(services: Services, email: str, new: operations.NewDomain) -> SignedUp | SignInRequired:
+    """A unit of work: the workspace, its owner and its first domain, unless the e-mail address
+    signed up meanwhile, while the provider was asked."""
     with services.store.transaction():
-        if _known(services, email):  # signed up meanwhile, while the provider was asked
+        if _known(services, email):
             return _sign_in_required(services, email)
         workspace, _ = accounts.create_workspace(services, name=new.apex, owner_email=email)
         row = operations.save_create(services, workspace=workspace, new=new)
@@ -122,3 +117,14 @@ async def signup(services: Services, request: SignupRequest) -> SignedUp | SignI
         portal_url=f"{_portal(services)}/site/{row.id}/dns",
         auth_provider=_auth_provider(services),
     )
+
+
+async def signup(services: Services, request: SignupRequest) -> SignedUp | SignInRequired:
+    email = _validate(request)
+    if await services.store.run(_known, services, email):
+        return _sign_in_required(services, email)
+    # The Domain goes through the same rules and provider call as POST /v1/domains.
+    new = await operations.prepare_create(
+        services, workspace=None, request=operations.CreateDomain(apex=request.domain), apex_field="domain"
+    )
+    return await services.store.run(_create, services, email, new)

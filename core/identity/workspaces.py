@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
 
 from core.errors import NotFound
+from core.identity import accounts
 from core.identity.team import keep_an_owner
 from store.records import Invitation, Membership, User, Workspace
 
@@ -47,10 +49,14 @@ class Offer:
 
 
 def workspaces_of(services: Services, user: User) -> list[Joined]:
-    memberships = services.store.accounts.memberships_of_user(user.id)
+    return listed(accounts.joined(services, user))
+
+
+def listed(memberships: Sequence[tuple[Membership, Workspace]]) -> list[Joined]:
+    """Memberships as the person sees them: also a session's, read when it was identified."""
     return [
-        Joined(org=_workspace(services, m.workspace_id), role=m.role, joined_at=m.created_at, default=i == 0)
-        for i, m in enumerate(memberships)
+        Joined(org=workspace, role=m.role, joined_at=m.created_at, default=i == 0)
+        for i, (m, workspace) in enumerate(memberships)
     ]
 
 

@@ -12,7 +12,8 @@ asks (core/domains/schedule.py) and plans its next check:
 
 Provider calls made here are marked as background (core/edge/pacing.py): they take at most
 ``[lifecycle] provider_share`` of the request window and let everyone else go first. At most
-``BATCH`` checks run at once.
+``BATCH`` checks run at once. The claim, and each read or write of a check, is a unit of work of
+its own (``store.run``), between the check's DNS and provider calls.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from core.edge import ProviderBusy, ProviderError
 from core.edge.pacing import BACKGROUND, BACKGROUND_MAX_WAIT
 from core.errors import NotFound
 from core.verification import checks
-from store.records import DomainRow, DriftProblem, Workspace
+from store.records import Certificate, DomainRow, DriftProblem, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -70,7 +71,7 @@ class LifecycleWatcher:
         self._running = True
         try:
             while True:
-                claimed = self._claim()
+                claimed = await self.services.store.run(self._claim)
                 await self._check_all(claimed)
                 if len(claimed) < BATCH:
                     break
@@ -79,7 +80,7 @@ class LifecycleWatcher:
 
     def _claim(self) -> list[tuple[uuid.UUID, uuid.UUID]]:
         now = self.services.clock.now()
-        with self.services.store.transaction():
+        with self.services.store.transaction(row_locked=True):  # store/lifecycle.py: claim
             return self.services.store.lifecycle.claim(now, truncate_ms(now + self.lease), BATCH)
 
     async def _check_all(self, claimed: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
@@ -87,9 +88,7 @@ class LifecycleWatcher:
 
     async def check(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> None:
         """Check one claimed domain and plan its next check; never raises."""
-        store = self.services.store
-        workspace = store.accounts.get_workspace(workspace_id)
-        before = store.domains.get(workspace_id, domain_id)
+        workspace, before = await self.services.store.run(self._load, workspace_id, domain_id)
         if workspace is None or before is None:
             return  # deleted meanwhile
         kind = schedule.kind(before)
@@ -107,37 +106,44 @@ class LifecycleWatcher:
             log.exception("lifecycle check (%s) of %s failed", kind, before.apex)
         finally:
             BACKGROUND.reset(token)
-        self._plan(before, wait)
+        await self.services.store.run(self._plan, before, wait)
         self.services.metrics.lifecycle_checks.labels(kind, outcome).inc()
+
+    def _load(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> tuple[Workspace | None, DomainRow | None]:
+        store = self.services.store
+        return store.accounts.get_workspace(workspace_id), store.domains.get(workspace_id, domain_id)
 
     async def _run(self, kind: schedule.Kind, workspace: Workspace, row: DomainRow) -> tuple[str, float | None]:
         """The check itself: its outcome (a status) and how long the resolver keeps a negative answer it got."""
+        store = self.services.store
         if kind == "dns":
             result = await checks.verify(self.services, workspace=workspace, domain_id=row.id, asked=False)
             return result.status, result.cached_for
         if kind == "active":
             result = await checks.verify(self.services, workspace=workspace, domain_id=row.id, asked=False)
-            await self._caa_drift(workspace, row)
+            verdict = await caa.preflight(self.services.dns, row.apex, self.services.config.provider.caa_issuers)
+            latest = await store.run(self._caa_drift, workspace, row, verdict)
             wait = result.cached_for
         else:
-            wait = None
-        latest = self.services.store.certificates.latest(workspace.id, row.id)
+            latest, wait = await store.run(store.certificates.latest, workspace.id, row.id), None
         if latest is None or latest.provider_hostname_id is None:
             return "no_certificate", wait
-        summary = await issuance.refresh(self.services, workspace=workspace, certificate_id=latest.id)
+        summary = await issuance.refresh_loaded(self.services, workspace, latest)
         return summary.status, wait
 
-    async def _caa_drift(self, workspace: Workspace, row: DomainRow) -> None:
-        """CAA that no longer lets the provider's certificate authorities issue: the next renewal fails."""
-        verdict = await caa.preflight(self.services.dns, row.apex, self.services.config.provider.caa_issuers)
+    def _caa_drift(self, workspace: Workspace, row: DomainRow, verdict: caa.CaaVerdict) -> Certificate | None:
+        """CAA that no longer lets the provider's certificate authorities issue: the next renewal
+        fails. Returns the domain's latest certificate, which the check reads back next."""
         found = [] if verdict.allowed or verdict.dnssec else [
             DriftProblem("caa_forbids", verdict.message or "CAA forbids issuance.",
                          "Add CAA records that allow the edge provider's certificate authorities (see the message).")]
         now = self.services.clock.now()
-        with self.services.store.transaction():
-            current = self.services.store.domains.get(workspace.id, row.id)
+        store = self.services.store
+        with store.transaction():
+            current = store.domains.get(workspace.id, row.id)
             if current is not None and (found or any(p.code in CAA for p in current.drift)):
-                self.services.store.domains.update(with_drift(current, found, replacing=CAA, now=now))
+                store.domains.update(with_drift(current, found, replacing=CAA, now=now))
+        return store.certificates.latest(workspace.id, row.id)
 
     def _plan(self, before: DomainRow, wait: float | None) -> None:
         store = self.services.store

@@ -53,7 +53,7 @@ from core import hostnames
 from core.errors import ValidationError
 from core.outbound.guard import DestinationRefused, NoAddress, OutboundError, check_host
 from core.outbound.policy import IPAddress
-from store.records import DEFAULT_ISSUER, Workspace
+from store.records import DEFAULT_ISSUER, Certificate, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -157,7 +157,9 @@ async def scan_https(services: Services, request: ScanRequest, workspace: Worksp
             ))
     details = outcome.details
     if workspace is not None:
-        details = _with_provider(services, workspace, host, details, outcome.served)
+        certificate = await services.store.run(_provider_certificate, services, workspace, host)
+        if certificate is not None:
+            details = _with_provider(details, certificate, outcome.served)
     return ScanResult(input=request.url_or_domain, normalized_host=host, status=outcome.status, details=details)
 
 
@@ -363,15 +365,17 @@ def _name_matches(pattern: str, host: str) -> bool:
 # -- beyond the spec: the caller's own domain ----------------------------------------------------
 
 
-def _with_provider(
-    services: Services, workspace: Workspace, host: str, details: ScanDetails, served: ServedCertificate | None
-) -> ScanDetails:
+def _provider_certificate(services: Services, workspace: Workspace, host: str) -> Certificate | None:
+    """The latest certificate of the caller's domain ``host``, when it has an expiry to compare."""
     domain = services.store.domains.by_apex(workspace.id, [host]).get(host)
     if domain is None:
-        return details
+        return None
     certificate = services.store.certificates.latest(workspace.id, domain.id)
-    if certificate is None or certificate.not_after is None:
-        return details
+    return None if certificate is None or certificate.not_after is None else certificate
+
+
+def _with_provider(details: ScanDetails, certificate: Certificate, served: ServedCertificate | None) -> ScanDetails:
+    assert certificate.not_after is not None  # _provider_certificate returns only those
     expected = certificate.not_after.astimezone(dt.UTC).replace(microsecond=0)
     matches = None
     if served is not None:

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 from tornado.ioloop import IOLoop, PeriodicCallback
 
 from core.certificates import idempotency
+from core.identity import api_keys
 from core.lifecycle.watcher import LifecycleWatcher
 from core.verification import one_click
 from core.webhooks.worker import WebhookWorker
+from store import OUTBOX_CHANNEL
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -32,11 +34,18 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
     start for whatever was queued before a restart.
     """
     worker = WebhookWorker(services)
-    services.store.outbox.listen(worker.wake)
+    worker.listen()
+    # Other processes on the same PostgreSQL database: their new events, their key revocations.
+    loop = IOLoop.current()
+    services.store.on_notice(OUTBOX_CHANNEL, lambda _: worker.wake())
+    services.store.on_notice(api_keys.KEYS_CHANNEL, lambda key_id: loop.add_callback(services.key_cache.forget_id, key_id))
 
-    def purge_idempotency() -> None:
+    def purge() -> None:
         idempotency.purge(services)
         one_click.purge(services)
+
+    async def purge_idempotency() -> None:
+        await services.store.run(purge)
 
     jobs = {
         "webhooks": PeriodicCallback(worker.tick, services.config.webhooks.poll_interval_seconds * 1000, jitter=0.1),

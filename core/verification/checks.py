@@ -38,7 +38,7 @@ from core.domains.records import delegation_record, ops_status, ownership_record
 from core.edge import ProviderError
 from core.verification import dns_host
 from core.wire import INTERNAL
-from store.records import DomainRow, DriftProblem, Workspace
+from store.records import DnsHostSeen, DomainRow, DriftProblem, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -218,7 +218,7 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
     pass through the resolver's per-lookup work, 2-3 % of the service's CPU in 500 concurrent
     verifications.
     """
-    row = load(services, workspace, domain_id)
+    row = await services.store.run(load, services, workspace, domain_id)
     cname, txt = delegation_record(row), ownership_record(row)
     verified = row.validation_status == "verified"
     queries = [(cname.host, "CNAME")] if verified else [(cname.host, "CNAME"), (txt.host, "TXT")]
@@ -227,19 +227,31 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
     if not verified:
         judged.append((lookups[1], txt.value, check_ownership(lookups[1], txt.value, services.dns.timeout)))
     checks, walk = await look_again(services, row.apex, judged)
-    problems = [c.message for c in checks if c.state != "ok"]
     now = services.clock.now()
     # A record is missing: the customer is at their DNS panel, and the walk names their DNS host.
     host = await dns_host.seen(services, row, walk) if walk is not None and dns_host.stale(row, now) else None
+    # A verified domain's CNAME as drift; None when the lookup was inconclusive (drift left as it is).
+    drift = _delegation_drift(checks[0], cname.host, cname.value) if checks[0].state != "unknown" else None
+    updated = await services.store.run(_record_check, services, workspace, domain_id, checks, host=host,
+                                       verified=verified, drift=drift, asked=asked, now=now)
+    waits = [c.cached_for for c in checks if c.cached_for is not None]
+    return updated, max(waits) if waits else None
+
+
+def _record_check(services: Services, workspace: Workspace, domain_id: uuid.UUID, checks: list[RecordCheck], *,
+                  host: DnsHostSeen | None, verified: bool, drift: list[DriftProblem] | None, asked: bool,
+                  now: dt.datetime) -> DomainRow:
+    """The check's outcome, in one write of the domain read again (``verified``: as it was when the
+    lookups began)."""
+    problems = [c.message for c in checks if c.state != "ok"]
     with services.store.transaction():
         current = load(services, workspace, domain_id)  # deleted meanwhile: 404
         updated = attrs.evolve(current, validation_checked_at=now, validation_error=" ".join(problems) or None, updated_at=now)
         if host is not None:
             updated = attrs.evolve(updated, dns_host=host)
         if verified and current.validation_status == "verified":
-            if checks[0].state != "unknown":
-                updated = with_drift(updated, _delegation_drift(checks[0], cname.host, cname.value),
-                                     replacing=DELEGATION, now=now)
+            if drift is not None:
+                updated = with_drift(updated, drift, replacing=DELEGATION, now=now)
         else:
             status = next_status(checks)
             updated = attrs.evolve(updated, validation_status=status,
@@ -247,8 +259,7 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
         if asked:
             updated = schedule.restarted(updated, services.config.lifecycle, now)
         services.store.domains.update(updated)
-    waits = [c.cached_for for c in checks if c.cached_for is not None]
-    return updated, max(waits) if waits else None
+    return updated
 
 
 async def _issuance(services: Services, workspace: Workspace, row: DomainRow) -> tuple[issuance.IssuanceSummary | None, str]:
@@ -302,12 +313,12 @@ async def recheck(services: Services, *, workspace: Workspace, domain_id: uuid.U
     if row.validation_status == "verified" and row.cert_status != "active" and not row.drift:
         await _issuance(services, workspace, row)
     else:
-        latest = services.store.certificates.latest(workspace.id, row.id)
+        latest = await services.store.run(services.store.certificates.latest, workspace.id, row.id)
         if latest is not None and latest.provider_hostname_id is not None:
             try:
                 await issuance.refresh(services, workspace=workspace, certificate_id=latest.id)
             except ProviderError as exc:
                 log.info("recheck of %s: no provider result (%s)", row.apex, exc.message)
-    row = load(services, workspace, domain_id)
+    row = await services.store.run(load, services, workspace, domain_id)
     assert row.validation_checked_at is not None  # _check_dns set it; nothing clears it
     return RecheckResult(status=row.ops_status, checked_at=row.validation_checked_at, cert_status=row.cert_status)

@@ -58,13 +58,14 @@ from core.verification.record_findings import (
     Finding,
     Seen,
     authority_findings,
+    claimed_tokens,
     delegation_findings,
     dnssec_findings,
     ownership_findings,
     relative_to_zone,
     visibility_findings,
 )
-from store.records import DomainRow, Workspace
+from store.records import Certificate, DnsHostSeen, DomainRow, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -113,13 +114,39 @@ class Diagnosis:
     "The zone's DNS host, when its nameservers are those of a host the service knows (core/dns_hosts.py)."
 
 
+@attrs.frozen
+class _Stored:
+    """What the diagnosis reads from the database, and the domain with its DNS host kept."""
+
+    row: DomainRow
+    certificate: Certificate | None
+    zone_is_a_domain: bool
+    "The zone's own apex is a domain of this workspace too: records at the zone's name are not misplaced."
+    foreign: frozenset[str]
+    "The ownership tokens in the TXT record that are another workspace's."
+
+
+def _stored(services: Services, workspace: Workspace, row: DomainRow, found: DnsHostSeen | None, zone: Zone | None,
+            tokens: list[str]) -> _Stored:
+    """The diagnosis's one unit of work, after its lookups."""
+    store = services.store
+    zone_is_a_domain = zone is not None and zone.name != row.apex and bool(store.domains.by_apex(workspace.id, [zone.name]))
+    return _Stored(
+        row=dns_host.keep(services, row, found),
+        certificate=store.certificates.latest(workspace.id, row.id),
+        zone_is_a_domain=zone_is_a_domain,
+        foreign=frozenset(t for t in tokens if t != workspace.ownership_token
+                          and store.accounts.workspace_with_token(t) not in (None, workspace.id)),
+    )
+
+
 async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> Diagnosis:
-    row = load(services, workspace, domain_id)
+    row = await services.store.run(load, services, workspace, domain_id)
     cname, txt = delegation_record(row), ownership_record(row)
     authority = services.authority
     walk = await authority.walk(row.apex)
     zone = walk.zone
-    host_seen = dns_host.keep(services, row, await dns_host.seen(services, row, walk))
+    found_host = await dns_host.seen(services, row, walk)
     # The records, their usual misplacements, and what sits beside the CNAME.
     extra: list[tuple[str, str]] = [(cname.host, "TXT"), (cname.host, "A"), (cname.host, "AAAA")]
     if zone is not None:
@@ -139,17 +166,14 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
                      [(label, found[(name, rtype)]) for label, found in by_resolver])
 
     delegation, ownership = seen(cname.host, "CNAME", cname.value), seen(txt.host, "TXT", txt.value)
-    certificate = services.store.certificates.latest(workspace.id, row.id)
+    stored = await services.store.run(_stored, services, workspace, row, found_host, zone, claimed_tokens(ownership))
+    host_seen, certificate, zone_is_a_domain = stored.row, stored.certificate, stored.zone_is_a_domain
     findings: list[Finding] = []
     dnssec_findings(findings, walk)
     if not at_zone:
         authority_findings(findings, row.apex, walk)
-    # The zone's own apex, when it is a domain of this workspace too, needs the records at the
-    # zone's name: they are never called misplaced for this one.
-    zone_is_a_domain = zone is not None and zone.name != row.apex and bool(
-        services.store.domains.by_apex(workspace.id, [zone.name]))
     delegation_ok = delegation_findings(findings, delegation, source, zone, zone_is_a_domain=zone_is_a_domain)
-    ownership_ok = ownership_findings(services, findings, ownership, source, zone, workspace,
+    ownership_ok = ownership_findings(findings, ownership, source, zone, stored.foreign,
                                       zone_is_a_domain=zone_is_a_domain)
     for record_seen in (delegation, ownership):
         visible_by = await _visible_by(services, record_seen, dict(resolvers))

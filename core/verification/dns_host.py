@@ -85,7 +85,8 @@ async def seen(services: Services, row: DomainRow, walk: Walk) -> DnsHostSeen | 
 
 def keep(services: Services, row: DomainRow, found: DnsHostSeen | None) -> DomainRow:
     """The domain with what was found, stored in its own short write (re-read inside it). A page
-    showing the domain still renders when the database cannot be written: it is only not kept."""
+    showing the domain still renders when the database cannot be written: it is only not kept.
+    A unit of work (``store.run``); ``kept`` is its async form."""
     if found is None:
         return row
     try:
@@ -100,13 +101,18 @@ def keep(services: Services, row: DomainRow, found: DnsHostSeen | None) -> Domai
         return attrs.evolve(row, dns_host=found)
 
 
+async def kept(services: Services, row: DomainRow, found: DnsHostSeen | None) -> DomainRow:
+    """``keep`` in a unit of work; nothing found costs no unit."""
+    return row if found is None else await services.store.run(keep, services, row, found)
+
+
 async def locate(services: Services, row: DomainRow, *, walk: Walk | None = None) -> DomainRow:
     """The domain with its DNS host found now (walking to its zone unless ``walk`` is given)."""
     walk = walk or await services.authority.walk(row.apex)
     found = await seen(services, row, walk)
     if found is not None and row.dns_host is not None and row.dns_host.host != found.host:
         log.info("%s: DNS host now %s (was %s)", row.apex, found.host or "unknown", row.dns_host.host or "unknown")
-    return keep(services, row, found)
+    return await kept(services, row, found)
 
 
 async def freshened(services: Services, row: DomainRow) -> DomainRow:
@@ -129,4 +135,4 @@ async def freshened(services: Services, row: DomainRow) -> DomainRow:
     offer, problem = await _offer(services, row.dns_host.zone, row.dns_host)
     if (offer, problem) == (row.dns_host.offer, row.dns_host.problem):
         return row
-    return keep(services, row, attrs.evolve(row.dns_host, offer=offer, problem=problem))
+    return await kept(services, row, attrs.evolve(row.dns_host, offer=offer, problem=problem))

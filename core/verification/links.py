@@ -11,6 +11,10 @@ why listing needs ``domains:read`` on top of both write scopes).
 A link is ``active`` until ``expiresAt`` (1 to 30 days after creation, 7 by default) or until it
 is revoked. A dead link answers 410 with a code saying which (``link_expired``,
 ``link_revoked``); an unknown token 404.
+
+The plain functions that read or write (``create``, ``list_links``, ``revoke``, ``view``) are units
+of work, called with ``await store.run(...)``; the async ones run their own units around the
+e-mail and the DNS checks.
 """
 
 from __future__ import annotations
@@ -27,15 +31,14 @@ import attrs
 
 from core import cursors, logs
 from core.domains import shape
-from core.domains.dns_host_view import dns_host_view
-from core.domains.records import delegation_record, ownership_record
 from core.domains.shape import CertSummary, Validation
 from core.emails import normalise_email, valid_email
 from core.errors import ApiError, Conflict, NotFound, UpstreamError, ValidationError
 from core.outbound import mail
 from core.verification import checks as verification
-from core.verification import diagnosis
+from core.verification import diagnosis, reminders
 from core.verification.checks import VerifyResult
+from core.verification.reminders import human_time
 from core.wire import INTERNAL
 from store.records import DomainRow, VerificationLinkRow, Workspace
 
@@ -49,10 +52,6 @@ _TOKEN_SHAPE = re.compile(r"vl_[A-Za-z0-9_-]{43}")
 _HASH_PURPOSE = "verification-link"
 _TOKEN_PURPOSE = "verification-link-token"
 DEFAULT_DAYS = 7
-REMIND_INTERVAL = dt.timedelta(hours=1)
-#: Reminders one address receives at most in ``RECIPIENT_WINDOW``, whatever the links and workspaces.
-REMINDERS_PER_RECIPIENT = 5
-RECIPIENT_WINDOW = dt.timedelta(days=1)
 MIN_DAYS = 1
 MAX_DAYS = 30
 STATUSES = ("active", "expired", "revoked")
@@ -227,67 +226,12 @@ def revoke(services: Services, *, workspace: Workspace, link_id: uuid.UUID) -> N
         services.store.verification_links.revoke(link_id, services.clock.now())
 
 
-def _human_time(value: dt.datetime) -> str:
-    return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def reminder_text(services: Services, *, workspace: Workspace, domain: DomainRow, link: VerificationLinkRow) -> str:
-    """The plain-text reminder: both records, the link and its expiry; no other secret."""
-    view = dns_host_view(domain)
-    known = view if view is not None and view.name else None
-    records = []
-    for number, record in enumerate((delegation_record(domain), ownership_record(domain)), start=1):
-        panel = (known.records.delegation if number == 1 else known.records.ownership) if known else None
-        name = (f"   Name:  {panel.name or '(leave empty)'}   (in full: {record.host})" if panel
-                else f"   Host:  {record.host}")
-        records.append(f"{number}. Type:  {record.type}\n{name}\n"
-                       f"   Value: {panel.value if panel else record.value}\n   TTL:   {record.ttl}")
-    where = "The host names are complete; some DNS hosts want only the part before the zone name.\n"
-    if known:
-        where = (f"Your DNS is at {known.name}: the names below are in the form its panel asks for.\n"
-                 + "".join(f"- {gotcha}\n" for gotcha in known.gotchas)
-                 + (f"Its guide to adding a record: {known.help_url}\n" if known.help_url else "")
-                 + (f"The link below can also set both up at {known.one_click.provider_name} in one click.\n"
-                    if known.one_click else ""))
-    owner = services.store.accounts.owner_email(workspace.id)
-    on_behalf = f"{owner}, owner of the workspace \"{workspace.name}\"" if owner else f"the owner of the workspace \"{workspace.name}\""
-    return (
-        "Hello,\n\n"
-        f"To get a TLS certificate for {domain.apex}, please publish these two DNS records at the DNS\n"
-        f"host of the domain. {where}\n"
-        + "\n\n".join(records)
-        + "\n\n"
-        "Once both are published, open this link to check them and start the certificate (no account\n"
-        "needed):\n\n"
-        f"{url_for(services, _token_of(services, link))}\n\n"
-        f"The link works until {_human_time(link.expires_at)}. Anyone who has it can see these records and run the\n"
-        "check, so do not forward it further.\n\n"
-        f"This message was sent on behalf of {on_behalf}.\n"
-        "If you did not expect it, ask them before changing DNS.\n"
-    )
-
-
-def _count_reminder(services: Services, recipient: str) -> int:
-    """Count one more reminder to ``recipient`` before it is sent (so two at once cannot both pass),
-    or refuse it: links are cheap to make, and one address must not receive a flood of them."""
-    now = services.clock.now()
-    with services.store.transaction():
-        sent = services.store.verification_links.reminders_since(recipient, now - RECIPIENT_WINDOW)
-        if len(sent) >= REMINDERS_PER_RECIPIENT:
-            next_at = _human_time(sent[len(sent) - REMINDERS_PER_RECIPIENT] + RECIPIENT_WINDOW)
-            raise Conflict(
-                "reminded_recently",
-                f"{recipient} has had {REMINDERS_PER_RECIPIENT} reminders in the last 24 hours, the most the service "
-                f"sends to one address; send another after {next_at}.",
-            )
-        return services.store.verification_links.record_reminder(recipient, now, forget_before=now - RECIPIENT_WINDOW)
-
-
-async def remind(services: Services, *, workspace: Workspace, link_id: uuid.UUID) -> VerificationLink:
-    """E-mail the link to its recipient, then record ``lastRemindedAt``."""
+def _reminder_start(services: Services, workspace: Workspace,
+                    link_id: uuid.UUID) -> tuple[VerificationLinkRow, DomainRow, int, str | None]:
+    """A reminder's unit of work before its e-mail: the refusals, the recipient's count taken (its
+    id, to take back), the domain and the workspace owner's e-mail."""
     link = _load(services, workspace.id, link_id)
-    smtp = services.config.smtp
-    if not mail.configured(smtp):
+    if not mail.configured(services.config.smtp):
         raise Conflict(
             "smtp_not_configured",
             "E-mail is not configured on this service ([smtp] host is empty); share the link's URL yourself.",
@@ -299,33 +243,49 @@ async def remind(services: Services, *, workspace: Workspace, link_id: uuid.UUID
         raise Conflict(
             "no_recipient", "This link has no recipientEmail; create a link with one, or share its URL yourself."
         )
-    # One e-mail per link per hour: the service's mail server is no megaphone.
-    if link.last_reminded_at is not None and services.clock.now() - link.last_reminded_at < REMIND_INTERVAL:
-        next_at = _human_time(link.last_reminded_at + REMIND_INTERVAL)
+    if link.last_reminded_at is not None and services.clock.now() - link.last_reminded_at < reminders.REMIND_INTERVAL:
+        next_at = human_time(link.last_reminded_at + reminders.REMIND_INTERVAL)
         raise Conflict("reminded_recently", f"A reminder for this link was sent less than an hour ago; send another after {next_at}.")
-    reminder = _count_reminder(services, normalise_email(link.recipient_email))
+    counted = reminders.count(services, normalise_email(link.recipient_email))
     domain = _domain(services, workspace.id, link.domain_id)
-    message = mail.new_message(
-        smtp,
-        to=link.recipient_email,
-        subject=f"DNS records needed for {domain.apex}",
-        body=reminder_text(services, workspace=workspace, domain=domain, link=link),
-        date=services.clock.now(),
-        reply_to=services.store.accounts.owner_email(workspace.id),
-    )
-    try:
-        await mail.send(smtp, message, ca_bundle=services.config.network.ca_bundle)
-    except mail.MailError as exc:
-        log.warning("verification link %s: reminder not sent: %s", link.id, exc)
-        with services.store.transaction():
-            services.store.verification_links.forget_reminder(reminder)
-        raise UpstreamError(str(exc)) from None
-    log.info("verification link %s: reminder sent", link.id)
+    return link, domain, counted, services.store.accounts.owner_email(workspace.id)
+
+
+def _forget_reminder(services: Services, counted: int) -> None:
+    with services.store.transaction():
+        services.store.verification_links.forget_reminder(counted)
+
+
+def _reminded(services: Services, workspace: Workspace, link_id: uuid.UUID) -> VerificationLink:
     with services.store.transaction():
         _load(services, workspace.id, link_id)  # deleted meanwhile (with its domain): 404
         services.store.verification_links.set_reminded(link_id, services.clock.now())
         link = _load(services, workspace.id, link_id)
     return present(services, link)
+
+
+async def remind(services: Services, *, workspace: Workspace, link_id: uuid.UUID) -> VerificationLink:
+    """E-mail the link to its recipient, then record ``lastRemindedAt``."""
+    link, domain, counted, owner = await services.store.run(_reminder_start, services, workspace, link_id)
+    assert link.recipient_email is not None  # refused otherwise
+    smtp = services.config.smtp
+    message = mail.new_message(
+        smtp,
+        to=link.recipient_email,
+        subject=f"DNS records needed for {domain.apex}",
+        body=reminders.text(workspace=workspace, domain=domain, link=link,
+                            url=url_for(services, _token_of(services, link)), owner=owner),
+        date=services.clock.now(),
+        reply_to=owner,
+    )
+    try:
+        await mail.send(smtp, message, ca_bundle=services.config.network.ca_bundle)
+    except mail.MailError as exc:
+        log.warning("verification link %s: reminder not sent: %s", link.id, exc)
+        await services.store.run(_forget_reminder, services, counted)
+        raise UpstreamError(str(exc)) from None
+    log.info("verification link %s: reminder sent", link.id)
+    return await services.store.run(_reminded, services, workspace, link_id)
 
 
 # --- the link holder's side ---------------------------------------------------------------------
@@ -338,14 +298,19 @@ def _unknown() -> NotFound:
     )
 
 
-def resolve(services: Services, token: str) -> VerificationLinkRow:
-    """The live link behind a token: 404 when unknown, 410 when expired or revoked."""
+def _find(services: Services, token: str) -> VerificationLinkRow | None:
+    """The link a token names, whatever its status; None for a token of no link."""
     if not _TOKEN_SHAPE.fullmatch(token):
-        raise _unknown()
+        return None
     digest = _digest(services, token)
     row = services.store.verification_links.by_hash(digest)
     # Found by its keyed digest; compared again in constant time all the same.
-    if row is None or not hmac.compare_digest(row.token_hash, digest):
+    return row if row is not None and hmac.compare_digest(row.token_hash, digest) else None
+
+
+def _live(services: Services, row: VerificationLinkRow | None) -> VerificationLinkRow:
+    """The link if it still works: 404 when there is none, 410 when expired or revoked."""
+    if row is None:
         raise _unknown()
     # The token is the only credential of these requests: from here on their log lines (the
     # access line included) carry the link's workspace, as an authenticated request's do.
@@ -359,35 +324,65 @@ def resolve(services: Services, token: str) -> VerificationLinkRow:
     if status == "expired":
         raise LinkGone(
             "link_expired",
-            f"This verification link for {row.apex} expired on {_human_time(row.expires_at)}. Ask the domain's "
+            f"This verification link for {row.apex} expired on {human_time(row.expires_at)}. Ask the domain's "
             "owner for a new one.",
         )
     return row
 
 
-def view(services: Services, token: str) -> PublicView:
-    link = resolve(services, token)
-    domain = shape.present(_domain(services, link.workspace_id, link.domain_id))
+def resolve(services: Services, token: str) -> VerificationLinkRow:
+    """The live link behind a token: 404 when unknown, 410 when expired or revoked. A unit of work;
+    on the event loop ``holder`` is better: in a unit on PostgreSQL, the log context it sets is the
+    worker thread's, not the request's."""
+    return _live(services, _find(services, token))
+
+
+def _found(services: Services, token: str) -> tuple[VerificationLinkRow | None, Workspace | None, DomainRow | None]:
+    row = _find(services, token)
+    if row is None:
+        return None, None, None
+    return (row, services.store.accounts.get_workspace(row.workspace_id),
+            services.store.domains.get(row.workspace_id, row.domain_id))
+
+
+async def holder(services: Services, token: str) -> tuple[VerificationLinkRow, Workspace, DomainRow]:
+    """The live link behind a token, its workspace and its domain, read in one unit of work; 404
+    and 410 as ``resolve`` (a workspace or domain deleted meanwhile: 404)."""
+    row, workspace, domain = await services.store.run(_found, services, token)
+    link = _live(services, row)
+    if workspace is None or domain is None:  # went with everything in it
+        raise _unknown()
+    return link, workspace, domain
+
+
+def _public(link: VerificationLinkRow, row: DomainRow) -> PublicView:
+    domain = shape.present(row)
     return PublicView(
         apex=domain.apex, expires_at=link.expires_at, validation=domain.validation, cert=domain.cert,
         ops_status=domain.ops_status, next_check_at=domain.next_check_at,
     )
 
 
+def view(services: Services, token: str) -> PublicView:
+    """What the link's holder sees; a unit of work (``show`` is its form for the event loop)."""
+    link = resolve(services, token)
+    return _public(link, _domain(services, link.workspace_id, link.domain_id))
+
+
+async def show(services: Services, token: str) -> PublicView:
+    """What the link's holder sees, read in one unit of work."""
+    link, _, domain = await holder(services, token)
+    return _public(link, domain)
+
+
 async def diagnose(services: Services, token: str) -> diagnosis.Diagnosis:
     """The diagnosis of the link's domain, for the DNS administrator holding the link."""
-    link = resolve(services, token)
-    workspace = services.store.accounts.get_workspace(link.workspace_id)
-    if workspace is None:
-        raise _unknown()
+    link, workspace, _ = await holder(services, token)
     return await diagnosis.diagnose(services, workspace=workspace, domain_id=link.domain_id)
 
 
 async def verify(services: Services, token: str) -> VerifyResult:
     """verify-delegation for the link's domain: checks DNS and may start issuance."""
-    link = resolve(services, token)
-    workspace = services.store.accounts.get_workspace(link.workspace_id)
-    if workspace is None:  # the workspace went with everything in it
-        raise _unknown()
+    link, workspace, _ = await holder(services, token)
     log.info("verification link %s: verify", link.id)
     return await verification.verify(services, workspace=workspace, domain_id=link.domain_id)

@@ -84,7 +84,7 @@ def unavailable_reason(services: Services, row: DomainRow) -> str | None:
 
 async def start(services: Services, *, workspace: Workspace, domain_id: uuid.UUID, started_by: str) -> OneClickUrl:
     """A fresh signed apply URL for the domain; 409 ``one_click_unavailable`` when none can be offered."""
-    row = await dns_host.freshened(services, load(services, workspace, domain_id))
+    row = await dns_host.freshened(services, await services.store.run(load, services, workspace, domain_id))
     why = unavailable_reason(services, row)
     if why is not None:
         raise Conflict("one_click_unavailable", why)
@@ -93,11 +93,9 @@ async def start(services: Services, *, workspace: Workspace, domain_id: uuid.UUI
     state = secrets.token_urlsafe(32)
     now = services.clock.now()
     expires_at = now + STATE_LIFETIME
-    with services.store.transaction():
-        load(services, workspace, row.id)  # deleted meanwhile: 404, not a dangling start
-        services.store.one_click.insert(OneClickStart(
-            state_hash=_hash(state), workspace_id=workspace.id, domain_id=row.id, created_at=now,
-            expires_at=expires_at, started_by=started_by))
+    await services.store.run(_insert, services, workspace, OneClickStart(
+        state_hash=_hash(state), workspace_id=workspace.id, domain_id=row.id, created_at=now,
+        expires_at=expires_at, started_by=started_by))
     domain, host = template.split(row.apex, row.dns_host.zone)
     params = {"domain": domain, "host": host, "redirect_uri": return_url(services), "state": state,
               **template.variables(row.delegation_target, row.ownership_token)}
@@ -109,21 +107,21 @@ async def start(services: Services, *, workspace: Workspace, domain_id: uuid.UUI
     return OneClickUrl(url=url, expires_at=expires_at, provider_name=offer.provider_name, state=state)
 
 
+def _insert(services: Services, workspace: Workspace, started: OneClickStart) -> None:
+    with services.store.transaction():
+        load(services, workspace, started.domain_id)  # deleted meanwhile: 404, not a dangling start
+        services.store.one_click.insert(started)
+
+
 async def link_domain(services: Services, token: str) -> DomainRow:
     """The domain of a verification link (404/410 as the link's page), its DNS host looked up when needed."""
-    link = links.resolve(services, token)
-    row = services.store.domains.get(link.workspace_id, link.domain_id)
-    if row is None:
-        raise NotFound()
+    _, _, row = await links.holder(services, token)
     return await dns_host.freshened(services, row)
 
 
 async def start_for_link(services: Services, token: str) -> OneClickUrl:
     """A start by the holder of a verification link: the link's domain only."""
-    link = links.resolve(services, token)
-    workspace = services.store.accounts.get_workspace(link.workspace_id)
-    if workspace is None:
-        raise NotFound()
+    link, workspace, _ = await links.holder(services, token)
     return await start(services, workspace=workspace, domain_id=link.domain_id, started_by=f"link:{link.id}")
 
 
@@ -134,25 +132,29 @@ async def finish(services: Services, *, state: str | None, error: str | None) ->
         return Return("no_state", host_said=host_said)
     if len(state) > 100:  # none of ours
         return Return("unusable_state", host_said=host_said)
-    with services.store.transaction():
-        used = services.store.one_click.use(_hash(state), services.clock.now())
-    if used is None:
-        return Return("unusable_state", host_said=host_said)
-    workspace = services.store.accounts.get_workspace(used.workspace_id)
-    row = services.store.domains.get(used.workspace_id, used.domain_id)
-    if workspace is None or row is None:  # deleted meanwhile
+    workspace, row = await services.store.run(_use, services, _hash(state))
+    if workspace is None or row is None:  # not one of ours, used before, expired, or deleted meanwhile
         return Return("unusable_state", host_said=host_said)
     log.info("one-click set-up of %s: back from the DNS host (error: %r)", row.apex, host_said)
     try:
         result = await checks.verify(services, workspace=workspace, domain_id=row.id)
     except NotFound:  # deleted during the check
         return Return("unusable_state", host_said=host_said)
-    checked = services.store.domains.get(workspace.id, row.id) or row  # or deleted a moment ago
+    checked = await services.store.run(services.store.domains.get, workspace.id, row.id) or row  # or deleted a moment ago
     return Return("checked", domain=checked, result=result, host_said=host_said)
 
 
+def _use(services: Services, state_hash: str) -> tuple[Workspace | None, DomainRow | None]:
+    """The state used up, and the workspace and domain it was started for (None, None: unusable)."""
+    with services.store.transaction():
+        used = services.store.one_click.use(state_hash, services.clock.now())
+    if used is None:
+        return None, None
+    return services.store.accounts.get_workspace(used.workspace_id), services.store.domains.get(used.workspace_id, used.domain_id)
+
+
 def purge(services: Services) -> int:
-    """Forget expired states: a return with one is told it cannot be used either way."""
+    """Forget expired states: a return with one is told it cannot be used either way. A unit of work."""
     with services.store.transaction():
         return services.store.one_click.purge(expired_before=services.clock.now())
 

@@ -3,8 +3,8 @@ visible to every resolver? Each problem becomes a ``Finding`` (codes in core/ver
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable, Collection
+from typing import Literal
 
 import attrs
 
@@ -13,10 +13,6 @@ from core.dns.lookups import Lookup
 from core.dns.probe import dnssec_fix, is_servfail
 from core.domains.records import OWNERSHIP_VALUE_PREFIX
 from core.verification.checks import split_over_records
-from store.records import Workspace
-
-if TYPE_CHECKING:
-    from core.services import Services
 
 #: What was asked, (name, type), and the answer, from the zone's own servers or a resolver.
 Answers = dict[tuple[str, str], Lookup]
@@ -142,8 +138,19 @@ def delegation_findings(findings: list[Finding], record: Seen, source: Answers, 
     return False
 
 
-def ownership_findings(services: Services, findings: list[Finding], record: Seen, source: Answers, zone: Zone | None,
-                        workspace: Workspace, *, zone_is_a_domain: bool) -> bool:
+def claimed_tokens(record: Seen) -> list[str]:
+    """The ownership tokens the TXT record holds, whoever's: ``ownership_findings`` is told which
+    belong to another workspace (read beforehand, in the diagnosis's unit of work)."""
+    lookup = record.best()
+    if lookup is None or lookup.outcome != "found":
+        return []
+    return [_txt_value(v)[len(OWNERSHIP_VALUE_PREFIX):] for v in lookup.values
+            if _txt_value(v).startswith(OWNERSHIP_VALUE_PREFIX)]
+
+
+def ownership_findings(findings: list[Finding], record: Seen, source: Answers, zone: Zone | None,
+                       foreign: Collection[str], *, zone_is_a_domain: bool) -> bool:
+    """``foreign``: the ``claimed_tokens`` that are another workspace's."""
     lookup = record.best()
     expected = _txt_value(record.expected)
     fix = f"Publish a TXT record named {record.name} with the value {record.expected}."
@@ -168,10 +175,7 @@ def ownership_findings(services: Services, findings: list[Finding], record: Seen
                 fix=f"Replace the two TXT records at {record.name} with one holding the whole value {record.expected}.",
             ))
             return False
-        tokens = [_txt_value(v)[len(OWNERSHIP_VALUE_PREFIX):] for v in lookup.values
-                  if _txt_value(v).startswith(OWNERSHIP_VALUE_PREFIX)]
-        others = [t for t in tokens if services.store.accounts.workspace_with_token(t) not in (None, workspace.id)]
-        if others:
+        if any(token in foreign for token in claimed_tokens(record)):
             findings.append(Finding(
                 "ownership_other_workspace", "error",
                 f"The TXT record at {record.name} holds the ownership token of another account on this service, "

@@ -3,6 +3,8 @@
 Deliveries are listed newest first with keyset cursors like the queries; one delivery shows every
 attempt (time, status code or error, duration). Redelivering queues the same delivery (same
 ``id``, so receivers still deduplicate) for an immediate new round of attempts.
+
+Each function here is a unit of work, called with ``await store.run(...)``.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ A URL must be a public HTTPS URL: the outbound guard (``core/outbound/guard.py``
 its host resolves to now, and checks again at every send, since DNS changes. The secret is
 stored encrypted (AES-GCM under a subkey of the secret key file, bound to the endpoint's id): a
 copy of the database alone reveals none, and it is shown only when created or rotated.
+
+The plain functions that read or write are units of work, called with ``await store.run(...)``;
+``create`` and ``patch`` check the URL (DNS) between their units, never inside one.
 """
 
 from __future__ import annotations
@@ -103,9 +106,7 @@ async def create(services: Services, *, workspace_id: uuid.UUID, request: Create
     events = _clean_events(request.events, errors)
     if errors:
         raise ValidationError(field_errors=errors)
-    if len(services.store.webhooks.endpoints(workspace_id)) >= ENDPOINTS_MAX:
-        # Every event fans out to every endpoint: the number a workspace can ask for is bounded.
-        raise Conflict("too_many_webhooks", f"A workspace may register at most {ENDPOINTS_MAX} webhook endpoints; delete one first.")
+    await services.store.run(_room_for_one, services, workspace_id)
     url = await _checked_url(services, request.url)
     now = services.clock.now()
     endpoint_id = uuid.uuid4()
@@ -114,9 +115,19 @@ async def create(services: Services, *, workspace_id: uuid.UUID, request: Create
         id=endpoint_id, workspace_id=workspace_id, url=url, events=events, status="active",
         secret_ciphertext=_sealed(services, endpoint_id, secret), created_at=now, updated_at=now,
     )
+    await services.store.run(_insert, services, endpoint)
+    return endpoint, secret
+
+
+def _room_for_one(services: Services, workspace_id: uuid.UUID) -> None:
+    if len(services.store.webhooks.endpoints(workspace_id)) >= ENDPOINTS_MAX:
+        # Every event fans out to every endpoint: the number a workspace can ask for is bounded.
+        raise Conflict("too_many_webhooks", f"A workspace may register at most {ENDPOINTS_MAX} webhook endpoints; delete one first.")
+
+
+def _insert(services: Services, endpoint: WebhookEndpoint) -> None:
     with services.store.transaction():
         services.store.webhooks.insert_endpoint(endpoint)
-    return endpoint, secret
 
 
 async def patch(
@@ -130,15 +141,21 @@ async def patch(
         errors.setdefault("status", []).append(f"Must be one of: {', '.join(STATUSES)} (got '{request.status}')")
     if errors:
         raise ValidationError(field_errors=errors)
-    load(services, workspace_id, endpoint_id)  # 404 before any DNS lookup
+    await services.store.run(load, services, workspace_id, endpoint_id)  # 404 before any DNS lookup
     url = await _checked_url(services, request.url) if request.url is not None else None
+    return await services.store.run(_patched, services, workspace_id, endpoint_id, url=url, events=events,
+                                    status=request.status)
+
+
+def _patched(services: Services, workspace_id: uuid.UUID, endpoint_id: uuid.UUID, *, url: str | None,
+             events: list[str] | None, status: str | None) -> WebhookEndpoint:
     with services.store.transaction():
         current = load(services, workspace_id, endpoint_id)
         updated = attrs.evolve(
             current,
             url=url if url is not None else current.url,
             events=events if events is not None else current.events,
-            status=request.status or current.status,
+            status=status or current.status,
             updated_at=services.clock.now(),
         )
         services.store.webhooks.update_endpoint(updated)

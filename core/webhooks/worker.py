@@ -12,6 +12,9 @@
 3. **Send**, at most ``CONCURRENCY`` at a time, each attempt signed with the endpoint's current
    secret and a fresh ``createdAt`` and timestamp; the outcome and the attempt are stored together.
 
+Each step's reads and writes are one unit of work (``store.run``): the fan-out, the claim, the
+endpoint read when a send's slot is free, each attempt's outcome; no unit is held across a send.
+
 Any 2xx is success. Anything else (another status, a timeout, a connection or TLS error, a URL the
 outbound guard refuses now) is retried: the first retry about 30 s after the failure, then
 doubling, capped at 30 minutes, plus up to 20 % jitter, until ``[webhooks] max_attempts``.
@@ -55,6 +58,15 @@ CONCURRENCY = 64
 LEASE_MARGIN_SECONDS = 5
 
 
+def _running_loop() -> IOLoop | None:
+    """The IOLoop of the running event loop; None outside one (another thread, or not started)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return IOLoop.current()
+
+
 def retry_delay(retry: int, rng: random.Random) -> float:
     """Seconds before retry number ``retry`` (1 is the first retry): 30 s doubling to a 30-minute
     cap, then up to 20 % added so that receivers coming back are not hit all at once."""
@@ -69,27 +81,42 @@ class WebhookWorker:
         self.concurrency = concurrency
         self._running = False
         self._again = False
+        self._loop: IOLoop | None = _running_loop()
 
     @property
     def busy(self) -> bool:
         """A pass is running (sending, perhaps): a shutdown waits for it."""
         return self._running
 
+    def listen(self) -> None:
+        """Be woken when a transaction that queued events commits, whichever thread commits it.
+        Called on the event loop the passes run on, which is so known to a wake-up from another
+        thread."""
+        self._loop = IOLoop.current()
+        self.services.store.outbox.listen(self.wake)
+
     def wake(self) -> None:
-        """Run a pass soon, from the event loop (called when events or redeliveries are queued)."""
-        IOLoop.current().add_callback(self.tick)
+        """Run a pass soon (called when events or redeliveries are queued). From any thread: on
+        PostgreSQL the store calls it from the worker thread whose unit of work committed them."""
+        loop = _running_loop() or self._loop
+        if loop is None:
+            return  # no pass has run and no loop is known: the first pass finds the events
+        self._loop = loop
+        loop.add_callback(self.tick)  # thread-safe; a closed loop (shutting down) drops it
 
     async def tick(self) -> None:
         """One pass; a pass asked for while one runs is folded into it."""
+        self._loop = IOLoop.current()
         if self._running:
             self._again = True
             return
         self._running = True
+        store = self.services.store
         try:
             while True:
                 self._again = False
-                self.fan_out()
-                due = self._claim()
+                await store.run(self.fan_out)
+                due = await store.run(self._claim)
                 await self._send_all(due)
                 if not self._again and len(due) < BATCH:
                     break
@@ -97,11 +124,12 @@ class WebhookWorker:
             self._running = False
 
     def fan_out(self) -> int:
-        """Turn undispatched outbox events into deliveries; returns how many were queued."""
+        """Turn undispatched outbox events into deliveries; returns how many were queued. A unit of
+        work (``store.run``)."""
         store = self.services.store
         now = self.services.clock.now()
         queued = 0
-        with store.transaction():
+        with store.transaction(row_locked=True):  # store/outbox.py: undispatched
             endpoints: dict[uuid.UUID, list[WebhookEndpoint]] = {}
             for event in store.outbox.undispatched(limit=500):
                 if event.workspace_id not in endpoints:
@@ -123,7 +151,7 @@ class WebhookWorker:
     def _claim(self) -> list[WebhookDelivery]:
         now = self.services.clock.now()
         lease = dt.timedelta(seconds=2 * self.services.config.webhooks.request_timeout_seconds + LEASE_MARGIN_SECONDS)
-        with self.services.store.transaction():
+        with self.services.store.transaction(row_locked=True):  # store/webhooks.py: claim_due
             return self.services.store.webhooks.claim_due(now=now, lease_until=truncate_ms(now + lease), limit=BATCH)
 
     async def _send_all(self, deliveries: list[WebhookDelivery]) -> None:
@@ -134,7 +162,8 @@ class WebhookWorker:
             async with gate:
                 # Read when the slot is ours, not when the batch began: an endpoint disabled,
                 # deleted, moved or rotated meanwhile must not get this attempt the old way.
-                endpoint = self.services.store.webhooks.get_endpoint(delivery.workspace_id, delivery.endpoint_id)
+                endpoint = await self.services.store.run(
+                    self.services.store.webhooks.get_endpoint, delivery.workspace_id, delivery.endpoint_id)
                 if endpoint is None or endpoint.status != "active":
                     return  # deleted (its deliveries with it), or disabled: the delivery waits
                 if endpoint.secret_ciphertext not in secrets:
@@ -169,7 +198,7 @@ class WebhookWorker:
             number=0, started_at=started_at, duration_ms=round((time.monotonic() - started) * 1000),
             status_code=status_code, error=error,
         )
-        ended = self._record(delivery, attempt)
+        ended = await services.store.run(self._record, delivery, attempt)
         services.metrics.webhook_attempts.labels("delivered" if error is None else "failed").inc()
         if ended is not None:
             services.metrics.webhook_deliveries.labels(ended).inc()

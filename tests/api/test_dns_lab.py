@@ -2,7 +2,8 @@
 and validating (tests/servers/dns_lab.py). These are the cases a fake server cannot show, found by
 the second review (items 21 to 24): a resolver's caches, negative and positive, and DNSSEC.
 
-Every test uses names of its own: Unbound's cache lives as long as the module's lab.
+Every test uses names of its own: Unbound's cache lives as long as the module's lab. Each backend
+the tests run on has its own lab, since a test run on both uses its names twice.
 """
 
 from __future__ import annotations
@@ -24,12 +25,25 @@ pytestmark = pytest.mark.skipif(bool(missing_tools()), reason=f"needs {', '.join
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    lab = DnsLab(tmp_path_factory.mktemp("dns-lab"))
-    lab.records[SIGNED] += _records_of("shop", SIGNED)
-    lab.start()
-    yield lab
-    lab.stop()
+def labs(tmp_path_factory):
+    """The module's labs, one per backend, started when first needed."""
+    started: dict[str, DnsLab] = {}
+
+    def lab_for(backend: str) -> DnsLab:
+        if backend not in started:
+            lab = DnsLab(tmp_path_factory.mktemp("dns-lab"))
+            lab.records[SIGNED] += _records_of("shop", SIGNED)
+            started[backend] = lab.start()
+        return started[backend]
+
+    yield lab_for
+    for lab in started.values():
+        lab.stop()
+
+
+@pytest.fixture
+def lab(labs, backend):
+    return labs("postgresql" if backend else "sqlite")
 
 
 def _records_of(label, zone):

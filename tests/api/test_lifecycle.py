@@ -66,7 +66,7 @@ async def until_due(services, owner, created, clock):
 
 
 def events_of(services, certificate_id=None):
-    rows = services.store.db.execute("SELECT type, data FROM outbox_events ORDER BY created_at, rowid").fetchall()
+    rows = services.store.sql.execute("SELECT type, data FROM outbox_events ORDER BY created_at, id").fetchall()
     return [t for t, data in rows if certificate_id is None or certificate_id in data]
 
 

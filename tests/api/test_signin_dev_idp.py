@@ -14,6 +14,10 @@ from core.identity.dev_idp import CODE_SECONDS, DEFAULT_CLIENT_ID, MAX_CODES, De
 from tests.servers.oidc import new_key
 from tests.servers.pkce import authorize_params, code_from, new_flow, query
 
+#: The development provider keeps its sign-ins in one process: with PostgreSQL, where several
+#: processes share the database, the configuration refuses it (a real issuer is required).
+pytestmark = pytest.mark.sqlite_only
+
 
 @pytest.fixture
 def config(config, http_port):

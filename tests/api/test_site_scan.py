@@ -105,8 +105,9 @@ class TestSecure:
     @pytest.mark.gen_test
     async def test_no_application_data_is_sent(self, api, site, cas, tls):
         host = site("quiet.scan-test.com", cas["trusted"].issue_cert("quiet.scan-test.com"))
+        before = len([c for c in tls.connections if c[0] == host])  # the module's server saw the other backend's run
         assert (await scan(api, host)).body["status"] == "secure"
-        assert await tls.connections_to(host) == [(host, 0)]
+        assert (await tls.connections_to(host, before + 1))[before:] == [(host, 0)]
 
     @pytest.mark.gen_test
     async def test_a_url_is_reduced_to_its_host_and_the_port_ignored(self, api, site, cas):

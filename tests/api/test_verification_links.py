@@ -556,6 +556,13 @@ class TestSecrecy:
     """The token is a credential: it is kept out of the database and the log."""
 
     @pytest.mark.gen_test
+    async def test_the_links_row_never_holds_the_token(self, api, world, services):
+        owner, _, link = await owner_with_link(api, world)
+        row = services.store.verification_links.get(owner.workspace.id, uuid.UUID(link["id"]))
+        assert token_of(link)[3:] not in repr(row)
+
+    @pytest.mark.sqlite_only
+    @pytest.mark.gen_test
     async def test_the_token_is_never_stored_in_clear(self, api, world, services):
         _, _, link = await owner_with_link(api, world)
         services.store.db.conn.execute("PRAGMA wal_checkpoint(FULL)")

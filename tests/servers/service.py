@@ -30,7 +30,7 @@ def free_port() -> int:
 
 
 class ServiceProcess:
-    def __init__(self, folder: Path, *, dns_address: str, extra: str = "") -> None:
+    def __init__(self, folder: Path, *, dns_address: str, extra: str = "", storage_url: str = "") -> None:
         self.folder = folder
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -39,7 +39,7 @@ class ServiceProcess:
         self.config = folder / "service.toml"
         self.config.write_text(
             f"[server]\nport = {self.port}\n"
-            f'[storage]\npath = "{self.database}"\nsecret_key_file = "{folder / "secret.key"}"\n'
+            f'[storage]\npath = "{self.database}"\nsecret_key_file = "{folder / "secret.key"}"\nurl = "{storage_url}"\n'
             f'[dns]\nnameservers = ["{dns_address}"]\ntimeout_seconds = 0.5\n' + extra
         )
         self.process: subprocess.Popen | None = None

@@ -1,4 +1,5 @@
-"""store.domains.count: every counting strategy agrees with counting the rows one by one."""
+"""store.domains.count: every counting strategy agrees with counting the rows one by one, on both
+backends (tests/store/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import random
 import uuid
 
 import attrs
-import pytest
 
 from core.domains.records import CERT_STATUSES, VALIDATION_STATUSES, ops_status
 from store import Store
@@ -17,13 +17,6 @@ from store.migrations import apply_migrations
 from store.records import DomainRow, Workspace
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "db.sqlite3")
-    yield s
-    s.close()
 
 
 def workspace(store: Store) -> Workspace:
@@ -106,10 +99,13 @@ def test_the_tag_counts_migration_counts_the_tags_already_stored(store):
     for n in range(40):
         store.domains.insert(random_domain(rng, ws, n))
     with store.transaction():  # as a database of schema 6 was: no tag counts yet
-        for name in ("tag_counts_insert", "tag_counts_delete", "tag_counts_update"):
-            store.db.execute(f"DROP TRIGGER {name}")
-        store.db.execute("DROP TABLE tag_counts")
-        store.db.execute("DELETE FROM schema_migrations WHERE version = 7")
+        if store.backend == "postgresql":
+            store.sql.execute("DROP FUNCTION cps_tag_counts() CASCADE")  # and its triggers
+        else:
+            for name in ("tag_counts_insert", "tag_counts_delete", "tag_counts_update"):
+                store.sql.execute(f"DROP TRIGGER {name}")
+        store.sql.execute("DROP TABLE tag_counts")
+        store.sql.execute("DELETE FROM schema_migrations WHERE version = 7")
     assert apply_migrations(store) == [7]
     assert_counts_exact(store, ws)
 

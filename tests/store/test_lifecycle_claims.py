@@ -1,8 +1,11 @@
 """store.lifecycle: a due check is claimed by one process at a time, and a lease that runs out
-makes it due again (two Store objects on one file stand for two service processes)."""
+makes it due again (two Store objects on one database stand for two service processes), on both
+backends. A claim is a unit of work (``store.run``) in a transaction ordered by its row locks
+(``row_locked=True``), as store/lifecycle.py asks."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import threading
 import uuid
@@ -10,7 +13,6 @@ import uuid
 import pytest
 
 from store import Store
-from store.migrations import apply_migrations
 from store.records import DomainRow, Workspace
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
@@ -18,9 +20,9 @@ LEASE = NOW + dt.timedelta(minutes=5)
 
 
 @pytest.fixture
-def path(tmp_path):
-    store = Store(tmp_path / "db.sqlite3")
-    apply_migrations(store)
+def open_seeded(open_store):
+    """Opens Stores on one database that holds 1,000 domains, due over seven seconds."""
+    store = open_store()
     ws = Workspace(id=uuid.uuid4(), name="w", created_at=NOW, ownership_token="t")
     with store.transaction():
         store.accounts.insert_workspace(ws)
@@ -31,17 +33,19 @@ def path(tmp_path):
                       checks_since=NOW)
             for n in range(1000)
         ])
-    store.close()
-    return tmp_path / "db.sqlite3"
+    return open_store
 
 
 def claim(store: Store, now: dt.datetime, limit: int = 50) -> list[uuid.UUID]:
-    with store.transaction():
-        return [d for _, d in store.lifecycle.claim(now, LEASE, limit)]
+    def unit() -> list[uuid.UUID]:
+        with store.transaction(row_locked=True):
+            return [d for _, d in store.lifecycle.claim(now, LEASE, limit)]
+
+    return asyncio.run(store.run(unit))
 
 
-def test_two_processes_never_claim_the_same_check(path):
-    stores = [Store(path), Store(path)]
+def test_two_processes_never_claim_the_same_check(open_seeded):
+    stores = [open_seeded(), open_seeded()]
     claimed: list[list[uuid.UUID]] = [[], []]
 
     def drain(i: int) -> None:
@@ -55,20 +59,16 @@ def test_two_processes_never_claim_the_same_check(path):
         thread.join()
     both = claimed[0] + claimed[1]
     assert len(both) == len(set(both)) == 1000
-    for store in stores:
-        store.close()
 
 
-def test_only_what_is_due_is_claimed_soonest_first(path):
-    store = Store(path)
+def test_only_what_is_due_is_claimed_soonest_first(open_seeded):
+    store = open_seeded()
     first = claim(store, NOW, limit=1000)
     assert len(first) == len([n for n in range(1000) if n % 7 == 0])
-    store.close()
 
 
-def test_a_claimed_check_is_due_again_when_its_lease_runs_out(path):
-    store = Store(path)
+def test_a_claimed_check_is_due_again_when_its_lease_runs_out(open_seeded):
+    store = open_seeded()
     claimed = claim(store, NOW + dt.timedelta(seconds=10), limit=1000)
     assert claim(store, NOW + dt.timedelta(minutes=4)) == []
     assert sorted(claim(store, LEASE, limit=1000)) == sorted(claimed)
-    store.close()
