@@ -25,6 +25,7 @@ from core.runtime import cli, commands
 from core.runtime.assembly import build_services
 from core.services import Services
 from handlers.server import bind, serve
+from store.inspection import database_error, redacted
 from store.migrations import SchemaTooNew
 
 log = logging.getLogger("app")
@@ -40,7 +41,8 @@ def load(args: argparse.Namespace, *, serving: bool) -> Config:
     log.info(
         "configuration %s; database %s; secret key file %s",
         Path(args.config).resolve() if args.config else "(embedded defaults)",
-        Path(config.storage.path).resolve(), Path(config.storage.secret_key_file).resolve(),
+        redacted(config.storage.url) if config.storage.url else Path(config.storage.path).resolve(),
+        Path(config.storage.secret_key_file).resolve(),
     )
     return config
 
@@ -51,7 +53,11 @@ def open_services(config: Config) -> Services:
     except sqlite3.Error as exc:
         raise ConfigError(f"storage.path: cannot open {config.storage.path}: {exc}") from None
     except SchemaTooNew as exc:  # a downgrade: never run code on a schema it does not know
-        raise ConfigError(f"storage.path: {exc}") from None
+        raise ConfigError(f"{'storage.url' if config.storage.url else 'storage.path'}: {exc}") from None
+    except Exception as exc:  # psycopg's and its pool's: the database cannot be reached or used
+        if (why := database_error(exc)) is None:
+            raise
+        raise ConfigError(f"storage.url: cannot use {redacted(config.storage.url)}: {why}") from None
 
 
 def raise_open_files_limit() -> None:

@@ -49,7 +49,8 @@ class ReadyHandler(_ProbeHandler):
         except Exception as exc:
             if not isinstance(exc, sqlite3.Error) and unavailable_reason(exc) is None:
                 raise
-            return self.answer(503, {"status": 503, "code": "not_ready", "message": f"The database does not answer: {exc}."})
+            why = unavailable_reason(exc) or exc  # PostgreSQL's own text may name hosts: not for anyone asking
+            return self.answer(503, {"status": 503, "code": "not_ready", "message": f"The database does not answer: {why}."})
         expected = latest_version()
         if version != expected:
             return self.answer(503, {"status": 503, "code": "not_ready",

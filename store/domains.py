@@ -207,9 +207,8 @@ def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = Tr
 
 class DomainRepo:
     """Domains. On SQLite, rows read by id are kept in a bounded cache that every write here
-    updates; the store is the only writer, and a rolled-back transaction empties the cache
-    (``forget_all``). On PostgreSQL other processes write too: nothing is kept, and ``q`` is
-    answered by the trigram indexes of its migration 11 instead of SQLite's text table."""
+    updates (a rolled-back transaction empties it: ``forget_all``). On PostgreSQL other processes
+    write too: nothing is kept, and ``q`` is answered by its migration 11's trigram indexes."""
 
     CACHE_SIZE = 10_000
 

@@ -52,3 +52,47 @@ def inspect(path: str | Path) -> Summary | None:
         raise SchemaTooNew(max(applied), latest_version())
     pending = [version for version, _, _ in MIGRATIONS if version not in applied]
     return Summary(workspaces=workspaces, domains=domains, pending_migrations=pending, version=max(applied, default=0))
+
+
+def inspect_postgres(url: str) -> Summary:
+    """What a PostgreSQL database holds, read in a read-only transaction; an empty database (no
+    schema yet) is version 0 with every migration pending. Raises ``psycopg.Error`` when it cannot
+    be reached or read, and ``SchemaTooNew`` as ``inspect`` does."""
+    import psycopg
+
+    from store.schema_pg import MIGRATIONS_PG
+
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        conn.read_only = True
+        tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+        applied: set[int] = set()
+        workspaces = domains = 0
+        if "schema_migrations" in tables:
+            applied = {version for (version,) in conn.execute("SELECT version FROM schema_migrations")}
+        if {"workspaces", "domains"} <= tables:
+            workspaces = conn.execute("SELECT count(*) FROM workspaces").fetchone()[0]  # type: ignore[index]
+            domains = conn.execute("SELECT count(*) FROM domains").fetchone()[0]  # type: ignore[index]
+    if applied and max(applied) > latest_version(MIGRATIONS_PG):
+        raise SchemaTooNew(max(applied), latest_version(MIGRATIONS_PG))
+    pending = [version for version, _, _ in MIGRATIONS_PG if version not in applied]
+    return Summary(workspaces=workspaces, domains=domains, pending_migrations=pending, version=max(applied, default=0))
+
+
+def redacted(url: str) -> str:
+    """A database URL fit for logs and output: any password replaced."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def database_error(exc: BaseException) -> str | None:
+    """PostgreSQL's or its pool's error in one line (its text may span several), or None for an
+    exception that is not theirs."""
+    if not type(exc).__module__.startswith("psycopg"):
+        return None
+    return " ".join(str(exc).split())

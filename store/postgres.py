@@ -73,6 +73,9 @@ class PgDb:
         self.url = url
         self._local = _Local()
         self._sql: dict[str, str] = {}
+        # One connection first: an unreachable database is refused with PostgreSQL's reason, where
+        # the pool would only say that it gave up waiting.
+        psycopg.connect(url, connect_timeout=int(POOL_WAIT)).close()
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=2,

@@ -38,6 +38,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     subcommands.add_parser("domain-connect-template", parents=[config],
                            help="the Domain Connect template to submit, and the public-key TXT records to publish")
     backup = subcommands.add_parser("backup", parents=[config], help="an online, consistent copy of the database")
+    move = subcommands.add_parser("copy-to-postgres", parents=[config],
+                                  help="copy the SQLite database into an empty PostgreSQL database")
+    move.add_argument("url", help="postgresql://user@host/database")
     backup.add_argument("path", help="the new file to write (must not exist)")
     workspaces = subcommands.add_parser("list-workspaces", parents=[config],
                                      help="the workspaces, with the id create-api-key takes and their owners")
@@ -73,6 +76,8 @@ def run_command(args: argparse.Namespace, services: Services) -> list[str]:
     """Run a command other than serve and check-config; the lines it returns are printed."""
     if args.command == "backup":
         return commands.backup(services, args.path)
+    if args.command == "copy-to-postgres":
+        return commands.copy_to_postgres(services, args.url)
     if args.command == "create-api-key":
         scopes = [scope.strip() for scope in args.scopes.split(",") if scope.strip()]
         return commands.create_api_key(services, workspace=args.workspace, name=args.name, scopes=scopes,

@@ -22,6 +22,7 @@ from core.errors import ApiError, ValidationError
 from core.identity import api_keys
 from core.outbound.guard import tls_context
 from core.wire import parse_timestamp
+from store import copy as copying
 from store import inspection
 from store.migrations import SchemaTooNew, latest_version
 
@@ -43,15 +44,8 @@ def check_config(config: Config) -> list[str]:
     writing: ``[network] ca_bundle`` is loaded as the outbound client loads it. The development
     identity provider's key file is not: ``dev_idp.load_key`` creates it when missing.
     """
-    database, key_file = Path(config.storage.path).resolve(), Path(config.storage.secret_key_file).resolve()
-    try:
-        summary = inspection.inspect(database)
-    except OSError as exc:
-        raise _unreadable("storage.path", database, exc) from None
-    except sqlite3.Error as exc:
-        raise CommandError(f"check-config: storage.path: cannot read {database}: {exc}") from None
-    except SchemaTooNew as exc:
-        raise CommandError(f"check-config: storage.path: {exc}") from None
+    key_file = Path(config.storage.secret_key_file).resolve()
+    database, summary = _inspect_database(config)
     if summary is None:
         held = "does not exist yet: created at the first start"
     else:
@@ -90,6 +84,30 @@ def check_config(config: Config) -> list[str]:
     ]
 
 
+def _inspect_database(config: Config) -> tuple[str, inspection.Summary | None]:
+    """The database named and what it holds: the SQLite file, or PostgreSQL (connected to, read
+    in a read-only transaction: the connection and the migration level are what is checked)."""
+    if config.storage.url:
+        shown = inspection.redacted(config.storage.url)
+        try:
+            return shown, inspection.inspect_postgres(config.storage.url)
+        except SchemaTooNew as exc:
+            raise CommandError(f"check-config: storage.url: {exc}") from None
+        except Exception as exc:  # psycopg's errors: cannot connect, no permission, not ours
+            if (why := inspection.database_error(exc)) is None:
+                raise
+            raise CommandError(f"check-config: storage.url: cannot read {shown}: {why}") from None
+    database = Path(config.storage.path).resolve()
+    try:
+        return str(database), inspection.inspect(database)
+    except OSError as exc:
+        raise _unreadable("storage.path", database, exc) from None
+    except sqlite3.Error as exc:
+        raise CommandError(f"check-config: storage.path: cannot read {database}: {exc}") from None
+    except SchemaTooNew as exc:
+        raise CommandError(f"check-config: storage.path: {exc}") from None
+
+
 def _unreadable(setting: str, path: Path, exc: OSError) -> CommandError:
     """A file that cannot even be looked at (typically: a data folder, 0700, of another user)."""
     return CommandError(f"check-config: {setting}: cannot read {exc.filename or path}: {exc.strerror or exc}; "
@@ -98,6 +116,9 @@ def _unreadable(setting: str, path: Path, exc: OSError) -> CommandError:
 
 def backup(services: Services, target: str) -> list[str]:
     """An online, consistent copy through SQLite's backup API, private (0600) like the original."""
+    if services.store.pg is not None:
+        raise CommandError("backup: the database is PostgreSQL ([storage] url): back it up with its own tools "
+                           "(pg_dump, or base backups with WAL archiving), and the secret key file with it")
     path = Path(target)
     if path.is_symlink():  # even one pointing nowhere: O_EXCL refuses it, and it is no new file
         raise CommandError(f"backup: {path} already exists (a symbolic link); choose a new file")
@@ -121,6 +142,33 @@ def backup(services: Services, target: str) -> list[str]:
     return [
         f"backed up to {path} ({path.stat().st_size} bytes, integrity {ok})",
         "keep the secret key file with it: webhook secrets and link tokens are encrypted under that key",
+    ]
+
+
+def copy_to_postgres(services: Services, url: str) -> list[str]:
+    """This SQLite database's rows, from a snapshot taken through the backup API (the service may
+    run meanwhile), copied into the empty PostgreSQL database ``url`` (store/copy.py)."""
+    if services.store.pg is not None:
+        raise CommandError("copy-to-postgres: [storage] url already names PostgreSQL; the command copies the SQLite "
+                           "file at [storage] path: run it with the configuration that names that file")
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise CommandError(f'copy-to-postgres: {url!r} is not a "postgresql://" URL')
+    shown = inspection.redacted(url)
+    with copying.temporary_folder() as folder:
+        snapshot = copying.snapshot(services.store.db.conn, folder)
+        try:
+            copied = copying.copy(snapshot, url)
+        except copying.CopyRefused as exc:
+            raise CommandError(f"copy-to-postgres: {exc}") from None
+        except Exception as exc:  # psycopg's errors: cannot connect, a row refused (nothing was copied)
+            if (why := inspection.database_error(exc)) is None:
+                raise
+            raise CommandError(f"copy-to-postgres: {shown}: {why}; nothing was copied") from None
+    return [
+        f"copied to {shown}; every table's rows counted on both sides:",
+        *(f"  {table}: {count}" for table, count in copied.items()),
+        ("next: stop the service, copy again into an emptied database if anything was written since, "
+         "then set [storage] url (README \"More than one machine\")"),
     ]
 
 

@@ -50,3 +50,22 @@ class TestLoneSurrogates:
     async def test_real_non_ascii_text_is_kept(self, api, world):
         r = await api.post("/v1/domains", {"apex": "a.example.com", "notes": "café 🍰"}, token=world.owner().token)
         assert r.status == 201 and r.body["notes"] == "café 🍰"
+
+
+class TestNulCharacters:
+    """``\\u0000`` is a character JSON may carry and SQLite would store, but PostgreSQL cannot:
+    refused the same way on both backends, so an answer never depends on the store."""
+
+    @pytest.mark.parametrize(
+        ("path", "raw", "field"),
+        [
+            ("/v1/domains", b'{"apex": "a.example.com", "notes": "x\\u0000y"}', "notes"),
+            ("/v1/domains/query", b'{"q": "\\u0000"}', "q"),
+            ("/v1/clients", b'{"name": "Acme", "notes": "\\u0000"}', "notes"),
+        ],
+    )
+    @pytest.mark.gen_test
+    async def test_refused_with_the_field_named(self, api, world, path, raw, field):
+        r = await api.request("POST", path, raw=raw, token=world.owner().token)
+        assert (r.status, r.code) == (400, "validation_error")
+        assert field in r.body["details"]["fieldErrors"] and "NUL" in r.body["message"]

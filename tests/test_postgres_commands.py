@@ -1,0 +1,92 @@
+"""The operator's commands for PostgreSQL: ``copy-to-postgres`` from a running SQLite service, and
+``check-config`` reading the connection and the migration level."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from store.migrations import latest_version
+from tests.servers.oidc import CLIENT_ID
+from tests.servers.service import ROOT, ServiceProcess, call
+
+
+def run(config, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "app.py"), *args, "--config", str(config)],
+                          check=False, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """A running SQLite service with one signed-up workspace and its domain."""
+    folder = tmp_path_factory.mktemp("live")
+    service = ServiceProcess(folder, dns_address="127.0.0.1:9").start()
+    status, body = call(service.base_url, "POST", "/v1/public/signup", {"email": "ops@example.com", "domain": "shop.example.com"})
+    assert status == 201, body
+    yield service
+    service.stop()
+
+
+def postgres_config(tmp_path, url: str, issuer: str) -> str:
+    path = tmp_path / "pg.toml"
+    path.write_text(f'[storage]\nurl = "{url}"\nsecret_key_file = "{tmp_path / "secret.key"}"\n'
+                    f'[oidc]\nissuer = "{issuer}"\nclient_id = "{CLIENT_ID}"\n')
+    return str(path)
+
+
+class TestCopyToPostgres:
+    def test_a_running_services_rows_are_copied_and_counted(self, live, postgres_url):
+        result = run(live.config, "copy-to-postgres", postgres_url)
+        assert result.returncode == 0, result.stderr
+        assert "  domains: 1" in result.stdout and "  workspaces: 1" in result.stdout
+        with psycopg.connect(postgres_url) as pg:
+            assert pg.execute("SELECT apex FROM domains").fetchall() == [("shop.example.com",)]
+
+    def test_a_database_with_rows_is_refused_in_one_line(self, live, postgres_url):
+        assert run(live.config, "copy-to-postgres", postgres_url).returncode == 0
+        result = run(live.config, "copy-to-postgres", postgres_url)
+        assert result.returncode == 2
+        assert result.stderr.strip().startswith("copy-to-postgres: the PostgreSQL database is not empty (workspaces: 1 rows")
+        assert len(result.stderr.strip().splitlines()) == 1
+
+    def test_an_unreachable_database_is_refused_in_one_line(self, live):
+        result = run(live.config, "copy-to-postgres", "postgresql://cps:secret@127.0.0.1:9/cps")
+        assert result.returncode == 2 and result.stderr.startswith("copy-to-postgres: postgresql://cps:***@127.0.0.1:9/cps:")
+        assert "secret" not in result.stderr
+
+    def test_backup_refuses_a_postgresql_database(self, tmp_path, postgres_url, oidc_issuer):
+        result = run(postgres_config(tmp_path, postgres_url, oidc_issuer.issuer), "backup", str(tmp_path / "b"))
+        assert result.returncode == 2 and "pg_dump" in result.stderr
+
+
+class TestCheckConfigOnPostgres:
+    def test_an_empty_database_is_reached_and_every_migration_is_pending(self, tmp_path, postgres_url, oidc_issuer):
+        result = run(postgres_config(tmp_path, postgres_url, oidc_issuer.issuer), "check-config")
+        assert result.returncode == 0, result.stderr
+        assert f"start-up will migrate it to {latest_version()}" in result.stdout
+
+    def test_a_migrated_database_says_it_will_not_migrate(self, tmp_path, postgres_url, oidc_issuer):
+        from store import Store
+
+        Store(url=postgres_url).close()
+        result = run(postgres_config(tmp_path, postgres_url, oidc_issuer.issuer), "check-config")
+        assert result.returncode == 0, result.stderr
+        assert "0 workspaces, 0 domains; schema version" in result.stdout and "will not migrate" in result.stdout
+
+    def test_an_unreachable_database_is_refused_in_one_line(self, tmp_path, oidc_issuer):
+        url = "postgresql://cps:secret@127.0.0.1:9/cps"
+        result = run(postgres_config(tmp_path, url, oidc_issuer.issuer), "check-config")
+        assert result.returncode == 2
+        assert result.stderr.startswith("check-config: storage.url: cannot read postgresql://cps:***@127.0.0.1:9/cps:")
+        assert "secret" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+    def test_the_service_does_not_start_on_an_unreachable_database(self, tmp_path, oidc_issuer):
+        config = postgres_config(tmp_path, "postgresql://cps@127.0.0.1:9/cps", oidc_issuer.issuer)
+        result = subprocess.run([sys.executable, str(ROOT / "app.py"), "--config", config],
+                                check=False, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2
+        assert result.stderr.splitlines()[-1].startswith("config error: storage.url: cannot use postgresql://cps@127.0.0.1:9/cps: ")
+        assert "Connection refused" in result.stderr
