@@ -311,7 +311,7 @@ def _problem(text: str) -> str | None:
 
 
 def refuse_unstorable_text(data: Any) -> None:
-    """JSON may carry ``"\udc00"``, which is no text at all, and ``"\u0000"``, which PostgreSQL
+    """JSON may carry ``"\\udc00"``, which is no text at all, and ``"\\u0000"``, which PostgreSQL
     cannot store: both are refused here, once, for every endpoint, naming the field where found."""
     field_errors: dict[str, list[str]] = {}
     form_errors: list[str] = []

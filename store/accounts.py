@@ -108,6 +108,19 @@ class AccountRepo:
         )
         return [_membership(r) for r in rows]
 
+    def joined(self, user_id: uuid.UUID) -> list[tuple[Membership, Workspace]]:
+        """The user's memberships with their workspaces, oldest first, in one read (every session
+        request makes it)."""
+        rows = select(
+            self.db,
+            """SELECT m.workspace_id, m.user_id, m.role, m.created_at, w.id, w.name, w.created_at AS w_created_at,
+                      w.ownership_token
+               FROM memberships m JOIN workspaces w ON w.id = m.workspace_id
+               WHERE m.user_id = ? ORDER BY m.created_at, m.rowid""",
+            [uid(user_id)],
+        )
+        return [(_membership(r), _workspace({**r, "created_at": r["w_created_at"]})) for r in rows]
+
     def workspaces_with_owners(self, *, member_email: str | None = None) -> list[tuple[Workspace, list[str]]]:
         """Every workspace (or those ``member_email`` belongs to), oldest first, with its owners' e-mails."""
         where, params = "", []

@@ -102,12 +102,7 @@ def person(services: Services, claims: dict[str, Any]) -> User:
 
 def joined(services: Services, user: User) -> list[tuple[Membership, Workspace]]:
     """The user's memberships with their workspaces, the one joined first first."""
-    found = []
-    for membership in services.store.accounts.memberships_of_user(user.id):
-        workspace = services.store.accounts.get_workspace(membership.workspace_id)
-        assert workspace is not None  # a membership goes with its workspace
-        found.append((membership, workspace))
-    return found
+    return services.store.accounts.joined(user.id)
 
 
 def membership_in(
