@@ -8,14 +8,17 @@ connection is the thread's while it runs, and every repository call in it uses t
 Transactions are SERIALIZABLE: SQLite's ``BEGIN IMMEDIATE`` lets one writer at a time read and
 write, and the rules were written for that; PostgreSQL gives the same answers by aborting one of
 two transactions that would have seen each other's writes out of order. Such an abort undid
-everything, so a unit of work that had committed nothing yet is simply run again.
+everything, so a unit of work that had committed nothing yet is simply run again, after a short
+random pause.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -26,8 +29,12 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 T = TypeVar("T")
 
-#: Times a unit of work is run again after a serialization failure or a deadlock.
-RETRIES = 8
+#: Seconds a unit of work is run again for after serialization failures or deadlocks: as long
+#: as SQLite waits for its write lock (``busy_timeout``), where the same requests would queue.
+RETRY_SECONDS = 5.0
+#: Seconds: the longest pause before the first retry, doubling for each further one up to the cap.
+RETRY_PAUSE = 0.002
+RETRY_PAUSE_CAP = 0.1
 #: Seconds a unit of work waits for a free connection before the database counts as unavailable.
 POOL_WAIT = 5.0
 
@@ -162,15 +169,21 @@ class PgDb:
         """Run a unit of work on this thread with a connection of its own, again after a
         serialization failure if nothing of it had been committed."""
         local = self._local
+        give_up = time.monotonic() + RETRY_SECONDS
         with self.connection():
-            for attempt in range(RETRIES + 1):
+            attempt = 0
+            while True:
                 local.commits = 0
                 try:
                     return fn(*args, **kwargs)
                 except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
-                    if local.commits or attempt == RETRIES:
+                    if local.commits or time.monotonic() >= give_up:
                         raise
-            raise AssertionError("unreachable")
+                # Apart, at random: run again at once, the same transactions collide again (every
+                # write to a workspace's domains updates its counts row; four clients creating
+                # domains in one workspace used up eight immediate retries).
+                time.sleep(random.uniform(0, min(RETRY_PAUSE_CAP, RETRY_PAUSE * 2**attempt)))
+                attempt += 1
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -186,7 +199,9 @@ class Listener:
     """LISTEN on its own connection in a daemon thread: what other processes tell this one
     (``NOTIFY``). Callbacks run on the listener's thread. After a lost connection it connects
     again and calls every callback with ``None``: notices sent meanwhile are lost, so each
-    subscriber assumes the worst (forget every cached key, look for new events)."""
+    subscriber assumes the worst (forget every cached key, look for new events). A channel
+    subscribed once the thread is connected is listened to within half a second, its callbacks
+    then called with ``None`` likewise."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -205,12 +220,18 @@ class Listener:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
-                    for channel in list(self.callbacks):
-                        conn.execute(f'LISTEN "{channel}"')
-                    if not first:
-                        self._tell_all(None)
-                    first = False
+                    listening: set[str] = set()
                     while not self._stop.is_set():
+                        # Every channel on a new connection; then those subscribed since the last
+                        # look, which the thread, started by the first subscription, may have
+                        # connected before. Notices sent before a LISTEN were missed.
+                        new = [channel for channel in list(self.callbacks) if channel not in listening]
+                        for channel in new:
+                            conn.execute(f'LISTEN "{channel}"')
+                            listening.add(channel)
+                        if new and not first:
+                            self._tell(new, None)
+                        first = False
                         for notice in conn.notifies(timeout=0.5):
                             for callback in self.callbacks.get(notice.channel, ()):
                                 callback(notice.payload)
@@ -218,9 +239,9 @@ class Listener:
                 first = False
                 self._stop.wait(0.5)
 
-    def _tell_all(self, payload: str | None) -> None:
-        for callbacks in list(self.callbacks.values()):
-            for callback in callbacks:
+    def _tell(self, channels: list[str], payload: str | None) -> None:
+        for channel in channels:
+            for callback in list(self.callbacks.get(channel, ())):
                 callback(payload)
 
     def close(self) -> None:
@@ -239,10 +260,9 @@ def _on_the_loop() -> bool:
 
 def unavailable_reason(exc: BaseException | None) -> str | None:
     """Why PostgreSQL cannot be used right now: unreachable, restarting, out of connections."""
-    if isinstance(exc, PoolTimeout):
-        return "the database is unreachable"
-    if isinstance(exc, psycopg.OperationalError):
-        return "the database is unreachable"
+    # Before OperationalError, of which these two are kinds.
     if isinstance(exc, (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)):
         return "the database is busy"
+    if isinstance(exc, (PoolTimeout, psycopg.OperationalError)):
+        return "the database is unreachable"
     return None
