@@ -70,7 +70,7 @@ class StorageConfig:
     "SQLite database file; its folder is created when missing."
     url: str = attrs.field(default="", validator=_check(
         "storage.url", lambda v: v == "" or v.startswith(("postgresql://", "postgres://")),
-        'must be empty (the SQLite file at path) or a "postgresql://" URL'))
+        'must be empty (the SQLite file at path) or a "postgresql://" URL', echo=False))
     "A PostgreSQL database instead of the file at ``path``: what several processes share."
     secret_key_file: str = "data/secret.key"
     "Master secret, created with mode 0600 on first start."

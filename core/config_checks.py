@@ -15,12 +15,13 @@ class ConfigError(Exception):
     """A configuration problem, worded for a one-line start-up message."""
 
 
-def _check(key: str, ok: Any, problem: str) -> Any:
-    """An attrs validator that names the full TOML key in its message."""
+def _check(key: str, ok: Any, problem: str, *, echo: bool = True) -> Any:
+    """An attrs validator that names the full TOML key in its message; ``echo=False`` for a value
+    that may hold a secret (a database URL's password)."""
 
     def validate(_: Any, __: attrs.Attribute[Any], value: Any) -> None:
         if not ok(value):
-            raise ConfigError(f"{key}: {problem} (got {value!r})")
+            raise ConfigError(f"{key}: {problem}" + (f" (got {value!r})" if echo else ""))
 
     return validate
 

@@ -44,7 +44,7 @@ def postgres(db: Any) -> bool:
 
 
 def select(db: sqlite_utils.Database, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-    """Rows as dicts, read straight from the connection.
+    """Rows as dicts, read with the connection's ``execute`` (SQLite's, or the PostgreSQL pool's).
 
     sqlite-utils' ``query()`` wraps every SELECT in a savepoint (three statements per read);
     reads here need none of that, and the hot paths (authentication, GET) feel it.

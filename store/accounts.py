@@ -128,11 +128,14 @@ class AccountRepo:
             where = """WHERE w.id IN (SELECT m.workspace_id FROM memberships m JOIN users u ON u.id = m.user_id
                                       WHERE u.email = ?)"""
             params = [member_email]
-        concat = "string_agg" if postgres(self.db) else "group_concat"
+        # The owners in the order of the subquery: SQLite's group_concat keeps it; PostgreSQL's
+        # string_agg is told it.
+        concat = "string_agg(email, ' ' ORDER BY n)" if postgres(self.db) else "group_concat(email, ' ')"
         rows = select(
             self.db,
-            f"""SELECT w.*, (SELECT {concat}(email, ' ') FROM (
-                    SELECT u.email FROM memberships m JOIN users u ON u.id = m.user_id
+            f"""SELECT w.*, (SELECT {concat} FROM (
+                    SELECT u.email, row_number() OVER (ORDER BY m.created_at, u.email) AS n
+                    FROM memberships m JOIN users u ON u.id = m.user_id
                     WHERE m.workspace_id = w.id AND m.role = 'owner' ORDER BY m.created_at, u.email) AS o) AS owners
                 FROM workspaces w {where} ORDER BY w.created_at, w.id""",
             params,

@@ -46,7 +46,7 @@ def snapshot(conn: sqlite3.Connection, folder: str) -> Path:
 
 def rows_in(pg: psycopg.Connection[Any]) -> dict[str, int]:
     """Rows in each of our tables that exist in the PostgreSQL database."""
-    existing = {r[0] for r in pg.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+    existing = {r[0] for r in pg.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
     return {t: int(pg.execute(f"SELECT count(*) FROM {t}").fetchone()[0])  # type: ignore[index]
             for t in (*TABLES, *DERIVED) if t in existing}
 
@@ -78,7 +78,7 @@ def copy(source: Path, url: str) -> dict[str, int]:
 def _copy_table(lite: sqlite3.Connection, pg: psycopg.Connection[Any], table: str) -> int:
     ours = [r[1] for r in lite.execute(f"PRAGMA table_info({table})")]
     theirs = {r[0] for r in pg.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'public' AND table_name = %s", [table]
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = %s", [table]
     )}
     columns = [c for c in ours if c in theirs]
     read = ["rowid", *columns] if table in WITH_ROWID else columns

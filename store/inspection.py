@@ -64,7 +64,7 @@ def inspect_postgres(url: str) -> Summary:
 
     with psycopg.connect(url, connect_timeout=5) as conn:
         conn.read_only = True
-        tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+        tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
         applied: set[int] = set()
         workspaces = domains = 0
         if "schema_migrations" in tables:
@@ -79,15 +79,15 @@ def inspect_postgres(url: str) -> Summary:
 
 
 def redacted(url: str) -> str:
-    """A database URL fit for logs and output: any password replaced."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """A database URL fit for logs and output: no password, wherever it was. Only the user, host,
+    port and database are kept: everything between ``://`` and the last ``@`` after the user name
+    goes (a password may hold unencoded ``/`` or ``@``), and the query (``?password=``) too."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return "(not a URL)"
+    userinfo, at, location = rest.rpartition("@")
+    location, query, _ = location.partition("?")
+    return f"{scheme}://{userinfo.split(':', 1)[0] + '@' if at else ''}{location}" + ("?…" if query else "")
 
 
 def database_error(exc: BaseException) -> str | None:

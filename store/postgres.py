@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import random
 import threading
 import time
@@ -37,6 +38,13 @@ RETRY_PAUSE = 0.002
 RETRY_PAUSE_CAP = 0.1
 #: Seconds a unit of work waits for a free connection before the database counts as unavailable.
 POOL_WAIT = 5.0
+#: A connection lent after this many idle seconds is checked first (a round trip): one lost in a
+#: restart is replaced, not used; one used a moment ago is not worth the round trip.
+CHECK_IDLE = 2.0
+#: libpq settings of every connection: a database that stops answering without closing the
+#: connection (a fail-over, a partition) is noticed within seconds, not the kernel's 15 minutes.
+NETWORK = {"connect_timeout": int(POOL_WAIT), "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
+           "keepalives_count": 3, "tcp_user_timeout": 10_000}
 
 
 class OutsideUnitOfWork(RuntimeError):
@@ -82,13 +90,14 @@ class PgDb:
         self._sql: dict[str, str] = {}
         # One connection first: an unreachable database is refused with PostgreSQL's reason, where
         # the pool would only say that it gave up waiting.
-        psycopg.connect(url, connect_timeout=int(POOL_WAIT)).close()
+        psycopg.connect(url, **NETWORK).close()  # type: ignore[arg-type]
+        self._returned: dict[int, float] = {}  # when each connection last went back to the pool
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=2,
             max_size=max_size,
-            kwargs={"autocommit": True},
-            check=ConnectionPool.check_connection,  # a connection lost in a restart is replaced, not used
+            kwargs={"autocommit": True, **NETWORK},
+            check=self._check,
             timeout=POOL_WAIT,
             open=False,
             name="cps",
@@ -110,7 +119,9 @@ class PgDb:
         return conn.execute(text, parameters)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        text = self._sql.get(sql) or translate(sql)
+        text = self._sql.get(sql)
+        if text is None:
+            text = self._sql[sql] = translate(sql)
         conn = self._local.conn
         assert conn is not None, "executemany runs in a transaction"
         with conn.cursor() as cursor:
@@ -131,6 +142,11 @@ class PgDb:
                 yield conn
             finally:
                 self._local.conn = None
+                self._returned[id(conn)] = time.monotonic()
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        if time.monotonic() - self._returned.get(id(conn), 0.0) > CHECK_IDLE:
+            ConnectionPool.check_connection(conn)
 
     @contextmanager
     def transaction(self, ended: Callable[[bool], None], before_commit: Callable[[], None],
@@ -153,11 +169,11 @@ class PgDb:
             try:
                 try:
                     yield
+                    before_commit()
                 except BaseException:
                     if not conn.closed:
                         conn.execute("ROLLBACK")
                     raise
-                before_commit()
                 conn.execute("COMMIT")
                 kept = True
                 local.commits += 1
@@ -186,8 +202,11 @@ class PgDb:
                 attempt += 1
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``run_here`` in a worker thread, in a copy of the caller's context: log lines of the
+        unit name the request, and a context variable the unit sets stays with the unit."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._threads, lambda: self.run_here(fn, *args, **kwargs))
+        context = contextvars.copy_context()
+        return await loop.run_in_executor(self._threads, lambda: context.run(self.run_here, fn, *args, **kwargs))
 
     def close(self) -> None:
         self.listener.close()
@@ -219,7 +238,7 @@ class Listener:
         first = True
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                with psycopg.connect(self.url, autocommit=True, **NETWORK) as conn:  # type: ignore[arg-type]
                     listening: set[str] = set()
                     while not self._stop.is_set():
                         # Every channel on a new connection; then those subscribed since the last
@@ -235,6 +254,7 @@ class Listener:
                         for notice in conn.notifies(timeout=0.5):
                             for callback in self.callbacks.get(notice.channel, ()):
                                 callback(notice.payload)
+                        conn.execute("SELECT 1")  # a dead connection raises here, and is made again
             except psycopg.Error:
                 first = False
                 self._stop.wait(0.5)

@@ -48,7 +48,7 @@ def empty(url: str) -> None:
     (foreign keys included): a test leaves a few rows, where TRUNCATE's cost is per table."""
     with psycopg.connect(url) as conn:
         tables = [r[0] for r in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'"
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename <> 'schema_migrations'"
         )]
         conn.execute("SET LOCAL session_replication_role = replica")
         for table in tables:

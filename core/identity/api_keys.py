@@ -14,6 +14,7 @@ import hmac
 import math
 import re
 import secrets
+import threading
 import time
 import uuid
 import zlib
@@ -114,6 +115,7 @@ class KeyCache:
         self._entries: dict[bytes, CachedKey] = {}
         self.forgotten = 0
         "Counts ``forget`` calls: a key read before one of them is not cached after it (``put``)."
+        self._counting = threading.Lock()  # forget runs in units' worker threads too (PostgreSQL)
 
     def _slot(self, secret: str) -> bytes:
         return hashlib.blake2b(secret.encode(), key=self._salt, digest_size=32).digest()
@@ -138,13 +140,15 @@ class KeyCache:
     def forget_id(self, key_id: str | None) -> None:
         """What another process said (``KEYS_CHANNEL``): this key changed, or (None) any may have."""
         if key_id is None:
-            self.forgotten += 1
+            with self._counting:
+                self.forgotten += 1
             self._entries.clear()
         else:
             self.forget(uuid.UUID(key_id))
 
     def forget(self, key_id: uuid.UUID) -> None:
-        self.forgotten += 1
+        with self._counting:
+            self.forgotten += 1
         for slot, entry in list(self._entries.items()):
             if entry.key.id == key_id:
                 self._entries.pop(slot, None)

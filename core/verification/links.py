@@ -330,13 +330,6 @@ def _live(services: Services, row: VerificationLinkRow | None) -> VerificationLi
     return row
 
 
-def resolve(services: Services, token: str) -> VerificationLinkRow:
-    """The live link behind a token: 404 when unknown, 410 when expired or revoked. A unit of work;
-    on the event loop ``holder`` is better: in a unit on PostgreSQL, the log context it sets is the
-    worker thread's, not the request's."""
-    return _live(services, _find(services, token))
-
-
 def _found(services: Services, token: str) -> tuple[VerificationLinkRow | None, Workspace | None, DomainRow | None]:
     row = _find(services, token)
     if row is None:
@@ -347,7 +340,7 @@ def _found(services: Services, token: str) -> tuple[VerificationLinkRow | None, 
 
 async def holder(services: Services, token: str) -> tuple[VerificationLinkRow, Workspace, DomainRow]:
     """The live link behind a token, its workspace and its domain, read in one unit of work; 404
-    and 410 as ``resolve`` (a workspace or domain deleted meanwhile: 404)."""
+    and 410 when expired or revoked (a workspace or domain deleted meanwhile: 404)."""
     row, workspace, domain = await services.store.run(_found, services, token)
     link = _live(services, row)
     if workspace is None or domain is None:  # went with everything in it
@@ -361,12 +354,6 @@ def _public(link: VerificationLinkRow, row: DomainRow) -> PublicView:
         apex=domain.apex, expires_at=link.expires_at, validation=domain.validation, cert=domain.cert,
         ops_status=domain.ops_status, next_check_at=domain.next_check_at,
     )
-
-
-def view(services: Services, token: str) -> PublicView:
-    """What the link's holder sees; a unit of work (``show`` is its form for the event loop)."""
-    link = resolve(services, token)
-    return _public(link, _domain(services, link.workspace_id, link.domain_id))
 
 
 async def show(services: Services, token: str) -> PublicView:
