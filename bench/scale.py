@@ -3,11 +3,14 @@ key against a bare Tornado handler (wrk and the Python load generator), RSS and 
 Prints JSON (one object) for bench/run; asserts nothing. Not part of the test run.
 
     python bench/scale.py [--sizes 10000,100000,1000000] [--seconds 5] [--connections 16]
+                          [--backend sqlite|postgresql|both]
 
 Each size is a database seeded once and kept under ``~/.cache/cps-bench`` (keyed by size and
 schema version), so later runs start at once: one workspace of that many domains, written through
-the store's own ``insert`` (tags and statuses varied as in bench/domains.py). The real service
-(``python app.py``) is started on each database, pinned to core 0; the load runs on core 1.
+the store's own ``insert`` (tags and statuses varied as in bench/domains.py). On PostgreSQL the same
+rows are written with COPY into a database of a cluster kept between runs (bench/pg.py), and each
+measurement runs on a copy of it, as SQLite's runs on a copy of its file. The real service
+(``python app.py``) is started on each database; wrk runs on core 1.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.client
+import itertools
 import json
 import os
 import random
@@ -28,6 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -35,14 +40,16 @@ import attrs
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import pg
 from bench.domains import BARE, CERT_MIX, TAGS, load, start
-from core.config import Config, StorageConfig
+from core.config import Config, OidcConfig, StorageConfig
 from core.domains import operations, records
 from core.identity import accounts, api_keys
 from core.runtime.assembly import build_services
 from store.migrations import MIGRATIONS
+from store.records import DomainRow
 
-CACHE = Path.home() / ".cache" / "cps-bench"
+CACHE = pg.CACHE
 FILTERED = {"certStatus": "active", "tags": ["vip"]}
 PAGE = 100
 
@@ -66,14 +73,35 @@ def index_mb(database: Path) -> float:
         db.close()
 
 
-def seed(folder: Path, size: int) -> dict:
-    """A database of one workspace with ``size`` domains, and an API key; made once, then reused."""
+def seeded_rows(template: DomainRow, size: int) -> Iterator[DomainRow]:
+    """The workspace's other ``size - 1`` domains, the same on either backend (ids aside)."""
+    rng = random.Random(size)
+    now = template.created_at
+    for n in range(1, size):
+        cert = rng.choice(CERT_MIX)
+        validation = "verified" if cert != "none" else "pending"
+        yield attrs.evolve(
+            template, id=uuid.uuid4(), apex=f"host{n}.customer{n % 997}.com", tags=rng.sample(TAGS, 2),
+            created_at=now, updated_at=now, cert_status=cert, validation_status=validation,
+            ops_status=records.ops_status(validation, cert),
+        )
+
+
+def seed(folder: Path, size: int, server: pg.BenchPostgres | None = None, database: str = "") -> dict:
+    """A database of one workspace with ``size`` domains, and an API key; made once, then reused.
+    With ``server``, the PostgreSQL ``database`` there (``folder`` keeps the key files)."""
     done = folder / "seed.json"
-    if done.exists():
+    if done.exists() and (server is None or server.exists(database)):
         return json.loads(done.read_text())
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    config = Config(storage=StorageConfig(path=str(folder / "service.sqlite3"), secret_key_file=str(folder / "secret.key")))
+    url = ""
+    if server is not None:
+        server.drop_database(database)
+        url = server.create_database(database)
+    config = Config(storage=StorageConfig(path=str(folder / "service.sqlite3"), url=url,
+                                          secret_key_file=str(folder / "secret.key")),
+                    oidc=OidcConfig(**pg.OIDC) if url else OidcConfig())
     services = build_services(config)
     try:
         workspace, _ = accounts.create_workspace(services, name="Scale", owner_email="scale@example.com")
@@ -81,21 +109,17 @@ def seed(folder: Path, size: int) -> dict:
         first = asyncio.run(operations.bulk_create(
             services, workspace=workspace, request=operations.BulkCreate(apex_list=["host0.customer0.com"])))
         template = services.store.domains.get(workspace.id, uuid.UUID(str(first.created[0].id)))
-        rng = random.Random(size)
         store = services.store
-        now = template.created_at
-        for start_at in range(1, size, 50_000):
-            with store.transaction():
-                for n in range(start_at, min(start_at + 50_000, size)):
-                    cert = rng.choice(CERT_MIX)
-                    validation = "verified" if cert != "none" else "pending"
-                    store.domains.insert(attrs.evolve(
-                        template, id=uuid.uuid4(), apex=f"host{n}.customer{n % 997}.com", tags=rng.sample(TAGS, 2),
-                        created_at=now, updated_at=now, cert_status=cert, validation_status=validation,
-                        ops_status=records.ops_status(validation, cert),
-                    ))
-        store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        store.db.execute("ANALYZE")
+        rows = seeded_rows(template, size)
+        if server is not None:
+            pg.copy_domains(store, rows)
+        else:
+            for _ in range(1, size, 50_000):
+                with store.transaction():
+                    for domain in itertools.islice(rows, 50_000):
+                        store.domains.insert(domain)
+            store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            store.db.execute("ANALYZE")
     finally:
         services.close()
     facts = {"key": key, "domain": str(template.id)}
@@ -103,12 +127,14 @@ def seed(folder: Path, size: int) -> dict:
     return facts
 
 
-def serve(folder: Path, port: int) -> tuple[subprocess.Popen, float, float]:
-    """The service on the database; seconds from launch until its port accepts connections, and
-    until it has answered a first request (the port is bound before the database is opened)."""
+def serve(folder: Path, port: int, url: str = "") -> tuple[subprocess.Popen, float, float]:
+    """The service on the database (the PostgreSQL one at ``url``, if given); seconds from launch
+    until its port accepts connections, and until it has answered a first request (the port is
+    bound before the database is opened)."""
     config = folder / "service.toml"
     config.write_text(
         f'[server]\nport = {port}\n[storage]\npath = "{folder / "service.sqlite3"}"\nsecret_key_file = "{folder / "secret.key"}"\n'
+        + (f'url = "{url}"\n[oidc]\nissuer = "{pg.OIDC["issuer"]}"\nclient_id = "{pg.OIDC["client_id"]}"\n' if url else "") +
         "[rate_limits]\napi = 100000000\n"
         # The API alone is measured: the seeded domains would all be due for a background check.
         "[lifecycle]\nenabled = false\n"
@@ -190,7 +216,7 @@ def wrk(port: int, path: str, key: str, seconds: float, connections: int) -> flo
 GET_PROCESSES = 3
 
 
-def get_vs_bare(folder: Path, facts: dict, seconds: float, connections: int) -> dict:
+def get_vs_bare(folder: Path, facts: dict, seconds: float, connections: int, url: str = "") -> dict:
     """GET one domain by key, against a bare Tornado handler serving the same bytes: each tool's
     requests per second, the median over ``GET_PROCESSES`` service processes, the bare handler
     measured before each of them."""
@@ -199,7 +225,7 @@ def get_vs_bare(folder: Path, facts: dict, seconds: float, connections: int) -> 
     bare = None
     try:
         for _ in range(GET_PROCESSES):
-            service, _, _ = serve(folder, 18601)
+            service, _, _ = serve(folder, 18601, url)
             try:
                 if bare is None:
                     body = Client(18601, facts["key"]).http
@@ -226,11 +252,65 @@ def get_vs_bare(folder: Path, facts: dict, seconds: float, connections: int) -> 
     return result
 
 
+def measure(client: Client, size: int) -> dict:
+    """The query, the cursor walk, ``q`` and bulk create, on a running service."""
+    figures = {
+        "first_page_p50_ms": client.p50({"page": {"limit": PAGE}}),
+        "filtered_page_p50_ms": client.p50({**FILTERED, "page": {"limit": PAGE}}),
+        "walk_20_pages_ms": client.walk(20),
+    }
+    for name, term in text_terms(size).items():
+        figures[f"q_{name}_p50_ms"] = client.p50({"q": term, "page": {"limit": PAGE}}, runs=20)
+        figures[f"q_{name}_total"] = client.call("POST", "/v1/domains/query", {"q": term})[1]["total"]
+    return figures
+
+
+def run_backend(server: pg.BenchPostgres | None, sizes: list[int], schema: int, args: argparse.Namespace) -> dict:
+    """Every size on one backend (PostgreSQL on ``server``, else SQLite), then GET by key on the largest."""
+    results: dict = {"sizes": {}}
+    for size in sizes:
+        database = f"scale_v{schema}_{size}"
+        folder = CACHE / (f"pg-v{schema}-{size}" if server else f"v{schema}-{size}")
+        facts = seed(folder, size, server, database)
+        work = Path(tempfile.mkdtemp(prefix="cps-scale-"))
+        url = ""
+        try:
+            # Everything a restarted deployment finds in its folder: without the built-in identity
+            # provider's key, each start would make a new RSA key (0.1 s) and start-up would time that.
+            for name in ("secret.key", "dev-idp-key.json", *([] if server else ["service.sqlite3"])):
+                if (folder / name).exists():  # no built-in identity provider on PostgreSQL
+                    shutil.copy(folder / name, work / name)
+            if server is not None:
+                url = server.copy_of(database, f"work_{size}")
+            # The copy (1.8 GB at 1M) is written back to disk in the background for seconds after:
+            # measured during that, every read the service makes waits behind the writes.
+            os.sync()
+            process, startup, answering = serve(work, 18600, url)
+            try:
+                client = Client(18600, facts["key"])
+                figures = {"startup_s": startup, "first_answer_s": answering, **measure(client, size),
+                           "rss_mb": rss_mb(process)}
+                figures["text_index_mb"] = pg.text_index_mb(url) if url else index_mb(work / "service.sqlite3")
+                figures["bulk_500_ms"] = client.bulk(500)
+                results["sizes"][str(size)] = figures
+            finally:
+                process.terminate()
+                process.wait()
+            if size == sizes[-1]:
+                results["get"] = get_vs_bare(work, facts, args.seconds, args.connections, url)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+            if server is not None:
+                server.drop_database(f"work_{size}")
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
     args = parser.parse_args()
     schema = max(number for number, *_ in MIGRATIONS)
     # Start-up is measured as a deployment starts: with the service's modules already compiled,
@@ -238,44 +318,18 @@ def main() -> None:
     # some build machines, when every start compiles them again: about 0.1 s more).
     subprocess.run([sys.executable, "-m", "compileall", "-q", "app.py", "core", "handlers", "store"], cwd=ROOT,
                    check=True, stdout=subprocess.DEVNULL)
-    results: dict = {"sizes": {}}
     sizes = [int(s) for s in args.sizes.split(",")]
-    for size in sizes:
-        folder = CACHE / f"v{schema}-{size}"
-        facts = seed(folder, size)
-        work = Path(tempfile.mkdtemp(prefix="cps-scale-"))
+    results: dict = {"backends": {}}
+    if args.backend in ("sqlite", "both"):
+        results["backends"]["sqlite"] = run_backend(None, sizes, schema, args)
+    if args.backend in ("postgresql", "both"):
+        server = pg.BenchPostgres(pg.cluster_folder()).start()
         try:
-            # Everything a restarted deployment finds in its folder: without the built-in identity
-            # provider's key, each start would make a new RSA key (0.1 s) and start-up would time that.
-            for name in ("service.sqlite3", "secret.key", "dev-idp-key.json"):
-                shutil.copy(folder / name, work / name)
-            # The copy (1.8 GB at 1M) is written back to disk in the background for seconds after:
-            # measured during that, every read the service makes waits behind the writes.
-            os.sync()
-            process, startup, answering = serve(work, 18600)
-            try:
-                client = Client(18600, facts["key"])
-                figures = {
-                    "startup_s": startup,
-                    "first_answer_s": answering,
-                    "first_page_p50_ms": client.p50({"page": {"limit": PAGE}}),
-                    "filtered_page_p50_ms": client.p50({**FILTERED, "page": {"limit": PAGE}}),
-                    "walk_20_pages_ms": client.walk(20),
-                }
-                for name, term in text_terms(size).items():
-                    figures[f"q_{name}_p50_ms"] = client.p50({"q": term, "page": {"limit": PAGE}}, runs=20)
-                    figures[f"q_{name}_total"] = client.call("POST", "/v1/domains/query", {"q": term})[1]["total"]
-                figures["rss_mb"] = rss_mb(process)
-                figures["text_index_mb"] = index_mb(work / "service.sqlite3")
-                figures["bulk_500_ms"] = client.bulk(500)
-                results["sizes"][str(size)] = figures
-            finally:
-                process.terminate()
-                process.wait()
-            if size == sizes[-1]:
-                results["get"] = get_vs_bare(work, facts, args.seconds, args.connections)
+            server.drop_stale(current=f"scale_v{schema}_")
+            results["backends"]["postgresql"] = run_backend(server, sizes, schema, args)
+            results["postgresql"] = pg.describe()
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            server.stop()
     print(json.dumps(results))
 
 

@@ -1,14 +1,15 @@
 """Webhook delivery benchmark: prints numbers, asserts nothing. Not part of the test run.
 
     python bench/webhooks.py [--events 2000] [--concurrency 32] [--profile FILE]
+                             [--backend sqlite|postgresql|both]
 
 A child process (``python -c``, core 0) runs the HTTPS receiver (tests/servers/https.py, 200 at
 once, trustme CA) and the DNS server (tests/servers/dns.py) answering its name with 127.0.0.1: DNS
 stands for a remote resolver, and its thread-per-query dnslib server would take the GIL and the
 core from the sender. This process (core 1) is the sender: the service's own ``Services`` from a
-config file (SQLite in a temp dir, that DNS server, ``127.0.0.0/8`` allowed, the receiver's CA
-trusted, the real clock), a workspace and an endpoint made by core code, ``--events`` outbox
-events queued, then:
+config file (SQLite in a temp dir, or a new database on bench/pg.py's PostgreSQL cluster; that DNS
+server, ``127.0.0.0/8`` allowed, the receiver's CA trusted, the real clock), a workspace and an
+endpoint made by core code, ``--events`` outbox events queued, then:
 
 1. ``await WebhookWorker.tick()`` repeatedly until every delivery is delivered (or no tick makes
    progress), after 64 warm-up deliveries: deliveries/s (events / wall time), failures, p50/p95
@@ -18,6 +19,8 @@ events queued, then:
 
 Target: >= 500 signed deliveries/s, hence <= 2 ms of sender CPU per delivery on one core.
 ``--profile FILE`` writes cProfile stats of the sender during 1 and prints its top functions.
+``--backend both`` (the default) runs it all on SQLite, then on PostgreSQL: a table for each (on
+PostgreSQL with the server's CPU per delivery too; a delivery loop that raises is reported as FAILED).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import pg
 from core.config import load_config
 from core.identity import accounts
 from core.runtime.assembly import build_services
@@ -105,11 +109,13 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def write_config(tmp: Path, receiver: dict) -> Path:
+def write_config(tmp: Path, receiver: dict, url: str) -> Path:
+    """The service's configuration: SQLite in ``tmp``, or the PostgreSQL database at ``url``."""
     path = tmp / "service.toml"
     path.write_text(
         f'[server]\nhost = "127.0.0.1"\nport = 0\nbase_url = "http://127.0.0.1:8080"\n'
         f'[storage]\npath = "{tmp / "db.sqlite3"}"\nsecret_key_file = "{tmp / "secret.key"}"\n'
+        + (f'url = "{url}"\n[oidc]\nissuer = "{pg.OIDC["issuer"]}"\nclient_id = "{pg.OIDC["client_id"]}"\n' if url else "") +
         f'[dns]\nnameservers = ["{receiver["dns"]}"]\n'
         f'[network]\nallow_private_ranges = ["127.0.0.0/8"]\nca_bundle = "{receiver["ca"]}"\n'
     )
@@ -117,7 +123,8 @@ def write_config(tmp: Path, receiver: dict) -> Path:
 
 
 def queue(services, workspace_id: uuid.UUID, count: int, event_type: str) -> None:
-    """``count`` outbox events in one transaction, with the data the certificate code writes."""
+    """``count`` outbox events in one transaction, with the data the certificate code writes (a
+    unit of work: ``await store.run(queue, ...)``)."""
     with services.store.transaction():
         for n in range(count):
             data = {"domainId": str(uuid.uuid4()), "apex": f"shop{n}.acme-bench.com", "status": "pending",
@@ -127,70 +134,66 @@ def queue(services, workspace_id: uuid.UUID, count: int, event_type: str) -> Non
             services.store.outbox.insert(event)
 
 
+def fetch(services, sql: str, *params) -> list[tuple]:
+    """Rows of a query (a unit of work: ``await store.run(fetch, ...)``)."""
+    return [tuple(row) for row in services.store.sql.execute(sql, list(params)).fetchall()]
+
+
 async def drain(services, worker: worker_module.WebhookWorker) -> None:
     """Ticks until nothing is pending, or a tick made no attempt (failures wait 30 s for a retry)."""
-    def count(sql: str) -> int:
-        return services.store.db.conn.execute(sql).fetchone()[0]
+    async def count(sql: str) -> int:
+        return (await services.store.run(fetch, services, sql))[0][0]
 
-    while count("SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'"):
-        before = count("SELECT count(*) FROM webhook_attempts")
+    while await count("SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'"):
+        before = await count("SELECT count(*) FROM webhook_attempts")
         await worker.tick()
-        if count("SELECT count(*) FROM webhook_attempts") == before:
+        if await count("SELECT count(*) FROM webhook_attempts") == before:
             break
 
 
-async def run(args, tmp: Path, proc: subprocess.Popen, receiver: dict) -> dict:
-    services = build_services(load_config(write_config(tmp, receiver)))
-    try:
-        services.outbound.pool.max_clients = args.concurrency  # read when its HTTP client is made, at first use
-        workspace, _ = accounts.create_workspace(services, name="bench", owner_email="bench@acme-bench.com")
-        webhook = endpoints.CreateWebhook(url=receiver["url"])
-        await endpoints.create(services, workspace_id=workspace.id, request=webhook)
-        worker = worker_module.WebhookWorker(services, concurrency=args.concurrency)
-        queue(services, workspace.id, WARMUP, WARM)
-        await drain(services, worker)  # warm-up, not counted: first connections, caches, the HTTP client
-        queue(services, workspace.id, args.events, MEASURED)
-        started = time.perf_counter()
-        while worker.fan_out():  # 500 events a call
-            pass
-        fan_out = time.perf_counter() - started
-        profile = cProfile.Profile() if args.profile else None
-        child_before, cpu_before, started = ask(proc), time.process_time(), time.perf_counter()
-        with profile or contextlib.nullcontext():
+async def run(args, services, proc: subprocess.Popen, receiver: dict, server: pg.BenchPostgres | None) -> dict:
+    """The measurement on ``services`` (``server``: the PostgreSQL server they use, for its CPU)."""
+    store = services.store
+    services.outbound.pool.max_clients = args.concurrency  # read when its HTTP client is made, at first use
+    workspace, _ = await store.run(accounts.create_workspace, services, name="bench", owner_email="bench@acme-bench.com")
+    webhook = endpoints.CreateWebhook(url=receiver["url"])
+    await endpoints.create(services, workspace_id=workspace.id, request=webhook)
+    worker = worker_module.WebhookWorker(services, concurrency=args.concurrency)
+    await store.run(queue, services, workspace.id, WARMUP, WARM)
+    await drain(services, worker)  # warm-up, not counted: first connections, caches, the HTTP client
+    await store.run(queue, services, workspace.id, args.events, MEASURED)
+    started = time.perf_counter()
+    while await store.run(worker.fan_out):  # 500 events a call
+        pass
+    fan_out = time.perf_counter() - started
+    profile = cProfile.Profile() if args.profile else None
+    database_before = pg.server_cpu(server) if server else None
+    child_before, cpu_before, started = ask(proc), time.process_time(), time.perf_counter()
+    failure = None
+    with profile or contextlib.nullcontext():
+        try:
             await asyncio.wait_for(drain(services, worker), DEADLINE_SECONDS)
-        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_before
-        child = {key: value - child_before[key] for key, value in ask(proc).items()}
-        sql = services.store.db.conn.execute
-        attempts = "FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id AND d.type = ?"
-        errors = sql(f"SELECT a.error, count(*) {attempts} WHERE a.error IS NOT NULL GROUP BY 1", [MEASURED])
-        delivered = "SELECT count(*) FROM webhook_deliveries WHERE type = ? AND status = 'delivered'"
-        return {
-            "wall": wall, "fan_out": fan_out, "sender_cpu": cpu, "profile": profile,
-            "receiver_cpu": child["cpu"], "received": child["received"],
-            "ms": [row[0] for row in sql(f"SELECT a.duration_ms {attempts}", [MEASURED])],
-            "errors": errors.fetchall(), "delivered": sql(delivered, [MEASURED]).fetchone()[0],
-        }
-    finally:
-        services.close()
+        except Exception as exc:  # noqa: BLE001  # shown in the table: this measure failed
+            failure = f"{type(exc).__module__}.{type(exc).__name__}: {exc}"
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_before
+    child = {key: value - child_before[key] for key, value in ask(proc).items()}
+    database_cpu = None if database_before is None else pg.server_cpu(server) - database_before
+    attempts = "FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id AND d.type = ?"
+    errors = f"SELECT a.error, count(*) {attempts} WHERE a.error IS NOT NULL GROUP BY 1"
+    delivered = "SELECT count(*) FROM webhook_deliveries WHERE type = ? AND status = 'delivered'"
+    return {
+        "wall": wall, "fan_out": fan_out, "sender_cpu": cpu, "profile": profile,
+        "receiver_cpu": child["cpu"], "received": child["received"], "database_cpu": database_cpu, "failure": failure,
+        "ms": [row[0] for row in await store.run(fetch, services, f"SELECT a.duration_ms {attempts}", MEASURED)],
+        "errors": await store.run(fetch, services, errors, MEASURED),
+        "delivered": (await store.run(fetch, services, delivered, MEASURED))[0][0],
+    }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--events", type=int, default=2000)
-    parser.add_argument("--concurrency", type=int, default=worker_module.CONCURRENCY)
-    parser.add_argument("--profile", metavar="FILE", help="cProfile stats of the sender's delivery loop")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.ERROR)  # failed attempts are counted below, not logged one by one
-    whole, receiver_cpu = time.perf_counter(), _pin(1)
-    tmp, proc = Path(tempfile.mkdtemp(prefix="bench-webhooks-")), None
-    try:
-        proc, receiver = start_receiver(tmp, receiver_cpu)
-        r = asyncio.run(run(args, tmp, proc, receiver))
-    finally:
-        if proc is not None:
-            stop(proc)
-        shutil.rmtree(tmp, ignore_errors=True)
-
+def report(args, r: dict, backend: str) -> None:
+    if r["failure"]:
+        print(f"== {backend} ==\nsigned deliveries/s: FAILED, the delivery loop raised {r['failure']}")
+        return
     n, rate, ms = args.events, args.events / r["wall"], sorted(r["ms"]) or [float("nan")]
     failed = sum(count for _, count in r["errors"])
     table = [
@@ -201,20 +204,63 @@ def main() -> None:
         ("  CPU busy: sender / receiver+DNS (one core each)",
          f"{r['sender_cpu'] / r['wall']:.0%} / {r['receiver_cpu'] / r['wall']:.0%}", "", ""),
         ("  sender CPU per delivery", f"{r['sender_cpu'] / n * 1000:.2f} ms", "<= 2 ms", ""),
+        *([("  PostgreSQL server CPU per delivery", f"{r['database_cpu'] / n * 1000:.2f} ms", "", "")]
+          if r.get("database_cpu") is not None else []),
         (f"fan-out of {n} events (worker.fan_out() alone)", f"{r['fan_out'] * 1000:.0f} ms",
          "", f"{r['fan_out'] / n * 1e6:.0f} us/event"),
         ("  deliveries/s counting the fan-out too", f"{n / (r['wall'] + r['fan_out']):.0f} /s", "", ""),
     ]
+    print(f"== {backend} ==" + (f" ({pg.describe()})" if backend == "postgresql" else ""))
     print(f"{'measure':<58} {'result':<18} target")
     for measure, result, target, verdict in table:
         print(f"{measure:<58} {result:<18} {target:<12} {verdict}".rstrip())
     for error, count in r["errors"][:5]:
         print(f"  {count} attempts failed: {error}")
     print(f"({n} events in {r['wall']:.2f} s after {WARMUP} warm-up; {r['received']} requests reached the "
-          f"receiver; whole run {time.perf_counter() - whole:.1f} s)")
+          f"receiver; whole run {r['whole']:.1f} s)")
     if r["profile"]:
         r["profile"].dump_stats(args.profile)
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(15)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=worker_module.CONCURRENCY)
+    parser.add_argument("--profile", metavar="FILE", help="cProfile stats of the sender's delivery loop")
+    parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)  # failed attempts are counted below, not logged one by one
+    backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
+    # Started before this process pins itself to its core: the server would inherit that.
+    server = pg.BenchPostgres(pg.cluster_folder()).start() if "postgresql" in backends else None
+    receiver_cpu = _pin(1)
+    tmp, proc = Path(tempfile.mkdtemp(prefix="bench-webhooks-")), None
+    try:
+        proc, receiver = start_receiver(tmp, receiver_cpu)
+        for backend in backends:
+            whole, folder, url = time.perf_counter(), tmp / backend, ""
+            folder.mkdir()
+            if server is not None and backend == "postgresql":
+                url = server.create_database(f"work_webhooks_{uuid.uuid4().hex[:8]}")
+            try:
+                # Made before the loop runs: on PostgreSQL, opening the store (migrations) there is refused.
+                services = build_services(load_config(write_config(folder, receiver, url)))
+                try:
+                    r = asyncio.run(run(args, services, proc, receiver, server if url else None))
+                finally:
+                    services.close()
+            finally:
+                if server is not None and url:
+                    server.drop_database(url.rsplit("/", 1)[1])
+            r["whole"] = time.perf_counter() - whole
+            report(args, r, backend)
+    finally:
+        if proc is not None:
+            stop(proc)
+        if server is not None:
+            server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -140,9 +140,11 @@ class WebhookRepo:
             )
         return [_delivery({**r, "next_attempt_at": ts(lease_until)}) for r in rows]
 
-    def get_delivery(self, endpoint_id: uuid.UUID, delivery_id: uuid.UUID) -> WebhookDelivery | None:
+    def get_delivery(self, endpoint_id: uuid.UUID, delivery_id: uuid.UUID, *, lock: bool = False) -> WebhookDelivery | None:
+        """``lock``: the row stays this transaction's until it ends (PostgreSQL; SQLite's writer holds all)."""
         rows = select(
-            self.db, "SELECT * FROM webhook_deliveries WHERE id = ? AND endpoint_id = ?", [uid(delivery_id), uid(endpoint_id)]
+            self.db, "SELECT * FROM webhook_deliveries WHERE id = ? AND endpoint_id = ?"
+            + (" FOR UPDATE" if lock and postgres(self.db) else ""), [uid(delivery_id), uid(endpoint_id)]
         )
         return _delivery(rows[0]) if rows else None
 

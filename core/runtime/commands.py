@@ -22,7 +22,6 @@ from core.errors import ApiError, ValidationError
 from core.identity import api_keys
 from core.outbound.guard import tls_context
 from core.wire import parse_timestamp
-from store import copy as copying
 from store import inspection
 from store.migrations import SchemaTooNew, latest_version
 
@@ -153,6 +152,8 @@ def copy_to_postgres(services: Services, url: str) -> list[str]:
                            "file at [storage] path: run it with the configuration that names that file")
     if not url.startswith(("postgresql://", "postgres://")):
         raise CommandError(f'copy-to-postgres: {url!r} is not a "postgresql://" URL')
+    from store import copy as copying  # loads psycopg: only here, not in every SQLite process
+
     shown = inspection.redacted(url)
     with copying.temporary_folder() as folder:
         snapshot = copying.snapshot(services.store.db.conn, folder)

@@ -208,8 +208,10 @@ class WebhookWorker:
         (``delivered``, or ``failed`` after the last attempt), None while it is retried."""
         store = self.services.store
         now = self.services.clock.now()
-        with store.transaction():
-            current = store.webhooks.get_delivery(delivery.endpoint_id, delivery.id)
+        # Row-locked: the delivery's row first, so deliveries finishing at once on PostgreSQL wait
+        # for each other's endpoint update instead of aborting each other.
+        with store.transaction(row_locked=True):
+            current = store.webhooks.get_delivery(delivery.endpoint_id, delivery.id, lock=True)
             if current is None:
                 return None
             store.webhooks.insert_attempt(delivery.id, attempt)
