@@ -12,7 +12,6 @@ function that runs whole, inline on SQLite and in a worker thread on PostgreSQL.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import sys
@@ -74,14 +73,6 @@ def unavailable_reason(exc: BaseException | None) -> str | None:
         if marker in text:
             return reason
     return None
-
-
-def _on_the_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 class Store:
@@ -159,12 +150,14 @@ class Store:
         PostgreSQL it would block the loop, and is refused (OutsideUnitOfWork) unless ``exempt()``
         says the tests themselves are calling; on SQLite it is reported, so the tests find such
         calls on either backend."""
+        from store.postgres import on_the_loop  # for the tests only, which have psycopg anyway
+
         if self.pg is not None:
             self.pg.exempt = exempt
             return
 
         def trace(sql: str) -> None:
-            if self._units or not _on_the_loop() or exempt():
+            if self._units or not on_the_loop() or exempt():
                 return
             frame = sys._getframe(1)
             while frame is not None and ("site-packages" in frame.f_code.co_filename

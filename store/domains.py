@@ -198,10 +198,9 @@ def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = Tr
             params += [TEXT_ID_MASK, match, *text_ids]
         # Stored hostnames are ASCII (A-labels), which LIKE folds; notes and tags are matched in
         # their folded form (``search_text``), tags one by one as values, never as JSON text.
-        clauses.append(
-            "(d.apex LIKE ? ESCAPE '\\' OR d.apex LIKE ? ESCAPE '\\' OR d.search_text LIKE ? ESCAPE '\\')"
-        )
-        params += [_like(f.q), _like(f.q_hostname or f.q), _like(f.q)]
+        apexes = [f.q] if f.q_hostname is None or f.q_hostname == f.q else [f.q, f.q_hostname]  # a scan each
+        clauses.append("(" + "".join("d.apex LIKE ? ESCAPE '\\' OR " for _ in apexes) + "d.search_text LIKE ? ESCAPE '\\')")
+        params += [*(_like(a) for a in apexes), _like(f.q)]
     return " AND ".join(clauses), params
 
 

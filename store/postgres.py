@@ -118,15 +118,6 @@ class PgDb:
                 return conn.execute(text, parameters)  # autocommit: ends here
         return conn.execute(text, parameters)
 
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        text = self._sql.get(sql)
-        if text is None:
-            text = self._sql[sql] = translate(sql)
-        conn = self._local.conn
-        assert conn is not None, "executemany runs in a transaction"
-        with conn.cursor() as cursor:
-            cursor.executemany(text, rows)
-
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
         """The thread's connection, checked out for this block when it has none. On the event
@@ -134,7 +125,7 @@ class PgDb:
         if self._local.conn is not None:
             yield self._local.conn
             return
-        if _on_the_loop() and not self.exempt():
+        if on_the_loop() and not self.exempt():
             raise OutsideUnitOfWork("a store call on the event loop's thread outside Store.run()")
         with self.pool.connection() as conn:
             self._local.conn = conn
@@ -270,7 +261,8 @@ class Listener:
             self._thread.join(timeout=5)
 
 
-def _on_the_loop() -> bool:
+def on_the_loop() -> bool:
+    """Whether this thread is running an event loop now."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
