@@ -31,7 +31,6 @@ from store.domains import _TAG_COLUMNS, _columns
 from store.records import DomainRow
 from tests.servers import postgres as test_server
 from tests.servers.postgres import PostgresServer
-from tests.servers.service import free_port
 
 #: Where the benchmarks keep what they seed (bench/scale.py).
 CACHE = Path.home() / ".cache" / "cps-bench"
@@ -101,14 +100,7 @@ class BenchPostgres(PostgresServer):
             with (self.data / "postgresql.conf").open("a") as conf:
                 conf.writelines(f"{name} = '{value}'\n" for name, value in SETTINGS.items())
         self._log.write_text("")
-        for attempt in range(3):  # the free port may be taken before postgres binds it
-            self.port = free_port()
-            try:
-                self._launch()
-                return self
-            except RuntimeError:
-                if attempt == 2 or "could not bind" not in self.log_text():
-                    raise
+        self.listen()
         return self
 
     def _stop_leftover(self) -> None:

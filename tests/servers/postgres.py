@@ -91,6 +91,14 @@ class PostgresServer:
             account = pwd.getpwnam(UNPRIVILEGED)
             os.chown(self.data, account.pw_uid, account.pw_gid)
         self._run_initdb()
+        try:
+            return self.listen()
+        except RuntimeError:
+            self.stop()
+            raise
+
+    def listen(self) -> PostgresServer:
+        """Start the server on the data folder, on a free port."""
         for attempt in range(3):  # the free port may be taken before postgres binds it
             self.port = free_port()
             try:
@@ -98,7 +106,6 @@ class PostgresServer:
                 return self
             except RuntimeError:
                 if attempt == 2 or "could not bind" not in self.log_text():
-                    self.stop()
                     raise
         return self
 
