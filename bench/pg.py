@@ -27,7 +27,8 @@ import psycopg
 from psycopg import sql
 
 from store import Store
-from store.domains import _TAG_COLUMNS, _columns
+from store.domain_rows import to_columns
+from store.domains import _TAG_COLUMNS
 from store.records import DomainRow
 from tests.servers import postgres as test_server
 from tests.servers.postgres import PostgresServer
@@ -173,7 +174,7 @@ def copy_domains(store: Store, domains: Iterable[DomainRow]) -> None:
 
 def _copy(store: Store, batch: list[DomainRow]) -> None:
     assert store.pg is not None
-    rows = [_columns(d) for d in batch]
+    rows = [to_columns(d) for d in batch]
     with store.pg.connection() as conn, store.transaction():
         conn.execute("SET LOCAL session_replication_role = replica")  # no triggers: counted after
         with conn.cursor().copy(f"COPY domains ({', '.join(rows[0])}) FROM STDIN") as copy:

@@ -2,10 +2,18 @@
 
 On SQLite the counters live in memory: the service is one process, a restart forgets at most one
 window of counts, and an admission check never waits on the disk; that limiter cannot fail, so
-there is no fail-open or fail-closed choice to make. On PostgreSQL every process counts in the
-same table (store/shared.py), one statement per request in a unit of work, so a client cannot
-double its limit by alternating between processes; with the database unreachable the request
-fails with 503 like any other that needs it.
+there is no fail-open or fail-closed choice to make.
+
+On PostgreSQL every process counts in the same table (store/shared.py), so a client cannot double
+its limit by alternating between processes. A process counts ahead: it adds a lease of several
+requests to a client's shared count in one statement, then admits that many on the event loop
+alone. Leases start at one request and double while the client stays busy here, up to
+``LEASE_MOST``, and never take more than ``1 / LEASE_SHARE`` of what is left, so near the limit
+every request is counted in the table, and no process ever admits beyond the quota. What a lease
+counted and this process did not use is lost for the window: a client moving between processes
+may be refused up to one lease per process early. A bucket found full refuses without a query
+until its window ends. With the database unreachable, a request that needs a lease fails with 503
+like any other that needs the database.
 
 Buckets (the spec's Limits table): every ``/v1/`` request counts against ``api`` except sign-up,
 which has its own separate bucket; ``/v1/auth/*``, the two verification-link families and the
@@ -121,6 +129,32 @@ class Decision(NamedTuple):
         return f'"{tightest.bucket}";r={tightest.remaining};t={tightest.reset}'
 
 
+#: The most requests a process counts ahead in one client's shared bucket (PostgreSQL).
+LEASE_MOST = 64
+#: A lease takes at most this fraction (1/n) of what is left of the bucket.
+LEASE_SHARE = 8
+
+
+class _Lease:
+    """This process's standing in one client's shared bucket for the current window."""
+
+    __slots__ = ("counted", "left", "size")
+
+    def __init__(self) -> None:
+        self.counted = 0
+        "The bucket's shared count as of this process's last lease."
+        self.left = 0
+        "Requests counted ahead and not yet admitted."
+        self.size = 1
+        "The next lease's size, doubling up to LEASE_MOST."
+
+    def want(self, quota: int) -> int:
+        return max(1, min(self.size, (quota - self.counted) // LEASE_SHARE))
+
+    def full(self, quota: int) -> bool:
+        return self.left == 0 and self.counted >= quota
+
+
 class RateLimiter:
     def __init__(self, config: RateLimitsConfig, clock: Clock, store: Store | None = None) -> None:
         self.config = config
@@ -129,6 +163,9 @@ class RateLimiter:
         "The store whose counters every process shares (PostgreSQL); None: counted here."
         self._window_index = -1
         self._counts: dict[tuple[str, str], int] = {}
+        self._leases: dict[tuple[str, str], _Lease] = {}
+        self._forget_before: int | None = None
+        "The windows the next lease drops from the shared table (PostgreSQL), set as windows turn."
         self._buckets: dict[tuple[str, ...], tuple[tuple[tuple[str, int], ...], str]]
         window = config.window_seconds
         self._buckets = {
@@ -141,40 +178,83 @@ class RateLimiter:
         """Count one request; ``None`` for paths outside every bucket."""
         if self.store is None:
             return self.hit(path, client)
-        if not buckets_for(path):
-            return None
-        return await self.store.run(self.hit, path, client)
-
-    def hit(self, path: str, client: str) -> Decision | None:
-        """``admit`` here and now: in memory, or in the shared table within a unit of work."""
         buckets = buckets_for(path)
         if not buckets:
             return None
         quotas, policy = self._buckets[buckets]
+        key = _partition(client)
+        while True:
+            index, reset = self._window()
+            wants: list[tuple[str, int]] = []
+            for bucket, quota in quotas:
+                lease = self._leases.setdefault((bucket, key), _Lease())
+                if lease.full(quota):
+                    break  # refused here: the buckets after it are not counted
+                if lease.left == 0:
+                    wants.append((bucket, lease.want(quota)))
+            if not wants:
+                return self._take(quotas, policy, key, index, reset)
+            forget, self._forget_before = self._forget_before, None
+            counts = await self.store.run(self.lease, key, index, wants, forget)
+            if index != self._window_index:
+                continue  # the window turned meanwhile: what was counted is for the last one
+            for (bucket, want), count in zip(wants, counts, strict=True):
+                lease = self._leases[(bucket, key)]
+                lease.left += max(0, min(want, dict(quotas)[bucket] - (count - want)))
+                lease.counted = max(lease.counted, count)
+                lease.size = min(LEASE_MOST, lease.size * 2)
+            # Requests admitted meanwhile may have used this lease up: then count again.
+
+    def lease(self, key: str, index: int, wants: list[tuple[str, int]], forget_before: int | None) -> list[int]:
+        """Count ``want`` requests ahead in each bucket: each bucket's shared count now (a unit of work)."""
+        shared = self.store.shared  # type: ignore[union-attr]
+        if forget_before is not None:
+            shared.forget_windows(before=forget_before)
+        return [shared.count_hits(bucket, key, index, want) for bucket, want in wants]
+
+    def _window(self) -> tuple[int, int]:
+        """The current window's index and the seconds until it ends; a new window starts afresh."""
         window = self.config.window_seconds
         now = self.clock.timestamp()
         index = int(now // window)
         if index != self._window_index:
-            # Fixed windows: a new window starts every counter afresh.
-            self._window_index, self._counts = index, {}
-            if self.store is not None:
-                self.store.shared.forget_windows(before=index - 1)
-        reset = max(1, math.ceil((index + 1) * window - now))
+            self._window_index, self._counts, self._leases = index, {}, {}
+            self._forget_before = index - 1
+        return index, max(1, math.ceil((index + 1) * window - now))
+
+    def _take(self, quotas: tuple[tuple[str, int], ...], policy: str, key: str, index: int, reset: int) -> Decision:
+        """Admit one request from this process's leases, or refuse it at the first full bucket."""
+        usages = []
+        exceeded = None
+        for bucket, quota in quotas:
+            lease = self._leases.setdefault((bucket, key), _Lease())
+            if exceeded is None and lease.left:
+                lease.left -= 1
+                usage = Usage(bucket, quota, max(0, quota - lease.counted + lease.left), reset)
+            else:
+                usage = Usage(bucket, quota, 0 if exceeded is None else max(0, quota - lease.counted + lease.left), reset)
+                exceeded = exceeded or usage
+            usages.append(usage)
+        return Decision(self.config.window_seconds, tuple(usages), policy, exceeded)
+
+    def hit(self, path: str, client: str) -> Decision | None:
+        """``admit`` in memory, for the one process on SQLite."""
+        buckets = buckets_for(path)
+        if not buckets:
+            return None
+        quotas, policy = self._buckets[buckets]
+        _, reset = self._window()
         key = _partition(client)
         counts = self._counts
         usages = []
         exceeded = None
         for bucket, quota in quotas:
-            if self.store is not None:  # a request refused by one bucket is not counted by the next
-                shared = self.store.shared
-                count = shared.count_hit(bucket, key, index) if exceeded is None else shared.hits(bucket, key, index)
-            else:
-                count = counts.get((bucket, key), 0)
-                if exceeded is None:
-                    count += 1
-                    counts[(bucket, key)] = count
+            count = counts.get((bucket, key), 0)
+            if exceeded is None:  # a request refused by one bucket is not counted by the next
+                count += 1
+                counts[(bucket, key)] = count
             usage = Usage(bucket, quota, quota - count if count < quota else 0, reset)
             if exceeded is None and count > quota:
                 exceeded = usage
             usages.append(usage)
-        return Decision(window, tuple(usages), policy, exceeded)
+        return Decision(self.config.window_seconds, tuple(usages), policy, exceeded)

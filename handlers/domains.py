@@ -40,8 +40,7 @@ class DomainQueryHandler(ApiHandler):
 class DomainHandler(ApiHandler):
     @require(scopes=("domains:read",), roles=READERS)
     async def get(self, domain_id: str) -> None:
-        row = await self.services.store.run(operations.load, self.services, self.authorized.workspace,
-                                            parse_id(domain_id, "Domain"))
+        row = await operations.fetch(self.services, self.authorized.workspace, parse_id(domain_id, "Domain"))
         self.finish(shape.render(row))
 
     @require(scopes=("domains:write",), roles=WRITERS)

@@ -27,7 +27,8 @@ from store.api_keys import ApiKeyRepo
 from store.certificates import CertificateRepo
 from store.checkpoints import CEILING_PAGES, Checkpointer
 from store.clients import ClientRepo
-from store.domains import DomainRepo, register_functions
+from store.domain_rows import register_functions
+from store.domains import DOMAINS_CHANNEL, DomainRepo
 from store.idempotency import IdempotencyRepo
 from store.lifecycle import LifecycleRepo
 from store.metrics import MetricsRepo
@@ -107,6 +108,9 @@ class Store:
         self.webhooks = WebhookRepo(db)
         self.metrics = MetricsRepo(db)
         self.shared = SharedRepo(db)
+        if self.pg is not None:
+            listener = self.pg.listener
+            self.domains.cache.live = lambda: listener.hears(DOMAINS_CHANNEL)
         try:
             apply_migrations(self)
         except SchemaTooNew:
@@ -217,9 +221,14 @@ class Store:
         if self.pg is not None:
             self.pg.listener.subscribe(channel, callback)
 
+    def keep_domains(self) -> None:
+        """Keep domain rows read by id on PostgreSQL too, dropping those another process changes
+        (``DOMAINS_CHANNEL``): a GET of a kept domain then needs no unit of work. A Store that
+        does not serve requests has no use for the listener's connection."""
+        self.on_notice(DOMAINS_CHANNEL, self.domains.heard)
+
     def _ended(self, kept: bool) -> None:
-        if not kept:
-            self.domains.forget_all()  # it may hold rows of the transaction just undone
+        self.domains.ended(kept)
         self.outbox.committed(kept=kept)
 
     def checkpoint_elsewhere(self) -> Checkpointer | None:

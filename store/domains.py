@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import functools
-import json
-import sqlite3
-import unicodedata
+import threading
 import uuid
-from collections import OrderedDict
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import sqlite_utils
 
-from store._rows import from_ts, from_uid, postgres, select, ts, uid
-from store.one_click import dns_host_from_json, dns_host_json
-from store.records import DomainRow, DriftProblem
+from store._rows import postgres, select, uid
+from store.domain_rows import from_columns, to_columns
+from store.records import DomainRow
+from store.row_cache import RowCache
 from store.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
+
+#: Notified by a trigger (store/schema_pg_shared.py) with a domain's id when its row is updated or
+#: deleted on PostgreSQL: every process drops it from its cache.
+DOMAINS_CHANNEL = "cps_domains"
 
 #: API sort field -> column. Only these names ever reach SQL text; values are parameters.
 SORT_COLUMNS = {
@@ -29,31 +30,6 @@ SORT_COLUMNS = {
 }
 
 _SELECT = "SELECT d.*, w.ownership_token FROM domains d JOIN workspaces w ON w.id = d.workspace_id"
-
-
-def fold(text: str) -> str:
-    """The form text is searched in: Unicode case folding of the NFC form, so ``ÉCOLE`` is found by
-    ``école``, ``Über`` by ``über`` and ``Straße`` by ``STRASSE`` (SQLite's LIKE folds only ASCII)."""
-    if text.isascii():
-        return text.lower()
-    return unicodedata.normalize("NFC", text).casefold()
-
-
-def search_text(notes: str | None, tags: list[str]) -> str:
-    """A domain's ``search_text`` column: its notes and tags, folded, one per line. ``q`` is
-    printable (no newline), so a match never spans two of them; one column instead of a probe of
-    the tag table per row also makes a text query cheaper."""
-    return "\n".join(fold(part) for part in ([notes] if notes else []) + tags)
-
-
-def _search_text_sql(notes: str | None, tags_json: str) -> str:
-    """``search_text`` from the stored columns, for the migration that fills it in."""
-    return search_text(notes, json.loads(tags_json))
-
-
-def register_functions(conn: sqlite3.Connection) -> None:
-    """The SQL functions migrations use (deterministic, so SQLite may use them anywhere)."""
-    conn.create_function("cps_search_text", 2, _search_text_sql, deterministic=True)
 
 
 @attrs.frozen
@@ -71,76 +47,6 @@ class DomainFilter:
 
 #: Candidates of ``q`` checked one by one (LIKE) at most, for a count; more are counted by phrase.
 CHECKED_ONE_BY_ONE = 20_000
-#: A page's rows share their workspace: its id is parsed once, not once a row.
-_workspace_id = functools.lru_cache(maxsize=1024)(uuid.UUID)
-
-
-def _row(r: dict[str, Any], domain_id: uuid.UUID | None = None) -> DomainRow:
-    return DomainRow(
-        id=domain_id or uuid.UUID(r["id"]),
-        workspace_id=_workspace_id(r["workspace_id"]),
-        apex=r["apex"],
-        client_id=from_uid(r["client_id"]),
-        contact_email=r["contact_email"],
-        notes=r["notes"],
-        tags=json.loads(r["tags"]),
-        created_at=from_ts(r["created_at"]),
-        updated_at=from_ts(r["updated_at"]),
-        delegation_target=r["delegation_target"],
-        validation_status=r["validation_status"],
-        validation_checked_at=from_ts(r["validation_checked_at"]),
-        validation_error=r["validation_error"],
-        cert_status=r["cert_status"],
-        cert_issuer=r["cert_issuer"],
-        cert_not_after=from_ts(r["cert_not_after"]),
-        cert_next_renewal_at=from_ts(r["cert_next_renewal_at"]),
-        cert_last_issued_at=from_ts(r["cert_last_issued_at"]),
-        cert_error=r["cert_error"],
-        cert_trace_id=from_uid(r["cert_trace_id"]),
-        ops_status=r["ops_status"],
-        ownership_token=r["ownership_token"],
-        next_check_at=from_ts(r["next_check_at"]),
-        check_step=r["check_step"],
-        checks_since=from_ts(r["checks_since"]),
-        drift=tuple(DriftProblem(**p) for p in json.loads(r["drift"])) if r["drift"] else (),
-        drift_since=from_ts(r["drift_since"]),
-        dns_host=dns_host_from_json(r["dns_host"]),
-    )
-
-
-def _columns(d: DomainRow) -> dict[str, Any]:
-    return {
-        "id": uid(d.id),
-        "workspace_id": uid(d.workspace_id),
-        "apex": d.apex,
-        "client_id": uid(d.client_id),
-        "contact_email": d.contact_email,
-        "notes": d.notes,
-        "tags": json.dumps(d.tags),
-        "created_at": ts(d.created_at),
-        "updated_at": ts(d.updated_at),
-        "delegation_target": d.delegation_target,
-        "validation_status": d.validation_status,
-        "validation_checked_at": ts(d.validation_checked_at),
-        "validation_error": d.validation_error,
-        "cert_status": d.cert_status,
-        "cert_issuer": d.cert_issuer,
-        "cert_not_after": ts(d.cert_not_after),
-        "cert_next_renewal_at": ts(d.cert_next_renewal_at),
-        "cert_last_issued_at": ts(d.cert_last_issued_at),
-        "cert_error": d.cert_error,
-        "cert_trace_id": uid(d.cert_trace_id),
-        "ops_status": d.ops_status,
-        "search_text": search_text(d.notes, d.tags),
-        "next_check_at": ts(d.next_check_at),
-        "check_step": d.check_step,
-        "checks_since": ts(d.checks_since),
-        "drift": json.dumps([attrs.asdict(p) for p in d.drift]) if d.drift else None,
-        "drift_since": ts(d.drift_since),
-        "dns_host": dns_host_json(d.dns_host),
-    }
-
-
 _TAG_COLUMNS = ("domain_id", "workspace_id", "tag", "ops_status", "validation_status", "cert_status")
 #: Parameters in one statement, under the 999 that SQLite builds before 3.32 allow.
 _MAX_PARAMETERS = 990
@@ -205,33 +111,54 @@ def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = Tr
 
 
 class DomainRepo:
-    """Domains. On SQLite, rows read by id are kept in a bounded cache that every write here
-    updates (a rolled-back transaction empties it: ``forget_all``). On PostgreSQL other processes
-    write too: nothing is kept, and ``q`` is answered by its migration 11's trigram indexes."""
+    """Domains. Rows read by id are kept in a bounded cache (store/row_cache.py) that every write
+    here drops from; a rolled-back transaction empties it (``ended``). On PostgreSQL, other
+    processes' writes drop rows through ``DOMAINS_CHANNEL``; a transaction reads past the cache,
+    since a row kept may be a notice behind; ``q`` is answered by migration 11's trigram indexes."""
 
     CACHE_SIZE = 10_000
 
     def __init__(self, db: sqlite_utils.Database) -> None:
         self.db = db
         self.pg = postgres(db)
-        self._cache: OrderedDict[uuid.UUID, DomainRow] = OrderedDict()
+        self.cache: RowCache[uuid.UUID, DomainRow] = RowCache(self.CACHE_SIZE, live=lambda: not self.pg)
         self._workspace_rowids: dict[uuid.UUID, int] = {}
+        self._written = threading.local()
+        "Ids written in this thread's transaction (PostgreSQL): dropped again once it has ended."
 
-    def _remember(self, domain: DomainRow) -> None:
-        if self.pg:
-            return
-        self._cache[domain.id] = domain
-        self._cache.move_to_end(domain.id)
-        if len(self._cache) > self.CACHE_SIZE:
-            self._cache.popitem(last=False)
+    def _kept(self) -> bool:
+        """Whether the cache answers here: always on SQLite, outside transactions on PostgreSQL."""
+        return not self._pg_transaction()
 
-    def forget_all(self) -> None:
-        self._cache.clear()
+    def _pg_transaction(self) -> bool:
+        return self.pg and bool(cast(Any, self.db).in_transaction())
+
+    def cached(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> DomainRow | None:
+        """A kept domain of this workspace, with no query: callable on the event loop."""
+        row = self.cache.get(domain_id)
+        return row if row is not None and row.workspace_id == workspace_id else None
+
+    def heard(self, domain_id: str | None) -> None:
+        """What a process said on ``DOMAINS_CHANNEL``: this domain changed, or (None) any may have."""
+        if domain_id is None:
+            self.cache.forget_all()
+        else:
+            self.cache.forget([uuid.UUID(domain_id)])
 
     def forget(self, domain_ids: list[uuid.UUID]) -> None:
         """Rows written by other SQL than ``update`` (the lifecycle's leases)."""
-        for domain_id in domain_ids:
-            self._cache.pop(domain_id, None)
+        self.cache.forget(domain_ids)
+        if self._pg_transaction():
+            # A unit in another thread may read and keep the row before this commits.
+            self._written.__dict__.setdefault("ids", []).extend(domain_ids)
+
+    def ended(self, kept: bool) -> None:
+        """A transaction ended: a rolled-back one may have left rows of its own in the cache."""
+        written = self._written.__dict__.pop("ids", None)
+        if not kept:
+            self.cache.forget_all()
+        elif written:
+            self.cache.forget(written)
 
     def insert(self, domain: DomainRow) -> None:
         self.insert_many([domain])
@@ -240,21 +167,21 @@ class DomainRepo:
         """New domains, many rows to a statement: SQLite sets up a table's triggers (the counts)
         once per statement, and with one statement a row that set-up cost a bulk create of 500
         more than the rows themselves (500 inserts: 35 ms one a statement, 16 ms 20 a statement)."""
-        rows = [_columns(d) for d in domains]
+        rows = [to_columns(d) for d in domains]
         if rows:
             _insert_rows(self.db, "domains", list(rows[0]), [list(r.values()) for r in rows])
         self._write_tags(domains)
 
     def update(self, domain: DomainRow, *, tags_changed: bool = False) -> None:
         """Write every mutable column of a domain of its workspace (tags when they changed)."""
-        cols = _columns(domain)
+        cols = to_columns(domain)
         for fixed in ("id", "workspace_id", "apex", "created_at"):
             cols.pop(fixed)
         self.db.execute(
             f"UPDATE domains SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ? AND workspace_id = ?",
             [*cols.values(), uid(domain.id), uid(domain.workspace_id)],
         )
-        self._cache.pop(domain.id, None)
+        self.forget([domain.id])
         if tags_changed:
             self.db.execute("DELETE FROM domain_tags WHERE domain_id = ?", [uid(domain.id)])
             self._write_tags([domain])
@@ -266,13 +193,15 @@ class DomainRepo:
 
     def get(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> DomainRow | None:
         """A domain of this workspace; another workspace's domain is as good as missing."""
-        cached = self._cache.get(domain_id)
+        kept = self._kept()
+        cached = self.cache.get(domain_id) if kept else None
         if cached is None:
+            seen = self.cache.seen() if kept else None
             rows = select(self.db, f"{_SELECT} WHERE d.id = ?", [uid(domain_id)])
             if not rows:
                 return None
-            cached = _row(rows[0])
-            self._remember(cached)
+            cached = from_columns(rows[0])
+            self.cache.fill(domain_id, cached, seen)
         return cached if cached.workspace_id == workspace_id else None
 
     def by_apex(self, workspace_id: uuid.UUID, apexes: list[str]) -> dict[str, DomainRow]:
@@ -285,17 +214,17 @@ class DomainRepo:
                 f"{_SELECT} WHERE d.workspace_id = ? AND d.apex IN ({', '.join('?' for _ in chunk)})",
                 [uid(workspace_id), *chunk],
             )
-            found.update({r["apex"]: _row(r) for r in rows})
+            found.update({r["apex"]: from_columns(r) for r in rows})
         return found
 
     def with_apex(self, apex: str) -> list[DomainRow]:
         """Every workspace's domain for this hostname (the development DNS simulation only)."""
-        return [_row(r) for r in select(self.db, f"{_SELECT} WHERE d.apex = ?", [apex])]
+        return [from_columns(r) for r in select(self.db, f"{_SELECT} WHERE d.apex = ?", [apex])]
 
     def delete(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> bool:
         cursor = self.db.execute("DELETE FROM domains WHERE id = ? AND workspace_id = ?", [uid(domain_id), uid(workspace_id)])
         if cursor.rowcount:
-            self._cache.pop(domain_id, None)
+            self.forget([domain_id])
         return cursor.rowcount > 0
 
     def count(self, workspace_id: uuid.UUID, f: DomainFilter) -> int:
@@ -375,18 +304,21 @@ class DomainRepo:
             where += f" AND (d.{column}, d.id) {op} (?, ?)"
             params += [after[0], after[1]]
         sql = f"{_SELECT} WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
-        return [self._cached_row(r) for r in select(self.db, sql, [*params, limit])]
+        if self.pg:
+            return [from_columns(r) for r in select(self.db, sql, [*params, limit])]
+        seen = self.cache.seen()
+        return [self._cached_row(r, seen) for r in select(self.db, sql, [*params, limit])]
 
-    def _cached_row(self, r: dict[str, Any]) -> DomainRow:
-        """The cache's row object for a row read, where it has one (it is exact: this store is the
-        only writer): clients poll the same pages, and a kept row keeps its rendered JSON too
+    def _cached_row(self, r: dict[str, Any], seen: int | None) -> DomainRow:
+        """The cache's row object for a row read, where it has one (SQLite: this store is the only
+        writer): clients poll the same pages, and a kept row keeps its rendered JSON too
         (``core.domains.render``). Reading the page in index order keeps a cold page fast."""
         domain_id = uuid.UUID(r["id"])
-        cached = self._cache.get(domain_id)
+        cached = self.cache.get(domain_id)
         if cached is not None:
             return cached
-        row = _row(r, domain_id)
-        self._remember(row)
+        row = from_columns(r, domain_id)
+        self.cache.fill(domain_id, row, seen)
         return row
 
     def workspace_size(self, workspace_id: uuid.UUID) -> int:
@@ -395,5 +327,5 @@ class DomainRepo:
     @staticmethod
     def sort_value(domain: DomainRow, sort_by: str) -> str:
         """The stored text of the sort column, as the keyset condition compares it."""
-        value: str = _columns(domain)[SORT_COLUMNS[sort_by]]
+        value: str = to_columns(domain)[SORT_COLUMNS[sort_by]]
         return value

@@ -189,9 +189,11 @@ MIGRATIONS: list[Migration] = [
 
 MIGRATIONS.append(
     # Rate-limit windows, the provider's budget and used sign-in states: what several processes on
-    # one PostgreSQL database share (store/schema_pg.py). One SQLite process keeps them in memory.
+    # one PostgreSQL database share (store/schema_pg_shared.py). One SQLite process keeps them in
+    # memory; 14 tells other processes which domains changed, and this one is the only writer.
     (13, "state shared by service processes", []),
 )
+MIGRATIONS.append((14, "changes to domains told to every process", []))
 
 
 class SchemaTooNew(Exception):

@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import random
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -45,6 +46,11 @@ CHECK_IDLE = 2.0
 #: connection (a fail-over, a partition) is noticed within seconds, not the kernel's 15 minutes.
 NETWORK = {"connect_timeout": int(POOL_WAIT), "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
            "keepalives_count": 3, "tcp_user_timeout": 10_000}
+
+
+#: Seconds since the listener's connection last answered after which its notices may be lost
+#: (store/row_cache.py stops serving rows); it answers every half second when all is well.
+HEARD_SECONDS = 2.0
 
 
 class OutsideUnitOfWork(RuntimeError):
@@ -135,6 +141,10 @@ class PgDb:
                 self._local.conn = None
                 self._returned[id(conn)] = time.monotonic()
 
+    def _notify_now(self, channel: str) -> None:
+        with self.pool.connection() as conn:
+            conn.execute("SELECT pg_notify(%s, '')", [channel])
+
     def _check(self, conn: psycopg.Connection[Any]) -> None:
         if time.monotonic() - self._returned.get(id(conn), 0.0) > CHECK_IDLE:
             ConnectionPool.check_connection(conn)
@@ -172,6 +182,9 @@ class PgDb:
                 local.depth = 0
                 ended(kept)
 
+    def in_transaction(self) -> bool:
+        return self._local.depth > 0
+
     def run_here(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a unit of work on this thread with a connection of its own, again after a
         serialization failure if nothing of it had been committed."""
@@ -200,7 +213,7 @@ class PgDb:
         return await loop.run_in_executor(self._threads, lambda: context.run(self.run_here, fn, *args, **kwargs))
 
     def close(self) -> None:
-        self.listener.close()
+        self.listener.close(wake=self._notify_now)
         self._threads.shutdown(wait=True)
         self.pool.close()
 
@@ -211,13 +224,17 @@ class Listener:
     again and calls every callback with ``None``: notices sent meanwhile are lost, so each
     subscriber assumes the worst (forget every cached key, look for new events). A channel
     subscribed once the thread is connected is listened to within half a second, its callbacks
-    then called with ``None`` likewise."""
+    then called with ``None`` likewise. ``hears`` says whether a channel's notices arrive now."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.callbacks: dict[str, list[Callable[[str | None], None]]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._listening: frozenset[str] = frozenset()
+        self._answered_at = 0.0
+        self._wake = f"cps_wake_{secrets.token_hex(8)}"
+        "A channel of this listener's own: ``close`` notifies it, so the thread stops at once."
 
     def subscribe(self, channel: str, callback: Callable[[str | None], None]) -> None:
         self.callbacks.setdefault(channel, []).append(callback)
@@ -225,11 +242,18 @@ class Listener:
             self._thread = threading.Thread(target=self._listen, name="cps-listen", daemon=True)
             self._thread.start()
 
+    def hears(self, channel: str) -> bool:
+        """Whether notices on ``channel`` reach this process now: it listens, and its connection
+        answered within ``HEARD_SECONDS`` (one that stopped answering may have lost some)."""
+        return channel in self._listening and time.monotonic() - self._answered_at < HEARD_SECONDS
+
     def _listen(self) -> None:
         first = True
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True, **NETWORK) as conn:  # type: ignore[arg-type]
+                with psycopg.connect(self.url, autocommit=True, application_name="cps-listener",
+                                     **NETWORK) as conn:  # type: ignore[arg-type]
+                    conn.execute(f'LISTEN "{self._wake}"')
                     listening: set[str] = set()
                     while not self._stop.is_set():
                         # Every channel on a new connection; then those subscribed since the last
@@ -242,22 +266,35 @@ class Listener:
                         if new and not first:
                             self._tell(new, None)
                         first = False
+                        self._listening = frozenset(listening)
+                        self._answered_at = time.monotonic()
                         for notice in conn.notifies(timeout=0.5):
+                            self._answered_at = time.monotonic()
+                            if notice.channel == self._wake:
+                                break
                             for callback in self.callbacks.get(notice.channel, ()):
                                 callback(notice.payload)
-                        conn.execute("SELECT 1")  # a dead connection raises here, and is made again
+                        if not self._stop.is_set():
+                            conn.execute("SELECT 1")  # a dead connection raises here, and is made again
             except psycopg.Error:
+                self._listening = frozenset()
                 first = False
                 self._stop.wait(0.5)
+        self._listening = frozenset()
 
     def _tell(self, channels: list[str], payload: str | None) -> None:
         for channel in channels:
             for callback in list(self.callbacks.get(channel, ())):
                 callback(payload)
 
-    def close(self) -> None:
+    def close(self, wake: Callable[[str], None] | None = None) -> None:
         self._stop.set()
         if self._thread is not None:
+            if wake is not None and self._listening:
+                try:
+                    wake(self._wake)
+                except psycopg.Error:
+                    pass  # the database is away: the thread sees the stop within half a second
             self._thread.join(timeout=5)
 
 

@@ -17,9 +17,8 @@ A database is never edited by hand: a new migration is added to both lists, with
 
 from __future__ import annotations
 
+from store.schema_pg_shared import SHARED_MIGRATIONS, T
 from store.schema_v1 import Migration
-
-T = 'TEXT COLLATE "C"'
 
 _COUNT_TRIGGERS = [
     # domain_tags copies the domain's statuses; domain_counts and tag_counts count them.
@@ -357,33 +356,4 @@ MIGRATIONS_PG: list[Migration] = [
     ]),
 ]
 
-MIGRATIONS_PG.append((13, "state shared by service processes", [
-    # Rate-limit counts of fixed windows, by bucket and client (store/shared.py). Unlogged: a
-    # crash of the database forgets at most the current window's counts, as a restart of a
-    # single process does.
-    f"""CREATE UNLOGGED TABLE rate_windows (
-        bucket {T} NOT NULL,
-        client {T} NOT NULL,
-        window_index BIGINT NOT NULL,
-        n INTEGER NOT NULL,
-        PRIMARY KEY (bucket, client, window_index)
-    )""",
-    # The provider's request budget: one row per provider (its lock orders the takers), and the
-    # calls sent in the current window (seconds since the epoch).
-    f"""CREATE TABLE provider_budgets (
-        provider {T} PRIMARY KEY,
-        blocked_until DOUBLE PRECISION NOT NULL
-    )""",
-    f"""CREATE TABLE provider_calls (
-        provider {T} NOT NULL,
-        sent_at DOUBLE PRECISION NOT NULL,
-        background INTEGER NOT NULL
-    )""",
-    "CREATE INDEX provider_calls_sent ON provider_calls(provider, sent_at)",
-    # Portal sign-in states already used (their hashes), until they could no longer be used.
-    f"""CREATE TABLE used_signin_states (
-        state_hash {T} PRIMARY KEY,
-        used_at DOUBLE PRECISION NOT NULL
-    )""",
-    "CREATE INDEX used_signin_states_age ON used_signin_states(used_at)",
-]))
+MIGRATIONS_PG += SHARED_MIGRATIONS

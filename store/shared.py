@@ -18,20 +18,16 @@ class SharedRepo:
 
     # --- rate limits --------------------------------------------------------------------------
 
-    def count_hit(self, bucket: str, client: str, window: int) -> int:
-        """Count one request of ``client`` in ``bucket``'s fixed window ``window``: the count now."""
+    def count_hits(self, bucket: str, client: str, window: int, hits: int) -> int:
+        """Count ``hits`` requests of ``client`` in ``bucket``'s fixed window ``window``: the count
+        now, which went up by exactly ``hits`` (so the caller knows the count before, too)."""
         [count] = self.db.execute(
-            """INSERT INTO rate_windows (bucket, client, window_index, n) VALUES (?, ?, ?, 1)
-               ON CONFLICT (bucket, client, window_index) DO UPDATE SET n = rate_windows.n + 1
+            """INSERT INTO rate_windows (bucket, client, window_index, n) VALUES (?, ?, ?, ?)
+               ON CONFLICT (bucket, client, window_index) DO UPDATE SET n = rate_windows.n + excluded.n
                RETURNING n""",
-            [bucket, client, window],
+            [bucket, client, window, hits],
         ).fetchone()
         return int(count)
-
-    def hits(self, bucket: str, client: str, window: int) -> int:
-        row = self.db.execute("SELECT n FROM rate_windows WHERE bucket = ? AND client = ? AND window_index = ?",
-                              [bucket, client, window]).fetchone()
-        return int(row[0]) if row else 0
 
     def forget_windows(self, before: int) -> int:
         """Drop the counts of windows that ended (a periodic job)."""

@@ -259,6 +259,25 @@ def test_a_revoked_or_rotated_api_key_is_refused_by_the_other_process_within_a_s
     assert api(b, "POST", "/v1/domains/query", {}, token=rotated.json["secret"]).status == 200
 
 
+def test_a_domain_changed_on_one_process_is_read_changed_on_the_other_within_a_second(start_pair, oidc_issuer):
+    a, b = start_pair()
+    token, domain = sign_up(a, oidc_issuer)
+    path = f"/v1/domains/{domain['id']}"
+    for _ in range(3):  # A keeps the domain, once its listener hears
+        assert api(a, "GET", path, token=token).json.get("notes") is None
+        time.sleep(0.2)
+    assert api(b, "PATCH", path, {"notes": "from B"}, token=token).status == 200
+    changed = time.monotonic()
+    while (seen := api(a, "GET", path, token=token).json.get("notes")) != "from B":
+        assert time.monotonic() - changed < 1.0, seen
+    after = time.monotonic() - changed
+    print(f"\nread changed by the other process {after * 1000:.0f} ms after the change")
+    assert api(b, "DELETE", path, token=token).status == 204
+    deleted = time.monotonic()
+    while api(a, "GET", path, token=token).status != 404:
+        assert time.monotonic() - deleted < 1.0
+
+
 @pytest.fixture
 def receiver(dns) -> Iterator[HttpsReceiver]:
     server = HttpsReceiver()

@@ -20,7 +20,8 @@ from core.domains.operations import clean_tags
 from core.domains.records import CERT_STATUSES, OPS_STATUSES, VALIDATION_STATUSES
 from core.domains.shape import Domain, present, render
 from core.errors import ValidationError
-from store.domains import SORT_COLUMNS, DomainFilter, fold
+from store.domain_rows import fold
+from store.domains import SORT_COLUMNS, DomainFilter
 from store.records import DomainRow, Workspace
 
 if TYPE_CHECKING:

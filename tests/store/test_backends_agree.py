@@ -22,7 +22,8 @@ import pytest
 from core.domains.query import _as_hostname
 from core.domains.records import CERT_STATUSES, OPS_STATUSES, VALIDATION_STATUSES, ops_status
 from store import Store
-from store.domains import SORT_COLUMNS, DomainFilter, DomainRepo, fold
+from store.domain_rows import fold
+from store.domains import SORT_COLUMNS, DomainFilter, DomainRepo
 from store.records import (
     Client,
     DnsHostSeen,
@@ -266,7 +267,7 @@ def test_one_click_offers_are_forgotten_alike(both):
     write(both, lambda s: s.domains.insert_many(rows))
     assert agree(both, lambda s: s.one_click.forget_offers()) == 2
     for s in both:
-        s.domains.forget_all()
+        s.domains.cache.forget_all()
     after = agree(both, lambda s: [s.domains.get(ws.id, r.id).dns_host for r in rows])
     assert after == [attrs.evolve(d, offer=None) if d else None for d in seen]
 

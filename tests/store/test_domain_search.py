@@ -12,7 +12,8 @@ import pytest
 
 from core.domains.query import _as_hostname
 from store import Store
-from store.domains import DomainFilter, fold, search_text
+from store.domain_rows import fold, search_text
+from store.domains import DomainFilter
 from store.migrations import apply_migrations
 from store.records import DomainRow, Workspace
 from tests.store.conftest import BACKENDS
@@ -162,6 +163,6 @@ def test_the_migration_fills_in_the_search_text_of_domains_already_stored(sqlite
         store.db.execute("ALTER TABLE domains DROP COLUMN search_text")
         store.db.execute("DELETE FROM schema_migrations WHERE version IN (8, 11)")
     assert apply_migrations(store) == [8, 11]
-    store.domains.forget_all()
+    store.domains.cache.forget_all()
     assert store.domains.count(ws.id, DomainFilter(q=fold("école"))) == 1
     assert store.domains.count(ws.id, DomainFilter(q=fold("ÜBER"))) == 1

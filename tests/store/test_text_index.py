@@ -15,7 +15,8 @@ from core.domains.query import _as_hostname
 from core.domains.records import ops_status
 from store import Store
 from store import domains as domains_module
-from store.domains import DomainFilter, fold, search_text
+from store.domain_rows import fold, search_text
+from store.domains import DomainFilter
 from store.migrations import apply_migrations
 from store.records import DomainRow, Workspace
 from store.text_index import phrase as text_match
@@ -160,7 +161,7 @@ def test_a_deleted_workspaces_rows_leave_the_index_before_its_rowid_is_reused(tm
         store.domains.insert_many([random_domain(rng, gone, n) for n in range(50)])
     with store.transaction():
         store.db.execute("DELETE FROM workspaces WHERE id = ?", [str(gone.id)])
-    store.domains.forget_all()
+    store.domains.cache.forget_all()
     new = Workspace(id=uuid.uuid4(), name="new", created_at=NOW, ownership_token="n")
     store.accounts.insert_workspace(new)  # the same rowid as the deleted one: the last
     assert store.domains.count(new.id, DomainFilter(q="com")) == 0
