@@ -7,13 +7,13 @@ there is no fail-open or fail-closed choice to make.
 On PostgreSQL every process counts in the same table (store/shared.py), so a client cannot double
 its limit by alternating between processes. A process counts ahead: it adds a lease of several
 requests to a client's shared count in one statement, then admits that many on the event loop
-alone. Leases start at one request and double while the client stays busy here, up to
-``LEASE_MOST``, and never take more than ``1 / LEASE_SHARE`` of what is left, so near the limit
-every request is counted in the table, and no process ever admits beyond the quota. What a lease
-counted and this process did not use is lost for the window: a client moving between processes
-may be refused up to one lease per process early. A bucket found full refuses without a query
-until its window ends. With the database unreachable, a request that needs a lease fails with 503
-like any other that needs the database.
+alone, one lease at a time per client and bucket. Leases start at one request and double with
+each lease up to ``LEASE_MOST``, and never take more than ``1 / LEASE_SHARE`` of what is left, so
+near the limit every request is counted in the table, and no process ever admits beyond the
+quota. What a lease counted and this process did not use is lost for the window: a client moving
+between processes may be refused up to one lease per process early. A bucket found full refuses
+without a query until its window ends. With the database unreachable, a request that needs a
+lease fails with 503 like any other that needs the database.
 
 Buckets (the spec's Limits table): every ``/v1/`` request counts against ``api`` except sign-up,
 which has its own separate bucket; ``/v1/auth/*``, the two verification-link families and the
@@ -22,6 +22,7 @@ site scan are counted in their own bucket as well, within the shared one.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import ipaddress
 import math
@@ -138,7 +139,7 @@ LEASE_SHARE = 8
 class _Lease:
     """This process's standing in one client's shared bucket for the current window."""
 
-    __slots__ = ("counted", "left", "size")
+    __slots__ = ("counted", "left", "pending", "size")
 
     def __init__(self) -> None:
         self.counted = 0
@@ -146,7 +147,9 @@ class _Lease:
         self.left = 0
         "Requests counted ahead and not yet admitted."
         self.size = 1
-        "The next lease's size, doubling up to LEASE_MOST."
+        "The next lease's size, doubling with each lease up to LEASE_MOST."
+        self.pending: asyncio.Future[None] | None = None
+        "A lease being counted, which requests needing one wait for."
 
     def want(self, quota: int) -> int:
         return max(1, min(self.size, (quota - self.counted) // LEASE_SHARE))
@@ -185,25 +188,42 @@ class RateLimiter:
         key = _partition(client)
         while True:
             index, reset = self._window()
-            wants: list[tuple[str, int]] = []
+            wants: list[tuple[_Lease, str, int, int]] = []
+            pending: list[asyncio.Future[None]] = []
             for bucket, quota in quotas:
                 lease = self._leases.setdefault((bucket, key), _Lease())
                 if lease.full(quota):
                     break  # refused here: the buckets after it are not counted
                 if lease.left == 0:
-                    wants.append((bucket, lease.want(quota)))
-            if not wants:
+                    if lease.pending is not None:
+                        pending.append(lease.pending)  # one lease at a time: the others wait for it
+                    else:
+                        wants.append((lease, bucket, quota, lease.want(quota)))
+            if wants:
+                await self._count_ahead(key, index, wants)
+            elif pending:
+                await asyncio.wait(pending)
+            else:
                 return self._take(quotas, policy, key, index, reset)
-            forget, self._forget_before = self._forget_before, None
-            counts = await self.store.run(self.lease, key, index, wants, forget)
-            if index != self._window_index:
-                continue  # the window turned meanwhile: what was counted is for the last one
-            for (bucket, want), count in zip(wants, counts, strict=True):
-                lease = self._leases[(bucket, key)]
-                lease.left += max(0, min(want, dict(quotas)[bucket] - (count - want)))
-                lease.counted = max(lease.counted, count)
-                lease.size = min(LEASE_MOST, lease.size * 2)
-            # Requests admitted meanwhile may have used this lease up: then count again.
+            # The lease is in, or the window turned meanwhile, or requests admitted meanwhile used
+            # it up: look again.
+
+    async def _count_ahead(self, key: str, index: int, wants: list[tuple[_Lease, str, int, int]]) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for lease, *_ in wants:
+            lease.pending = done
+        forget, self._forget_before = self._forget_before, None
+        try:
+            counts = await self.store.run(self.lease, key, index, [(bucket, want) for _, bucket, _, want in wants],  # type: ignore[union-attr]
+                                          forget)
+        finally:
+            for lease, *_ in wants:
+                lease.pending = None
+            done.set_result(None)  # the waiting requests look again (and count for themselves on an error)
+        for (lease, _, quota, want), count in zip(wants, counts, strict=True):
+            lease.left += max(0, min(want, quota - (count - want)))
+            lease.counted = max(lease.counted, min(count, quota))  # leases refused past the quota count as the quota
+            lease.size = min(LEASE_MOST, lease.size * 2)
 
     def lease(self, key: str, index: int, wants: list[tuple[str, int]], forget_before: int | None) -> list[int]:
         """Count ``want`` requests ahead in each bucket: each bucket's shared count now (a unit of work)."""

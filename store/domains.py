@@ -140,22 +140,28 @@ class DomainRepo:
 
     def heard(self, domain_id: str | None) -> None:
         """What a process said on ``DOMAINS_CHANNEL``: this domain changed, or (None) any may have."""
-        if domain_id is None:
+        try:
+            changed = uuid.UUID(domain_id) if domain_id is not None else None
+        except ValueError:
+            changed = None  # not a notice this code sends: assume the worst
+        if changed is None:
             self.cache.forget_all()
         else:
-            self.cache.forget([uuid.UUID(domain_id)])
+            self.cache.forget([changed])
 
     def forget(self, domain_ids: list[uuid.UUID]) -> None:
-        """Rows written by other SQL than ``update`` (the lifecycle's leases)."""
+        """Drop rows this process writes, here and by other SQL (the lifecycle's leases)."""
         self.cache.forget(domain_ids)
         if self._pg_transaction():
             # A unit in another thread may read and keep the row before this commits.
             self._written.__dict__.setdefault("ids", []).extend(domain_ids)
 
     def ended(self, kept: bool) -> None:
-        """A transaction ended: a rolled-back one may have left rows of its own in the cache."""
+        """A transaction ended. On SQLite a rolled-back one may have left rows of its own in the
+        cache; on PostgreSQL a transaction keeps nothing, but another thread may have kept a row
+        it wrote, read before it committed."""
         written = self._written.__dict__.pop("ids", None)
-        if not kept:
+        if not kept and not self.pg:
             self.cache.forget_all()
         elif written:
             self.cache.forget(written)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import logging
 import random
 import secrets
 import threading
@@ -30,6 +31,7 @@ import psycopg.errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: Seconds a unit of work is run again for after serialization failures or deadlocks: as long
 #: as SQLite waits for its write lock (``busy_timeout``), where the same requests would queue.
@@ -142,7 +144,7 @@ class PgDb:
                 self._returned[id(conn)] = time.monotonic()
 
     def _notify_now(self, channel: str) -> None:
-        with self.pool.connection() as conn:
+        with self.pool.connection(timeout=0.5) as conn:
             conn.execute("SELECT pg_notify(%s, '')", [channel])
 
     def _check(self, conn: psycopg.Connection[Any]) -> None:
@@ -255,6 +257,8 @@ class Listener:
                                      **NETWORK) as conn:  # type: ignore[arg-type]
                     conn.execute(f'LISTEN "{self._wake}"')
                     listening: set[str] = set()
+                    sent: float | None = None
+                    "When the last ``SELECT 1`` went: every notice committed before it came with its answer."
                     while not self._stop.is_set():
                         # Every channel on a new connection; then those subscribed since the last
                         # look, which the thread, started by the first subscription, may have
@@ -267,14 +271,16 @@ class Listener:
                             self._tell(new, None)
                         first = False
                         self._listening = frozenset(listening)
-                        self._answered_at = time.monotonic()
+                        if sent is None:
+                            self._answered_at = time.monotonic()  # listening from now: nothing missed
                         for notice in conn.notifies(timeout=0.5):
-                            self._answered_at = time.monotonic()
                             if notice.channel == self._wake:
                                 break
-                            for callback in self.callbacks.get(notice.channel, ()):
-                                callback(notice.payload)
+                            self._tell([notice.channel], notice.payload)
+                        if sent is not None:
+                            self._answered_at = sent  # what was sent before it has been told now
                         if not self._stop.is_set():
+                            sent = time.monotonic()
                             conn.execute("SELECT 1")  # a dead connection raises here, and is made again
             except psycopg.Error:
                 self._listening = frozenset()
@@ -285,7 +291,10 @@ class Listener:
     def _tell(self, channels: list[str], payload: str | None) -> None:
         for channel in channels:
             for callback in list(self.callbacks.get(channel, ())):
-                callback(payload)
+                try:
+                    callback(payload)
+                except Exception:  # one subscriber's bug must not stop the notices of the others
+                    log.exception("a notice on %s was not handled", channel)
 
     def close(self, wake: Callable[[str], None] | None = None) -> None:
         self._stop.set()
@@ -294,7 +303,7 @@ class Listener:
                 try:
                     wake(self._wake)
                 except psycopg.Error:
-                    pass  # the database is away: the thread sees the stop within half a second
+                    pass  # the database is away or busy: the thread sees the stop within half a second
             self._thread.join(timeout=5)
 
 

@@ -1,4 +1,5 @@
-"""Rows read by id, kept in a bounded LRU map: a domain read by id again costs no query.
+"""Rows read by id, kept in a bounded map (the oldest kept goes first): a domain read by id again
+costs no query.
 
 On SQLite the service is the only writer and every write of its own drops the rows it wrote, so
 what is kept is exact. On PostgreSQL other processes write too: each tells the others what it

@@ -91,6 +91,7 @@ def config(tmp_path, oidc_issuer, dns, backend):
 @pytest.fixture
 def services(config, clock):
     services = build_services(config, clock=clock)
+    services.store.keep_domains()  # as start_jobs does in a serving process
     blocking: list[str] = []
     services.store.watch_loop_calls(blocking.append, exempt=called_by_a_test)
     yield services

@@ -34,7 +34,6 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     clock = clock or SystemClock()
     keyring = Keyring(load_or_create_master_key(config.storage.secret_key_file))
     store = Store(config.storage.path, url=config.storage.url)
-    store.keep_domains()
     dev_idp = None
     if config.oidc.issuer:
         client = OidcClient(config.oidc.client_id, config.oidc.client_secret, config.redirect_uri)

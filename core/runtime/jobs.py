@@ -35,8 +35,10 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
     """
     worker = WebhookWorker(services)
     worker.listen()
-    # Other processes on the same PostgreSQL database: their new events, their key revocations.
+    # Other processes on the same PostgreSQL database: their new events, their key revocations,
+    # the domains they change.
     loop = IOLoop.current()
+    services.store.keep_domains()
     services.store.on_notice(OUTBOX_CHANNEL, lambda _: worker.wake())
     services.store.on_notice(api_keys.KEYS_CHANNEL, lambda key_id: loop.add_callback(services.key_cache.forget_id, key_id))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -135,6 +136,26 @@ def test_a_transaction_reads_past_the_cache(pair):
             return serving.domains.get(row.workspace_id, row.id)
 
     assert unit(serving, in_a_transaction) == row
+
+
+def test_a_row_another_thread_read_while_a_write_was_uncommitted_is_dropped_at_commit(pg_database):
+    store = Store(url=pg_database)
+    store.domains.cache.live = lambda: True  # kept, but deaf: the notice would come too late to tell
+    try:
+        row = seeded(store)
+
+        def write_while_another_unit_reads() -> DomainRow | None:
+            with store.transaction():
+                store.domains.update(attrs.evolve(row, notes="second"))
+                reader = threading.Thread(target=read, args=(store, row))
+                reader.start()
+                reader.join()
+                assert store.domains.cache.get(row.id).notes == "first"  # type: ignore[union-attr]
+            return store.domains.cache.get(row.id)
+
+        assert unit(store, write_while_another_unit_reads) is None
+    finally:
+        store.close()
 
 
 def test_nothing_is_kept_by_a_store_that_does_not_listen(pg_database):

@@ -73,6 +73,30 @@ def test_a_busy_client_is_counted_in_leases_not_one_statement_a_request(stores):
     assert 10 <= len(units) <= 25  # leases of 1, 2, 4 ... 64, then 64 at a time
 
 
+def test_concurrent_requests_wait_for_one_lease_rather_than_each_taking_one(stores):
+    [limiter] = limiters(stores[:1], FakeClock(), api=600)
+    units = counted_units(limiter)
+
+    async def burst() -> list[Decision | None]:
+        return await asyncio.gather(*(limiter.admit("/v1/domains/query", CLIENT) for _ in range(40)))
+
+    decisions = asyncio.run(burst())
+    assert all(d is not None and d.exceeded is None for d in decisions)
+    assert len(units) <= 6  # leases of 1, 2, 4, 8, 16, 32 cover 40: one at a time
+    counted = stores[0].sql.execute("SELECT n FROM rate_windows").fetchone()[0]  # type: ignore[union-attr]
+    assert counted <= 63
+
+
+def test_a_lease_cut_short_by_another_process_still_reports_what_it_leaves(stores):
+    [limiter] = limiters(stores[:1], FakeClock(), api=600)
+    for _ in range(127):  # leases of 1 ... 64, all used
+        admit(limiter)
+    stores[1].sql.execute("UPDATE rate_windows SET n = 590")  # the other processes took most of the rest
+    decisions = [admit(limiter) for _ in range(11)]
+    assert [d.usages[0].remaining for d in decisions[:10]] == list(range(9, -1, -1))
+    assert decisions[10].exceeded is not None
+
+
 def test_a_full_bucket_refuses_without_a_query(stores):
     [limiter] = limiters(stores[:1], FakeClock(), api=3)
     for _ in range(4):
