@@ -112,7 +112,7 @@ def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = Tr
 
 class DomainRepo:
     """Domains. Rows read by id are kept in a bounded cache (store/row_cache.py) that every write
-    here drops from; a rolled-back transaction empties it (``ended``). On PostgreSQL, other
+    here drops from; a rolled-back transaction on SQLite empties it (``ended``). On PostgreSQL, other
     processes' writes drop rows through ``DOMAINS_CHANNEL``; a transaction reads past the cache,
     since a row kept may be a notice behind; ``q`` is answered by migration 11's trigram indexes."""
 
@@ -125,10 +125,6 @@ class DomainRepo:
         self._workspace_rowids: dict[uuid.UUID, int] = {}
         self._written = threading.local()
         "Ids written in this thread's transaction (PostgreSQL): dropped again once it has ended."
-
-    def _kept(self) -> bool:
-        """Whether the cache answers here: always on SQLite, outside transactions on PostgreSQL."""
-        return not self._pg_transaction()
 
     def _pg_transaction(self) -> bool:
         return self.pg and bool(cast(Any, self.db).in_transaction())
@@ -199,7 +195,7 @@ class DomainRepo:
 
     def get(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> DomainRow | None:
         """A domain of this workspace; another workspace's domain is as good as missing."""
-        kept = self._kept()
+        kept = not self._pg_transaction()  # the cache answers always on SQLite, outside transactions on PostgreSQL
         cached = self.cache.get(domain_id) if kept else None
         if cached is None:
             seen = self.cache.seen() if kept else None

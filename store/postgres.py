@@ -257,8 +257,8 @@ class Listener:
                                      **NETWORK) as conn:  # type: ignore[arg-type]
                     conn.execute(f'LISTEN "{self._wake}"')
                     listening: set[str] = set()
+                    # When the last ``SELECT 1`` went: every notice committed before it came with its answer.
                     sent: float | None = None
-                    "When the last ``SELECT 1`` went: every notice committed before it came with its answer."
                     while not self._stop.is_set():
                         # Every channel on a new connection; then those subscribed since the last
                         # look, which the thread, started by the first subscription, may have
