@@ -22,22 +22,15 @@ from core.runtime import commands
 from core.runtime.assembly import build_services
 from store.migrations import latest_version
 from tests.helpers import mark_verified, stored_deliveries
-from tests.servers.service import ROOT, ServiceProcess, call
-
-
-def run(config, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "app.py"), *args, "--config", str(config)],
-                          check=False, capture_output=True, text=True, timeout=30)
+from tests.servers.service import ROOT, call, signed_up
+from tests.servers.service import run_app as run
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     """A running service with one signed-up workspace and its domain (no DNS answer is needed)."""
-    folder = tmp_path_factory.mktemp("live")
-    service = ServiceProcess(folder, dns_address="127.0.0.1:9").start()
-    status, body = call(service.base_url, "POST", "/v1/public/signup", {"email": "ops@example.com", "domain": "shop.example.com"})
-    assert status == 201, body
-    yield service, body["domain"]["orgId"]
+    service, workspace_id = signed_up(tmp_path_factory.mktemp("live"))
+    yield service, workspace_id
     service.stop()
 
 

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from core.domain_connect.signing import public_key_records
-from tests.servers.service import ROOT
+from tests.servers.service import run_app as run
 
 KEY_NAME = "_dck1.keys.operator-test.com"
 
@@ -41,11 +39,6 @@ def config_file(tmp_path, dns, signing_key):
         f'private_key_file = "{write_key(tmp_path / "dc.pem", signing_key)}"\nkey_host = "keys.operator-test.com"\n'
     )
     return path
-
-
-def run(config, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "app.py"), *args, "--config", str(config)],
-                          check=False, capture_output=True, text=True, timeout=30)
 
 
 def printed_records(stdout: str) -> list[str]:

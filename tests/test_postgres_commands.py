@@ -11,21 +11,14 @@ import pytest
 
 from store.migrations import latest_version
 from tests.servers.oidc import CLIENT_ID
-from tests.servers.service import ROOT, ServiceProcess, call
-
-
-def run(config, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "app.py"), *args, "--config", str(config)],
-                          check=False, capture_output=True, text=True, timeout=60)
+from tests.servers.service import ROOT, signed_up
+from tests.servers.service import run_app as run
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     """A running SQLite service with one signed-up workspace and its domain."""
-    folder = tmp_path_factory.mktemp("live")
-    service = ServiceProcess(folder, dns_address="127.0.0.1:9").start()
-    status, body = call(service.base_url, "POST", "/v1/public/signup", {"email": "ops@example.com", "domain": "shop.example.com"})
-    assert status == 201, body
+    service, _ = signed_up(tmp_path_factory.mktemp("live"))
     yield service
     service.stop()
 

@@ -5,19 +5,12 @@ anything is written; ``check-config`` says whether start-up would migrate."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
 from core.runtime.assembly import build_services
 from store.migrations import latest_version
-from tests.servers.service import ROOT
-
-
-def run(config_path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "app.py"), *args, "--config", str(config_path)],
-                          check=False, capture_output=True, text=True, timeout=30)
+from tests.servers.service import run_app as run
 
 
 @pytest.fixture

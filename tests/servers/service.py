@@ -23,6 +23,12 @@ from tests.servers.pkce import authorize_params, code_from
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+def run_app(config: Path | str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``python app.py ARGS --config CONFIG`` (an operator command), its output captured."""
+    return subprocess.run([sys.executable, str(ROOT / "app.py"), *args, "--config", str(config)],
+                          check=False, capture_output=True, text=True, timeout=timeout)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -109,3 +115,12 @@ def identity_provider_code(base_url: str, flow: dict[str, str], email: str) -> s
         with redirected:
             return code_from(redirected.headers["Location"])
     raise AssertionError("the identity provider did not redirect back")
+
+
+def signed_up(folder: Path) -> tuple[ServiceProcess, str]:
+    """A running service with one signed-up workspace and its domain (no DNS answer is needed):
+    the service, and the workspace's id."""
+    service = ServiceProcess(folder, dns_address="127.0.0.1:9").start()
+    status, body = call(service.base_url, "POST", "/v1/public/signup", {"email": "ops@example.com", "domain": "shop.example.com"})
+    assert status == 201, body
+    return service, body["domain"]["orgId"]

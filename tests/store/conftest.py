@@ -10,6 +10,7 @@ test_store.py checks them on an empty database too.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -116,3 +117,19 @@ def agree(stores: list[Store], ask: Callable[[Store], T]) -> T:
     sqlite, postgresql = (ask(store) for store in stores)
     assert sqlite == postgresql
     return sqlite
+
+
+def drain_from_two_processes(stores: list[Store], claim: Callable[[Store], list[uuid.UUID]]) -> list[uuid.UUID]:
+    """Everything both processes claimed, claiming at once until nothing is left."""
+    claimed: list[list[uuid.UUID]] = [[], []]
+
+    def drain(i: int) -> None:
+        while batch := claim(stores[i]):
+            claimed[i].extend(batch)
+
+    threads = [threading.Thread(target=drain, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return claimed[0] + claimed[1]

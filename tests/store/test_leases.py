@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from store import Store
 from store.records import DomainRow, IdempotencyRecord, WebhookDelivery, WebhookEndpoint, Workspace
-from tests.store.conftest import agree, write
+from tests.store.conftest import agree, drain_from_two_processes, write
 
 NOW = dt.datetime(2026, 11, 22, 12, tzinfo=dt.UTC)
 LEASE = NOW + dt.timedelta(minutes=5)
@@ -53,22 +53,6 @@ def run(store: Store, fn: Callable[[], list[uuid.UUID]]) -> list[uuid.UUID]:
 
 def claim_deliveries(store: Store, now: dt.datetime, limit: int) -> list[uuid.UUID]:
     return run(store, lambda: [d.id for d in store.webhooks.claim_due(now=now, lease_until=LEASE, limit=limit)])
-
-
-def drain_from_two_processes(stores: list[Store], claim: Callable[[Store], list[uuid.UUID]]) -> list[uuid.UUID]:
-    """Everything both processes claimed, claiming at once until nothing is left."""
-    claimed: list[list[uuid.UUID]] = [[], []]
-
-    def drain(i: int) -> None:
-        while batch := claim(stores[i]):
-            claimed[i].extend(batch)
-
-    threads = [threading.Thread(target=drain, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return claimed[0] + claimed[1]
 
 
 def test_two_processes_never_claim_the_same_delivery(open_store):

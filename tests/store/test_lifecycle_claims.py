@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import threading
 import uuid
 
 import pytest
 
 from store import Store
 from store.records import DomainRow, Workspace
+from tests.store.conftest import drain_from_two_processes
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 LEASE = NOW + dt.timedelta(minutes=5)
@@ -46,18 +46,7 @@ def claim(store: Store, now: dt.datetime, limit: int = 50) -> list[uuid.UUID]:
 
 def test_two_processes_never_claim_the_same_check(open_seeded):
     stores = [open_seeded(), open_seeded()]
-    claimed: list[list[uuid.UUID]] = [[], []]
-
-    def drain(i: int) -> None:
-        while batch := claim(stores[i], NOW + dt.timedelta(seconds=10)):
-            claimed[i].extend(batch)
-
-    threads = [threading.Thread(target=drain, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    both = claimed[0] + claimed[1]
+    both = drain_from_two_processes(stores, lambda s: claim(s, NOW + dt.timedelta(seconds=10)))
     assert len(both) == len(set(both)) == 1000
 
 
