@@ -11,7 +11,10 @@ resolvers. They are then asked directly, on ``port`` (53; tests run them on loop
 A step of the walk that no resolver answers (a timeout, SERVFAIL) ends it: whether that name is a
 zone of its own is then unknown, and going on to the parent would ask the parent's servers, which
 answer for a delegated child with a referral, not its records: every record would look missing.
-The step is reported instead (``Walk.unanswered``), and the diagnosis says so.
+The step is reported instead (``Walk.unanswered``), with the nearest name above it that did
+answer (``Walk.parent``): when the zone's own servers are dead (a lame delegation), that parent's
+servers still say, in their referral, which nameservers the zone was delegated to, and
+``delegation`` asks each of them whether it answers (core/dns/delegation.py).
 
 The nameservers' addresses come from DNS that whoever holds the zone controls, so each one must
 pass the same address policy as a webhook or a scan before it is dialled (``allowed``): a zone
@@ -32,11 +35,14 @@ from collections.abc import Callable
 import attrs
 
 from core.config import DnsConfig
+from core.dns.delegation import Delegation, check_server, referral
 from core.dns.lookups import DnsChecker, Lookup, Resolver
 from core.dns.probe import unchecked
 
 #: Authoritative servers asked, at most: one that answers is enough, a second covers one that is down.
 MAX_SERVERS = 2
+#: Nameservers of one zone checked for whether they answer, at most (a zone rarely lists more).
+MAX_CHECKED = 4
 
 
 @attrs.frozen
@@ -61,6 +67,8 @@ class Walk:
     "Nameservers not asked because no address of theirs is one the service may reach (by name only)."
     bogus: tuple[Lookup, ...] = ()
     "Steps the resolvers answered SERVFAIL and answered with DNSSEC checking disabled: DNSSEC fails there."
+    parent: tuple[str, tuple[str, ...]] | None = None
+    "Past an unanswered step: the nearest name above it the resolvers answered with NS, and those NS names."
 
 
 class Authority:
@@ -92,10 +100,12 @@ class Authority:
         candidates = [".".join(labels[i:]) for i in range(len(labels) - 1)]  # never the TLD alone
         lookups = await self.resolvers.lookup_many([(name, "NS") for name in candidates])
         bogus: list[Lookup] = []
-        for name, lookup in zip(candidates, lookups):
+        for step, (name, lookup) in enumerate(zip(candidates, lookups)):
             lookup = await self._validated_or_not(lookup, bogus)
-            if _unanswered(lookup):
-                return Walk(None, (lookup,), bogus=tuple(bogus))  # not past it: see the module's docstring
+            if _unanswered(lookup):  # not past it: see the module's docstring
+                above = [(n, tuple(sorted(up.values))) for n, up in zip(candidates[step + 1:], lookups[step + 1:])
+                         if up.outcome == "found"]
+                return Walk(None, (lookup,), bogus=tuple(bogus), parent=above[0] if above else None)
             if lookup.outcome == "found":
                 nameservers = tuple(sorted(lookup.values))
                 asked = nameservers[:MAX_SERVERS]
@@ -126,6 +136,45 @@ class Authority:
             return addresses, steps
         steps = [await self._validated_or_not(step, bogus) for step in steps]
         return [value for step in steps if step.outcome == "found" for value in step.values], steps
+
+    async def delegation(self, walk: Walk, hostname: str) -> Delegation | None:
+        """How each of the zone's nameservers answers for it (core/dns/delegation.py): those the
+        resolvers named, or, when the resolvers could not answer for the zone at all, those the
+        parent zone's referral names. None when neither is known."""
+        if walk.zone is not None:
+            return await self._checked(walk.zone.name, None, walk.zone.nameservers, {})
+        if not walk.unanswered:
+            return None
+        parent = walk.parent or await self._top_level(hostname)
+        if parent is None:
+            return None
+        name, nameservers = parent
+        for ns in nameservers[:MAX_SERVERS]:
+            address = await self._dialable(ns)
+            found = await referral(address, self.port, hostname, self.config.timeout_seconds) if address else None
+            if found is not None:
+                return await self._checked(found.zone, name, found.nameservers, found.glue)
+        return None
+
+    async def _top_level(self, hostname: str) -> tuple[str, tuple[str, ...]] | None:
+        """The top-level domain and its NS names: the parent of a zone right below it."""
+        tld = hostname.rsplit(".", 1)[-1]
+        lookup = await self.resolvers.lookup(tld, "NS")
+        return (tld, tuple(sorted(lookup.values))) if lookup.outcome == "found" else None
+
+    async def _dialable(self, nameserver: str, glue: tuple[str, ...] = ()) -> str | None:
+        """The first address of ``nameserver`` (its glue, else looked up) that the policy lets us dial."""
+        addresses = list(glue) or (await self.resolvers.addresses(nameserver))[0]
+        return next((address for address in addresses if self.allowed(address)), None)
+
+    async def _checked(self, zone: str, parent: str | None, nameservers: tuple[str, ...],
+                       glue: dict[str, tuple[str, ...]]) -> Delegation:
+        names = nameservers[:MAX_CHECKED]
+        addresses = await asyncio.gather(*(self._dialable(ns, glue.get(ns, ())) for ns in names))
+        checks = await asyncio.gather(*(check_server(ns, address, self.port, zone, self.config.timeout_seconds)
+                                        for ns, address in zip(names, addresses) if address is not None))
+        unasked = tuple(ns for ns, address in zip(names, addresses) if address is None)
+        return Delegation(zone=zone, parent=parent, checks=tuple(checks), unasked=unasked)
 
     async def ask(self, zone: Zone, queries: list[tuple[str, str]]) -> tuple[str, list[Lookup]] | None:
         """The zone's own answers to ``queries``, from the first of its servers that answers them all."""

@@ -63,6 +63,9 @@ class Lookup:
     "For ``error``: what the resolver said (SERVFAIL, REFUSED, ...)."
     ttl: int | None = None
     "For ``found``: the smallest TTL of the records, i.e. how long a resolver may keep this answer."
+    waited: float | None = None
+    """For ``timeout``: how long the lookup waited before c-ares gave up. Not always
+    ``[dns] timeout_seconds``: c-ares shortens its wait for a server that has answered fast before."""
 
 
 class Resolver(Protocol):
@@ -205,15 +208,17 @@ class DnsChecker:
     async def _query(self, resolver: aiodns.DNSResolver, name: str, rtype: str) -> Lookup:
         try:
             async with self._in_flight():
+                started = time.monotonic()
                 # The resolver has its own timeout; this bound also covers a resolver that hangs.
                 result = await asyncio.wait_for(resolver.query_dns(name, rtype), self.timeout * 2 + 1)
         except aiodns.error.DNSError as exc:
             code = exc.args[0] if exc.args else None
             outcome = _ERRORS.get(code, "error")
             detail = exc.args[1] if len(exc.args) > 1 else str(exc)
-            return Lookup(name=name, rtype=rtype, outcome=outcome, detail=str(detail))  # type: ignore[arg-type]
+            waited = time.monotonic() - started if outcome == "timeout" else None
+            return Lookup(name=name, rtype=rtype, outcome=outcome, detail=str(detail), waited=waited)  # type: ignore[arg-type]
         except TimeoutError:
-            return Lookup(name=name, rtype=rtype, outcome="timeout")
+            return Lookup(name=name, rtype=rtype, outcome="timeout", waited=time.monotonic() - started)
         values = []
         caa = []
         ttls = []

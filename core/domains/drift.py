@@ -16,7 +16,7 @@ import attrs
 from core.domains.records import ops_status
 from store.records import DomainRow, DriftProblem
 
-DELEGATION = ("delegation_missing", "delegation_wrong", "dnssec_failure")
+DELEGATION = ("delegation_missing", "delegation_wrong", "dnssec_failure", "lame_delegation")
 CAA = ("caa_forbids",)
 
 

@@ -21,13 +21,14 @@ CERT_STATUSES = ("none", "pending", "active", "renewing", "error", "blocked")
 OPS_STATUSES = ("active", "action_needed", "blocked", "pending")
 
 
-def ops_status(validation_status: str, cert_status: str, *, drifted: bool = False) -> str:
+def ops_status(validation_status: str, cert_status: str, *, drifted: bool = False, waiting: bool = False) -> str:
     """The one place opsStatus is decided (README, "opsStatus").
 
     blocked: the provider blocked the certificate. action_needed: DNS not verified, the
     certificate failed, or a verified domain's delegation or CAA drifted (the next renewal would
     fail). active: a certificate is serving (active or renewing). pending: DNS verified, waiting on
-    the certificate.
+    the certificate; or DNS pending with both records published at the zone's own nameservers
+    (``waiting``): only a resolver's cache is left to wait for, nothing to do.
     """
     if cert_status == "blocked":
         return "blocked"
@@ -35,6 +36,8 @@ def ops_status(validation_status: str, cert_status: str, *, drifted: bool = Fals
         return "action_needed"
     if cert_status in ("active", "renewing"):
         return "active"
+    if validation_status == "pending" and waiting:
+        return "pending"
     if validation_status != "verified" or cert_status == "error":
         return "action_needed"
     return "pending"

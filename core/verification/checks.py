@@ -13,6 +13,12 @@ Validation status after a check of a domain not yet verified:
 | a lookup failed (timeout, SERVFAIL, ...)          | error       |
 | a record missing                                 | pending     |
 
+A record the resolvers do not see yet, but the zone's own nameservers publish, keeps the domain
+``pending`` with opsStatus ``pending`` too: only a resolver's cache is left to wait for. A lookup
+that fails because the zone's nameservers do not answer for it (a lame delegation) is "wrong", with
+the zone's delegation named: that is no passing failure. A CNAME that points to another name whose
+CNAMEs lead to the target is right: certificate authorities follow chains (core/dns/chain.py).
+
 A verified domain stays verified: its CNAME is checked, and a missing or wrong one (or DNSSEC
 failing) is drift (core/domains/drift.py), recorded with its fix until a check finds it back.
 """
@@ -28,6 +34,7 @@ import attrs
 
 from core.certificates import issuance
 from core.clock import by_minute
+from core.dns import chain
 from core.dns.authority import Walk
 from core.dns.lookups import Lookup, Resolver
 from core.dns.probe import dnssec_fix, negative_ttl, unchecked
@@ -36,7 +43,7 @@ from core.domains.drift import DELEGATION, with_drift
 from core.domains.operations import load
 from core.domains.records import delegation_record, ops_status, ownership_record
 from core.edge import ProviderError
-from core.verification import dns_host
+from core.verification import dns_host, lame
 from core.wire import INTERNAL
 from store.records import DnsHostSeen, DomainRow, DriftProblem, Workspace
 
@@ -53,8 +60,12 @@ class RecordCheck:
     message: str
     dnssec: bool = False
     "Wrong because the zone's DNSSEC does not validate."
+    lame: str | None = None
+    "Wrong because the zone's nameservers do not answer for it: the fix (core/verification/lame.py)."
     cached_for: int | None = None
     "For a missing record: how many more seconds the resolver keeps saying so, when it says."
+    published: bool = False
+    "Missing at the resolvers only: the zone's own nameservers publish it, a cached answer hides it."
 
 
 @attrs.frozen
@@ -81,10 +92,32 @@ def _same_name(a: str, b: str) -> bool:
     return a.rstrip(".").lower() == b.rstrip(".").lower()
 
 
-def _failed(lookup: Lookup, timeout: float) -> RecordCheck:
+def _failed(lookup: Lookup) -> RecordCheck:
     if lookup.outcome == "timeout":
-        return RecordCheck("unknown", f"The DNS lookup of {lookup.rtype} at {lookup.name} timed out after {timeout:g} s; try again shortly.")
+        waited = f" after {lookup.waited:.1f} s" if lookup.waited is not None else ""
+        return RecordCheck("unknown", f"The DNS lookup of {lookup.rtype} at {lookup.name} got no answer: the resolver "
+                                      f"did not reply, and the DNS client gave up{waited} (its tries ran out); try "
+                                      "again shortly.")
     return RecordCheck("unknown", f"The DNS lookup of {lookup.rtype} at {lookup.name} failed ({lookup.detail or 'server error'}); try again shortly.")
+
+
+def chain_check(followed: chain.Chain, target: str) -> RecordCheck:
+    """A CNAME that does not point straight at ``target``, judged by where its chain ends."""
+    host, first = followed.names[0], followed.names[1]
+    if followed.end == "target":
+        return RecordCheck("ok", f"The CNAME at {host} points to {first}, and the chain ({followed}) ends at "
+                                 f"{target}: certificate authorities follow it.")
+    if followed.end == "loop":
+        return RecordCheck("wrong", f"The CNAME at {host} leads into a loop ({followed}): no resolver can follow "
+                                    f"it. Point it straight to {target}.")
+    if followed.end == "unknown":
+        return RecordCheck("unknown", f"The CNAME at {host} points to {first}, and the chain ({followed}) could not "
+                                      f"be followed past {followed.last}; try again shortly.")
+    if len(followed.names) == 2:
+        return RecordCheck("wrong", f"The CNAME at {host} points to {first}; it must point to {target}.")
+    ends = "is too long for resolvers to follow" if followed.end == "too_long" else f"ends at {followed.last}"
+    return RecordCheck("wrong", f"The CNAME at {host} points to {first}, and the chain ({followed}) {ends}, not at "
+                                f"{target}; point it straight to {target}.")
 
 
 async def check_delegation(dns: Resolver, lookup: Lookup, target: str) -> RecordCheck:
@@ -93,7 +126,7 @@ async def check_delegation(dns: Resolver, lookup: Lookup, target: str) -> Record
     if lookup.outcome == "found":
         if any(_same_name(v, target) for v in lookup.values):
             return RecordCheck("ok", f"The CNAME at {host} points to {target}.")
-        return RecordCheck("wrong", f"The CNAME at {host} points to {lookup.values[0]}; it must point to {target}.")
+        return chain_check(await chain.follow(dns, host, lookup.values[0], target), target)
     if lookup.outcome == "nxdomain":
         return RecordCheck("missing", f"No record exists at {host} (NXDOMAIN); publish a CNAME to {target}.")
     if lookup.outcome == "nodata":
@@ -106,7 +139,7 @@ async def check_delegation(dns: Resolver, lookup: Lookup, target: str) -> Record
                 "(a CNAME cannot share its name with other records).",
             )
         return RecordCheck("missing", f"{host} exists but has no CNAME record; publish a CNAME to {target}.")
-    return _failed(lookup, dns.timeout)
+    return _failed(lookup)
 
 
 def split_over_records(values: list[str], expected: str) -> bool:
@@ -117,8 +150,8 @@ def split_over_records(values: list[str], expected: str) -> bool:
     return any(a + b == wanted for a in texts for b in texts if a is not b)
 
 
-def check_ownership(lookup: Lookup, expected: str, timeout: float) -> RecordCheck:
-    """Judge the TXT ``lookup`` (``timeout``: the lookups' time limit, for the message)."""
+def check_ownership(lookup: Lookup, expected: str) -> RecordCheck:
+    """Judge the TXT ``lookup``."""
     host = lookup.name
     if lookup.outcome == "found":
         values = [v.strip().strip('"') for v in lookup.values]
@@ -137,7 +170,7 @@ def check_ownership(lookup: Lookup, expected: str, timeout: float) -> RecordChec
         return RecordCheck("missing", f"No record exists at {host} (NXDOMAIN); publish a TXT record {expected}.")
     if lookup.outcome == "nodata":
         return RecordCheck("missing", f"{host} exists but has no TXT record; publish a TXT record {expected}.")
-    return _failed(lookup, timeout)
+    return _failed(lookup)
 
 
 def _holds(lookup: Lookup, expected: str) -> bool:
@@ -157,9 +190,11 @@ async def look_again(services: Services, apex: str,
     a fix, not patience: "wrong", so the domain is not handed to the provider. A record the
     resolver says is missing may already be published at the zone's own nameservers, hidden by the
     resolver's cached negative answer: then the message says when the resolver will see it (it
-    stays "missing": the certificate authority's resolvers may hold the same answer).
+    stays "missing": the certificate authority's resolvers may hold the same answer). A lookup no
+    resolver could answer may be a lame delegation: none of the zone's nameservers answers for it.
     """
     walk: Walk | None = None
+    delegation = None
     checks = []
     for lookup, expected, check in asked:
         if check.state == "unknown" and await unchecked(services.dns, lookup) is not None:
@@ -168,6 +203,12 @@ async def look_again(services: Services, apex: str,
                 "with DNSSEC checking disabled (expired signatures, or a DS record at the parent that matches no key). "
                 "Certificate authorities validate DNSSEC, so the domain is not handed to the edge provider until this "
                 f"is fixed. {dnssec_fix('holding ' + lookup.name)}"))
+        elif check.state == "unknown" and lookup.outcome in ("timeout", "error"):
+            walk = walk or await services.authority.walk(apex)
+            delegation = delegation or await services.authority.delegation(walk, apex)
+            if delegation is not None and delegation.lame:
+                check = RecordCheck("wrong", message=lame.message(delegation, services.dns.timeout),
+                                    lame=lame.fix(delegation))
         elif check.state == "missing":
             walk = walk or await services.authority.walk(apex)
             published = await services.authority.ask(walk.zone, [(lookup.name, lookup.rtype)]) if walk.zone else None
@@ -176,7 +217,7 @@ async def look_again(services: Services, apex: str,
             if published is not None and _holds(published[1][0], expected):
                 when = (f"by {by_minute(services.clock.now() + dt.timedelta(seconds=ttl))}" if ttl is not None
                         else "once that answer expires (at most the zone's SOA minimum TTL)")
-                check = RecordCheck("missing", cached_for=ttl, message=(
+                check = RecordCheck("missing", cached_for=ttl, published=True, message=(
                     f"The {lookup.rtype} record at {lookup.name} is published at the zone's own nameservers, but the "
                     f"resolver still holds its earlier \"no such record\" answer; it will see the record {when}. "
                     "Nothing to change: check again then."))
@@ -198,6 +239,8 @@ def _delegation_drift(check: RecordCheck, host: str, target: str) -> list[DriftP
     """A verified domain's CNAME check as drift: what is wrong, with the fix."""
     if check.state == "wrong" and check.dnssec:
         return [DriftProblem("dnssec_failure", check.message, dnssec_fix("holding " + host))]
+    if check.state == "wrong" and check.lame:
+        return [DriftProblem("lame_delegation", check.message, check.lame)]
     if check.state == "wrong":
         return [DriftProblem("delegation_wrong", check.message, f"Set the CNAME at {host} to {target} again.")]
     if check.state == "missing":
@@ -225,11 +268,12 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
     lookups = await services.dns.lookup_many(queries)
     judged = [(lookups[0], cname.value, await check_delegation(services.dns, lookups[0], cname.value))]
     if not verified:
-        judged.append((lookups[1], txt.value, check_ownership(lookups[1], txt.value, services.dns.timeout)))
+        judged.append((lookups[1], txt.value, check_ownership(lookups[1], txt.value)))
     checks, walk = await look_again(services, row.apex, judged)
     now = services.clock.now()
-    # A record is missing: the customer is at their DNS panel, and the walk names their DNS host.
-    host = await dns_host.seen(services, row, walk) if walk is not None and dns_host.stale(row, now) else None
+    # A record is missing: the customer is at their DNS panel, and the walk names their DNS host,
+    # which may have changed (a sub-zone delegated or un-delegated since it was last found).
+    host = await dns_host.seen(services, row, walk) if walk is not None and dns_host.changed(row, walk, now) else None
     # A verified domain's CNAME as drift; None when the lookup was inconclusive (drift left as it is).
     drift = _delegation_drift(checks[0], cname.host, cname.value) if checks[0].state != "unknown" else None
     updated = await services.store.run(_record_check, services, workspace, domain_id, checks, host=host,
@@ -254,8 +298,10 @@ def _record_check(services: Services, workspace: Workspace, domain_id: uuid.UUID
                 updated = with_drift(updated, drift, replacing=DELEGATION, now=now)
         else:
             status = next_status(checks)
-            updated = attrs.evolve(updated, validation_status=status,
-                                   ops_status=ops_status(status, current.cert_status, drifted=bool(current.drift)))
+            # Every record published at the zone, some hidden by a resolver's cache: only time is needed.
+            waiting = all(c.state == "ok" or c.published for c in checks)
+            updated = attrs.evolve(updated, validation_status=status, ops_status=ops_status(
+                status, current.cert_status, drifted=bool(current.drift), waiting=waiting))
         if asked:
             updated = schedule.restarted(updated, services.config.lifecycle, now)
         services.store.domains.update(updated)

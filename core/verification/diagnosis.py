@@ -11,7 +11,11 @@ Findings, errors first:
 | code | severity | when |
 |---|---|---|
 | `delegation_missing`, `ownership_missing` | error | the record is not published (at the zone's servers when known) |
-| `delegation_wrong`, `ownership_wrong` | error | published with another value |
+| `delegation_wrong`, `ownership_wrong` | error | published with another value (for the CNAME: nor leading there through a chain) |
+| `delegation_chain` | info | the CNAME leads to the target through other CNAMEs (it works: DNS-01 follows chains) |
+| `delegation_loop` | error | the CNAME's chain leads back to a name on the way |
+| `lame_delegation` | error | none of the zone's nameservers answers for it (each named, with its address and how it failed) |
+| `partly_lame_delegation` | warning | some of the zone's nameservers do not answer for it |
 | `delegation_target_zone_appended` | error | the CNAME target got the zone appended (no trailing dot) |
 | `delegation_blocked` | error | TXT or address records sit at the CNAME's name |
 | `zone_appended_twice` | error | the record is at ``<name>.<zone>`` (the DNS host appended the zone) |
@@ -46,10 +50,11 @@ import attrs
 from core import dns_hosts
 from core.certificates import caa
 from core.clock import by_minute
-from core.dns.authority import Zone
+from core.dns.authority import Walk, Zone
+from core.dns.chain import Chain, follow
+from core.dns.delegation import Delegation
 from core.dns.lookups import Lookup, Resolver
 from core.dns.probe import negative_ttl
-from core.domains.drift import DELEGATION
 from core.domains.operations import load
 from core.domains.records import delegation_record, ownership_record
 from core.verification import dns_host
@@ -61,8 +66,10 @@ from core.verification.record_findings import (
     claimed_tokens,
     delegation_findings,
     dnssec_findings,
+    lame_findings,
     ownership_findings,
     relative_to_zone,
+    same_name,
     visibility_findings,
 )
 from store.records import Certificate, DnsHostSeen, DomainRow, Workspace
@@ -106,6 +113,7 @@ class Diagnosis:
     "``ok``, ``waiting`` (only time is needed) or ``action_needed``."
     summary: str
     zone: str | None
+    "The zone holding the records; for a lame delegation, the zone its parent delegated."
     nameservers: list[str]
     records: list[RecordReport]
     findings: list[Finding]
@@ -140,55 +148,96 @@ def _stored(services: Services, workspace: Workspace, row: DomainRow, found: Dns
     )
 
 
+@attrs.frozen
+class _Asked:
+    """Everything DNS answered the diagnosis, asked concurrently where nothing depends on another answer."""
+
+    walk: Walk
+    delegation: Delegation | None
+    host: DnsHostSeen | None
+    at_zone: dict[tuple[str, str], Lookup]
+    "The zone's own answers, by (name, type), when its servers answered."
+    by_resolver: list[tuple[str, dict[tuple[str, str], Lookup]]]
+    caa: caa.CaaVerdict
+
+
+async def _ask(services: Services, row: DomainRow) -> _Asked:
+    """The walk, the resolvers and CAA first; then, from the zone found, its servers' answers, its
+    nameservers' health and its DNS host."""
+    cname, txt = delegation_record(row), ownership_record(row)
+    authority = services.authority
+    # The records, and what sits beside the CNAME: asked of the zone's servers and every resolver.
+    queries = [(cname.host, "CNAME"), (txt.host, "TXT"), (cname.host, "TXT"), (cname.host, "A"), (cname.host, "AAAA")]
+    resolvers = authority.each_resolver()
+    walk, verdict_caa, answers = await asyncio.gather(
+        authority.walk(row.apex), caa.preflight(services.dns, row.apex, services.config.provider.caa_issuers),
+        asyncio.gather(*(checker.lookup_many(queries) for _, checker in resolvers)))
+    zone = walk.zone
+    # Their usual misplacements: asked of the zone's own servers only. Through a resolver, a "no"
+    # would stay cached for the zone's own names, which a domain added next may need.
+    misplaced: list[tuple[str, str]] = []
+    if zone is not None:
+        misplaced += [(f"{cname.host}.{zone.name}", "CNAME"), (f"{txt.host}.{zone.name}", "TXT")]
+        if zone.name != row.apex:
+            misplaced += [(f"_acme-challenge.{zone.name}", "CNAME"), (f"_service-verify.{zone.name}", "TXT")]
+    asked_zone = authority.ask(zone, queries + misplaced) if zone is not None and zone.servers else _nothing()
+    host, delegation, published = await asyncio.gather(
+        dns_host.seen(services, row, walk), authority.delegation(walk, row.apex), asked_zone)
+    return _Asked(
+        walk=walk, delegation=delegation, host=host,
+        at_zone=dict(zip(queries + misplaced, published[1])) if published else {},
+        by_resolver=[(label, dict(zip(queries, found))) for (label, _), found in zip(resolvers, answers)],
+        caa=verdict_caa,
+    )
+
+
+async def _nothing() -> None:
+    return None
+
+
 async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> Diagnosis:
     row = await services.store.run(load, services, workspace, domain_id)
     cname, txt = delegation_record(row), ownership_record(row)
-    authority = services.authority
-    walk = await authority.walk(row.apex)
-    zone = walk.zone
-    found_host = await dns_host.seen(services, row, walk)
-    # The records, their usual misplacements, and what sits beside the CNAME.
-    extra: list[tuple[str, str]] = [(cname.host, "TXT"), (cname.host, "A"), (cname.host, "AAAA")]
-    if zone is not None:
-        extra += [(f"{cname.host}.{zone.name}", "CNAME"), (f"{txt.host}.{zone.name}", "TXT")]
-        if zone.name != row.apex:
-            extra += [(f"_acme-challenge.{zone.name}", "CNAME"), (f"_service-verify.{zone.name}", "TXT")]
-    queries = [(cname.host, "CNAME"), (txt.host, "TXT"), *extra]
-    published = await authority.ask(zone, queries) if zone is not None and zone.servers else None
-    at_zone = dict(zip(queries, published[1])) if published else {}
-    resolvers = authority.each_resolver()
-    answers = await asyncio.gather(*(checker.lookup_many(queries) for _, checker in resolvers))
-    by_resolver = [(label, dict(zip(queries, found))) for (label, _), found in zip(resolvers, answers)]
+    asked = await _ask(services, row)
+    walk, zone, delegation, at_zone, by_resolver = asked.walk, asked.walk.zone, asked.delegation, asked.at_zone, asked.by_resolver
     source = at_zone if at_zone else by_resolver[0][1]
 
     def seen(name: str, rtype: str, expected: str) -> Seen:
         return Seen(name, rtype, expected, at_zone.get((name, rtype)),
                      [(label, found[(name, rtype)]) for label, found in by_resolver])
 
-    delegation, ownership = seen(cname.host, "CNAME", cname.value), seen(txt.host, "TXT", txt.value)
-    stored = await services.store.run(_stored, services, workspace, row, found_host, zone, claimed_tokens(ownership))
+    delegation_seen, ownership = seen(cname.host, "CNAME", cname.value), seen(txt.host, "TXT", txt.value)
+    followed = await _chain(services, delegation_seen, zone)
+    stored = await services.store.run(_stored, services, workspace, row, asked.host, zone, claimed_tokens(ownership))
     host_seen, certificate, zone_is_a_domain = stored.row, stored.certificate, stored.zone_is_a_domain
     findings: list[Finding] = []
     dnssec_findings(findings, walk)
+    if delegation is not None and delegation.checks:
+        lame_findings(findings, delegation, services.dns.timeout)
     if not at_zone:
         authority_findings(findings, row.apex, walk)
-    delegation_ok = delegation_findings(findings, delegation, source, zone, zone_is_a_domain=zone_is_a_domain)
+    delegation_ok = delegation_findings(findings, delegation_seen, source, zone, zone_is_a_domain=zone_is_a_domain,
+                                        chain=followed)
     ownership_ok = ownership_findings(findings, ownership, source, zone, stored.foreign,
                                       zone_is_a_domain=zone_is_a_domain)
-    for record_seen in (delegation, ownership):
-        visible_by = await _visible_by(services, record_seen, dict(resolvers))
+    for record_seen in (delegation_seen, ownership):
+        visible_by = await _visible_by(services, record_seen, dict(services.authority.each_resolver()))
         visibility_findings(findings, record_seen, zone, visible_by=visible_by)
-    verdict_caa = await caa.preflight(services.dns, row.apex, services.config.provider.caa_issuers)
+    verdict_caa = asked.caa
     if verdict_caa.dnssec and not any(f.code == "dnssec_failure" for f in findings):
         findings.append(Finding("dnssec_failure", "error", verdict_caa.message or "", fix=verdict_caa.message))
     elif not verdict_caa.allowed and not verdict_caa.dnssec:
         findings.append(Finding("caa_forbids", "error", verdict_caa.message or "CAA forbids issuance.",
                                 fix=verdict_caa.message))
-    drift_findings(findings, row, delegation_ok=delegation_ok)
+    if any(f.code == "lame_delegation" for f in findings):  # it explains every unanswered lookup
+        findings = [f for f in findings if f.code not in ("lookup_failed", "authority_unknown")]
+    resolvers_see = bool(delegation_ok) and all(_leads_to(lookup, cname.value, followed)
+                                               for _, lookup in delegation_seen.resolvers)
+    drift_findings(findings, row, resolvers_see=resolvers_see, caa_allows=verdict_caa.allowed)
     if host_seen.dns_host is not None and host_seen.dns_host.problem:
         findings.append(Finding("one_click_ignored", "info", host_seen.dns_host.problem
                                 + " So one-click set-up is not offered; the records can be published by hand."))
-    provider = provider_findings(findings, row, certificate, delegation_ok, delegation)
+    provider = provider_findings(findings, row, certificate, delegation_ok, delegation_seen)
     if row.cert_status == "active" and certificate is not None:
         await served_findings(services, findings, row, workspace)
     if not any(f.severity in ("error", "warning") for f in findings):
@@ -199,10 +248,38 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     return Diagnosis(
         domain_id=row.id, apex=row.apex, checked_at=services.clock.now(),
         verdict=_verdict(findings), summary=_summary(findings),
-        zone=zone.name if zone else None, nameservers=list(zone.nameservers) if zone else [],
-        records=[_report("delegation", delegation, zone), _report("ownership", ownership, zone)],
+        zone=zone.name if zone else delegation.zone if delegation else None,
+        nameservers=list(zone.nameservers) if zone else _nameservers(delegation),
+        records=[_report("delegation", delegation_seen, zone), _report("ownership", ownership, zone)],
         findings=findings, provider=provider, dns_host_name=_host_name(host_seen),
     )
+
+
+def _nameservers(delegation: Delegation | None) -> list[str]:
+    """The NS names of a zone the resolvers could not answer for, as its parent's referral gave them."""
+    if delegation is None:
+        return []
+    return sorted([check.nameserver for check in delegation.checks] + list(delegation.unasked))
+
+
+async def _chain(services: Services, record: Seen, zone: Zone | None) -> Chain | None:
+    """Where the CNAME leads, when it is published but does not point straight at the target (nor
+    at the target with the zone appended, which has a finding of its own)."""
+    lookup = record.best()
+    if lookup is None or lookup.outcome != "found" or any(same_name(v, record.expected) for v in lookup.values):
+        return None
+    if zone is not None and same_name(lookup.values[0], f"{record.expected}.{zone.name}"):
+        return None
+    return await follow(services.dns, record.name, lookup.values[0], record.expected)
+
+
+def _leads_to(lookup: Lookup, target: str, followed: Chain | None) -> bool:
+    """A resolver's CNAME answer points at the target, or starts the chain that ends there."""
+    if lookup.outcome != "found":
+        return False
+    if any(same_name(v, target) for v in lookup.values):
+        return True
+    return followed is not None and followed.end == "target" and same_name(lookup.values[0], followed.names[1])
 
 
 def _host_name(row: DomainRow) -> str | None:
@@ -223,14 +300,26 @@ async def _visible_by(services: Services, record: Seen, resolvers: dict[str, Res
     return times
 
 
-def drift_findings(findings: list[Finding], row: DomainRow, *, delegation_ok: bool | None) -> None:
-    """What the checks recorded as drift: still to fix, or fixed and waiting for a check to see it."""
+#: What shows that a drift problem is gone, by its code: the next check (through the resolvers)
+#: clears it only when they see the CNAME right, and CAA allowing issuance again.
+_CLEARED_BY = {"delegation_missing": "resolvers", "delegation_wrong": "resolvers", "dnssec_failure": "resolvers",
+               "lame_delegation": "resolvers", "caa_forbids": "caa"}
+
+
+def drift_findings(findings: list[Finding], row: DomainRow, *, resolvers_see: bool, caa_allows: bool) -> None:
+    """What the checks recorded as drift: still to fix, or fixed and waiting for a check to see it.
+    Each problem is judged by its own evidence: the CNAME, as every resolver answers it now (a
+    DNSSEC or lame failure makes them fail), or CAA, as the pre-flight reads it now."""
     for problem in row.drift:
         since = f"Since {row.drift_since:%Y-%m-%d %H:%M} UTC, checks find: " if row.drift_since else ""
-        if problem.code in DELEGATION and delegation_ok:
+        evidence = _CLEARED_BY.get(problem.code)
+        if evidence == "resolvers" and resolvers_see:
             findings.append(Finding("drift_recorded", "info",
-                                    f"{since}{problem.message} The CNAME looks right now: the next check clears this "
-                                    '(or "Check now").'))
+                                    f"{since}{problem.message} Every resolver now sees the CNAME right: the next "
+                                    'check clears this (or "Check now").'))
+        elif evidence == "caa" and caa_allows:
+            findings.append(Finding("drift_recorded", "info",
+                                    f"{since}{problem.message} CAA allows issuance now: the next check clears this."))
         else:
             findings.append(Finding("drift_recorded", "error", f"{since}{problem.message}", fix=problem.fix))
 
@@ -249,11 +338,14 @@ def _answer(source: str, lookup: Lookup) -> Answer:
                   detail=lookup.detail or None)
 
 
+#: Findings that time alone resolves: a cache, a resolver or the provider still at work.
+_WAITING = frozenset({"not_yet_visible", "still_cached", "lookup_failed", "renewal_unchecked", "provider_pending"})
+
+
 def _verdict(findings: list[Finding]) -> str:
-    severities = {f.severity for f in findings}
-    if "error" in severities:
+    if any(f.severity == "error" for f in findings):
         return "action_needed"
-    if "warning" in severities or any(f.code == "provider_pending" for f in findings):
+    if any(f.code in _WAITING for f in findings):
         return "waiting"
     return "ok"
 

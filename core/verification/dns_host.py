@@ -50,6 +50,20 @@ def stale(row: DomainRow, now: dt.datetime) -> bool:
     return row.dns_host is None or now - row.dns_host.checked_at > FRESH_FOR
 
 
+def changed(row: DomainRow, walk: Walk, now: dt.datetime) -> bool:
+    """Whether a walk a check made says something new of the domain's DNS host: nothing known, or
+    known for a day, or another zone or host than the one kept (a sub-zone delegated or un-delegated,
+    the zone moved to another DNS host)."""
+    if stale(row, now):
+        return True
+    zone = walk.zone
+    if zone is None or not _own_zone(row.apex, zone.name):
+        return False
+    host = dns_hosts.identify(zone.nameservers)
+    assert row.dns_host is not None  # not stale
+    return (zone.name, host.key if host else "") != (row.dns_host.zone, row.dns_host.host)
+
+
 def _own_zone(apex: str, zone: str) -> bool:
     """The zone is the registrable domain or below it: a walk that ended on a public suffix (the
     customer's own domain not answering) found no zone of the customer's."""

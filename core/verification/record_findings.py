@@ -9,10 +9,13 @@ from typing import Literal
 import attrs
 
 from core.dns.authority import Walk, Zone
+from core.dns.chain import Chain
+from core.dns.delegation import Delegation
 from core.dns.lookups import Lookup
 from core.dns.probe import dnssec_fix, is_servfail
 from core.domains.records import OWNERSHIP_VALUE_PREFIX
-from core.verification.checks import split_over_records
+from core.verification import lame
+from core.verification.checks import chain_check, split_over_records
 
 #: What was asked, (name, type), and the answer, from the zone's own servers or a resolver.
 Answers = dict[tuple[str, str], Lookup]
@@ -90,6 +93,16 @@ def dnssec_findings(findings: list[Finding], walk: Walk) -> None:
     ))
 
 
+def lame_findings(findings: list[Finding], delegation: Delegation, timeout: float) -> None:
+    """Nameservers of the zone that do not answer for it: all of them (no one can resolve the
+    records, for good), or some (a certificate authority may hit one)."""
+    if delegation.lame:
+        findings.append(Finding("lame_delegation", "error", lame.message(delegation, timeout), fix=lame.fix(delegation)))
+    elif delegation.partly_lame:
+        findings.append(Finding("partly_lame_delegation", "warning", lame.partly_message(delegation, timeout),
+                                fix=lame.partly_fix(delegation)))
+
+
 def same_name(a: str, b: str) -> bool:
     return a.rstrip(".").lower() == b.rstrip(".").lower()
 
@@ -100,9 +113,10 @@ def _txt_value(value: str) -> str:
 
 
 def delegation_findings(findings: list[Finding], record: Seen, source: Answers, zone: Zone | None, *,
-                        zone_is_a_domain: bool) -> bool | None:
+                        zone_is_a_domain: bool, chain: Chain | None = None) -> bool | None:
     """Findings about the CNAME; whether it is right where it is published, None when no server
-    answered (not known: never taken for "wrong")."""
+    answered (not known: never taken for "wrong"). ``chain``: where a CNAME that does not point
+    straight at the target leads (core/dns/chain.py)."""
     lookup = record.best()
     fix = f"Publish a CNAME record named {record.name} with the value {record.expected}."
     if lookup is None:
@@ -119,6 +133,8 @@ def delegation_findings(findings: list[Finding], record: Seen, source: Answers, 
                 fix=f"Set the value to {record.expected}. (with a final dot), or as the panel shows it, exactly {record.expected}.",
             ))
             return False
+        if chain is not None and len(chain.names) > 2:
+            return _chain_findings(findings, record, chain)
         findings.append(Finding("delegation_wrong", "error", f"The CNAME at {record.name} points to {target}, not to {record.expected}.",
                                 fix=f"Change the CNAME's value to {record.expected}."))
         return False
@@ -135,6 +151,21 @@ def delegation_findings(findings: list[Finding], record: Seen, source: Answers, 
     if not _misplaced(findings, record, source, zone, "CNAME", lambda v: same_name(v, record.expected),
                       zone_is_a_domain=zone_is_a_domain):
         findings.append(Finding("delegation_missing", "error", f"No CNAME record is published at {record.name}.", fix=fix))
+    return False
+
+
+def _chain_findings(findings: list[Finding], record: Seen, chain: Chain) -> bool | None:
+    """A CNAME leading on through other CNAMEs: fine when the chain ends at the target."""
+    said = chain_check(chain, record.expected).message
+    fix = f"Change the CNAME at {record.name} to point straight to {record.expected}."
+    if chain.end == "target":
+        findings.append(Finding("delegation_chain", "info", said + " Pointing it straight there saves a lookup."))
+        return True
+    if chain.end == "unknown":
+        findings.append(Finding("lookup_failed", "warning", said, fix=f"Try again in a minute. {fix}"))
+        return None
+    code = "delegation_loop" if chain.end == "loop" else "delegation_wrong"
+    findings.append(Finding(code, "error", said, fix=fix))
     return False
 
 

@@ -1,6 +1,8 @@
 """Verification and diagnosis against real DNS software: NSD serving the zones, Unbound resolving
 and validating (tests/servers/dns_lab.py). These are the cases a fake server cannot show, found by
-the second review (items 21 to 24): a resolver's caches, negative and positive, and DNSSEC.
+the second review (items 21 to 24): a resolver's caches, negative and positive, and DNSSEC; and by
+the lab of issue 37: lame delegations, a delegation that changes, drift judged by its own evidence,
+a resolver's cache left alone by the diagnosis, CNAME chains and loops.
 
 Every test uses names of its own: Unbound's cache lives as long as the module's lab. Each backend
 the tests run on has its own lab, since a test run on both uses its names twice.
@@ -18,7 +20,8 @@ from core.certificates import caa
 from core.clock import by_minute
 from core.config import DnsConfig
 from core.lifecycle.watcher import LifecycleWatcher
-from tests.servers.dns_lab import SIGNED, SOA_MINIMUM, DnsLab, missing_tools
+from tests.helpers import mark_verified
+from tests.servers.dns_lab import LAME, PARTLY, SIGNED, SOA_MINIMUM, DnsLab, missing_tools
 
 pytestmark = pytest.mark.skipif(bool(missing_tools()), reason=f"needs {', '.join(missing_tools())} (Debian packages "
                                 "nsd, unbound, ldnsutils; .ci/run installs them)")
@@ -32,7 +35,8 @@ def labs(tmp_path_factory):
     def lab_for(backend: str) -> DnsLab:
         if backend not in started:
             lab = DnsLab(tmp_path_factory.mktemp("dns-lab"))
-            lab.records[SIGNED] += _records_of("shop", SIGNED)
+            lab.records[SIGNED] += _records_of("shop", SIGNED) + _records_of("drifted", SIGNED)
+            lab.zone(UNTOUCHED)
             started[backend] = lab.start()
         return started[backend]
 
@@ -46,6 +50,10 @@ def lab(labs, backend):
     return labs("postgresql" if backend else "sqlite")
 
 
+#: A zone whose apex becomes a domain after a diagnosis of a name below it.
+UNTOUCHED = "untouched.com"
+
+
 def _records_of(label, zone):
     """Placeholder records at a name, so the signed zone has them from the start (values do not matter:
     no resolver will validate them)."""
@@ -55,10 +63,10 @@ def _records_of(label, zone):
 
 @pytest.fixture
 def config(config, lab):
-    """Unbound as the service's resolver; NSD on 127.0.0.1, which the diagnosis may dial only
-    because ``allow_private_ranges`` says so."""
+    """Unbound as the service's resolver; the lab's nameservers on 127.0.0.1 to 127.0.0.4, which
+    the diagnosis may dial only because ``allow_private_ranges`` says so."""
     return attrs.evolve(config, dns=DnsConfig(nameservers=[lab.resolver], timeout_seconds=2),
-                        network=attrs.evolve(config.network, allow_private_ranges=["127.0.0.1/32"]))
+                        network=attrs.evolve(config.network, allow_private_ranges=["127.0.0.0/29"]))
 
 
 @pytest.fixture
@@ -67,9 +75,9 @@ def services(services, lab):
     return services
 
 
-def publish_both(lab, created, zone="lab.com"):
+def publish_both(lab, created, zone="lab.com", *, cname=None):
     apex = created["apex"]
-    lab.publish(zone, f"_acme-challenge.{apex}. 300 IN CNAME {created['validation']['delegation']['value']}.")
+    lab.publish(zone, f"_acme-challenge.{apex}. 300 IN CNAME {cname or created['validation']['delegation']['value']}.")
     lab.publish(zone, f'_service-verify.{apex}. 300 IN TXT "{created["validation"]["ownership"]["value"]}"')
 
 
@@ -94,6 +102,16 @@ async def diagnose(api, owner, created):
 def finding(report, code):
     [found] = [f for f in report["findings"] if f["code"] == code]
     return found
+
+
+def codes(report):
+    return [f["code"] for f in report["findings"]]
+
+
+async def domain(api, owner, created):
+    r = await api.get(f"/v1/domains/{created['id']}", token=owner.token)
+    assert r.status == 200, r.body
+    return r.body
 
 
 class TestExpiredDnssecSignatures:
@@ -170,6 +188,38 @@ class TestNegativeCaching:
         assert "No record exists at _acme-challenge.never.lab.com (NXDOMAIN)" in result["message"]
         assert "published at the zone's own nameservers" not in result["message"]
 
+    @pytest.mark.gen_test
+    async def test_a_domain_only_waiting_for_a_cache_is_pending_not_action_needed(self, api, world, lab):
+        owner = world.owner()
+        created = await add(api, owner, "cached.lab.com")
+        await verify(api, owner, created)
+        publish_both(lab, created)
+        result = await verify(api, owner, created)
+        assert "Nothing to change" in result["message"]
+        assert (await domain(api, owner, created))["opsStatus"] == "pending"
+
+    @pytest.mark.gen_test
+    async def test_a_record_still_missing_at_the_zone_leaves_the_domain_action_needed(self, api, world, lab):
+        owner = world.owner()
+        created = await add(api, owner, "halfway.lab.com")
+        await verify(api, owner, created)
+        lab.publish("lab.com", f"_acme-challenge.halfway.lab.com. 300 IN CNAME {created['validation']['delegation']['value']}.")
+        await verify(api, owner, created)
+        assert (await domain(api, owner, created))["opsStatus"] == "action_needed"
+
+
+class TestTheDiagnosisLeavesTheResolversCacheAlone:
+    """Issue 37, item 5: the misplacement probes at the zone's own names go to the zone's servers only."""
+
+    @pytest.mark.gen_test
+    async def test_the_zones_apex_added_after_a_diagnosis_below_it_verifies_at_once(self, api, world, lab):
+        owner = world.owner()
+        below = await add(api, owner, f"www.{UNTOUCHED}")
+        await diagnose(api, owner, below)
+        apex = await add(api, owner, UNTOUCHED)
+        publish_both(lab, apex, UNTOUCHED)
+        assert (await verify(api, owner, apex))["status"] == "verified"
+
 
 class TestStalePositiveAnswer:
     """Item 24: a record removed from the zone that Unbound still serves from its cache."""
@@ -214,3 +264,134 @@ class TestBackgroundChecks:
         row = services.store.domains.get(owner.workspace.id, uuid.UUID(created["id"]))
         assert row.validation_checked_at is not None
         assert (row.next_check_at - clock.now()).total_seconds() >= SOA_MINIMUM - 10  # not the 120 s of the backoff
+
+
+#: A lame zone costs a check up to three timeouts in a row (its lookups, the walk, its nameservers);
+#: a delegation changed restarts NSD and Unbound twice.
+SLOW_SECONDS = 20
+
+
+class TestLameDelegation:
+    """Issue 37, item 2: lame.com is delegated by com to three nameservers, none serving it."""
+
+    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    async def test_the_diagnosis_names_the_zone_and_how_each_nameserver_fails(self, api, world):
+        owner = world.owner()
+        report = await diagnose(api, owner, await add(api, owner, f"shop.{LAME}"))
+        found = finding(report, "lame_delegation")
+        assert found["severity"] == "error" and report["verdict"] == "action_needed"
+        assert f"The zone {LAME} is delegated by its parent zone com" in found["message"]
+        assert f"ns1.{LAME} (127.0.0.2): no answer within 2 s" in found["message"]
+        assert f"ns2.{LAME} (127.0.0.3): answers REFUSED" in found["message"]
+        assert f"ns3.{LAME} (127.0.0.4): nothing listens on its DNS port" in found["message"]
+        assert f"At the registrar of {LAME}" in found["fix"]
+
+    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    async def test_the_diagnosis_does_not_ask_to_retry_or_check_the_resolver(self, api, world):
+        owner = world.owner()
+        report = await diagnose(api, owner, await add(api, owner, f"www.{LAME}"))
+        assert "lookup_failed" not in codes(report) and "authority_unknown" not in codes(report)
+        assert (report["zone"], report["nameservers"]) == (LAME, [f"ns1.{LAME}", f"ns2.{LAME}", f"ns3.{LAME}"])
+
+    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    async def test_verification_names_the_lame_delegation_instead_of_a_retry(self, api, world):
+        owner = world.owner()
+        result = await verify(api, owner, await add(api, owner, f"api.{LAME}"))
+        assert result["status"] == "error"
+        assert f"The zone {LAME} is delegated by its parent zone com to nameservers that do not answer" in result["message"]
+        assert "try again shortly" not in result["message"]
+
+    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    async def test_a_zone_with_one_silent_nameserver_gets_a_warning(self, api, world, lab):
+        owner = world.owner()
+        created = await add(api, owner, f"shop.{PARTLY}")
+        publish_both(lab, created, PARTLY)
+        report = await diagnose(api, owner, created)
+        found = finding(report, "partly_lame_delegation")
+        assert found["severity"] == "warning" and "all_good" not in codes(report)
+        assert f"ns2.{PARTLY} (127.0.0.2): no answer within 2 s" in found["message"]
+        assert f"Remove ns2.{PARTLY} from the NS records of {PARTLY}" in found["fix"]
+
+
+class TestDelegationChanges:
+    """Issue 37, item 3: a check that finds a record missing names the zone as DNS has it now."""
+
+    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    async def test_a_sub_zone_delegated_after_the_first_check_is_named_at_the_next(self, api, world, lab):
+        owner = world.owner()
+        created = await add(api, owner, "shop.sub.lab.com")
+        await verify(api, owner, created)
+        assert (await domain(api, owner, created))["dnsHost"]["zone"] == "lab.com"
+        lab.delegate("sub.lab.com")
+        try:
+            await verify(api, owner, created)
+            assert (await domain(api, owner, created))["dnsHost"]["zone"] == "sub.lab.com"
+        finally:
+            lab.undelegate("sub.lab.com")
+
+    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    async def test_a_sub_zone_undelegated_is_named_again_by_a_background_check(self, api, world, lab, services, clock):
+        owner = world.owner()
+        created = await add(api, owner, "www.moved.lab.com")
+        lab.delegate("moved.lab.com")
+        try:
+            await verify(api, owner, created)
+            assert (await domain(api, owner, created))["dnsHost"]["zone"] == "moved.lab.com"
+        finally:
+            lab.undelegate("moved.lab.com")
+        clock.advance(3600)
+        await LifecycleWatcher(services).tick()
+        assert (await domain(api, owner, created))["dnsHost"]["zone"] == "lab.com"
+
+
+class TestDriftJudgedByItsOwnEvidence:
+    """Issue 37, item 4: the zone publishes the right CNAME, but its DNSSEC fails."""
+
+    @pytest.mark.gen_test
+    async def test_dnssec_drift_stays_an_error_while_the_resolvers_fail(self, api, world, lab, services):
+        owner = world.owner()
+        created = await add(api, owner, f"drifted.{SIGNED}")
+        lab.remove(SIGNED, f"_acme-challenge.drifted.{SIGNED}")
+        publish_both(lab, created, SIGNED)
+        mark_verified(services, created)
+        await verify(api, owner, created)
+        assert [p["code"] for p in (await domain(api, owner, created))["validation"]["drift"]["problems"]] == ["dnssec_failure"]
+        report = await diagnose(api, owner, created)
+        drift = finding(report, "drift_recorded")
+        assert drift["severity"] == "error" and "the next check clears this" not in drift["message"]
+
+
+class TestCnameChains:
+    """Issue 37, item 6: DNS-01 follows CNAME chains; a loop is named as one."""
+
+    @pytest.mark.gen_test
+    async def test_a_chain_ending_at_the_target_verifies(self, api, world, lab):
+        owner = world.owner()
+        created = await add(api, owner, "chained.lab.com")
+        lab.publish("lab.com", f"hop.chained.lab.com. 300 IN CNAME {created['validation']['delegation']['value']}.")
+        publish_both(lab, created, cname="hop.chained.lab.com")
+        assert (await verify(api, owner, created))["status"] == "verified"
+
+    @pytest.mark.gen_test
+    async def test_the_diagnosis_says_it_is_a_chain_and_where_it_ends(self, api, world, lab):
+        owner = world.owner()
+        created = await add(api, owner, "linked.lab.com")
+        target = created["validation"]["delegation"]["value"]
+        lab.publish("lab.com", f"hop.linked.lab.com. 300 IN CNAME {target}.")
+        publish_both(lab, created, cname="hop.linked.lab.com")
+        report = await diagnose(api, owner, created)
+        found = finding(report, "delegation_chain")
+        assert f"_acme-challenge.linked.lab.com → hop.linked.lab.com → {target}" in found["message"]
+        assert "delegation_wrong" not in codes(report) and report["verdict"] == "ok"
+
+    @pytest.mark.gen_test
+    async def test_a_loop_is_named_a_loop(self, api, world, lab):
+        owner = world.owner()
+        created = await add(api, owner, "looped.lab.com")
+        lab.publish("lab.com", "a.looped.lab.com. 300 IN CNAME b.looped.lab.com.")
+        lab.publish("lab.com", "b.looped.lab.com. 300 IN CNAME a.looped.lab.com.")
+        publish_both(lab, created, cname="a.looped.lab.com")
+        result = await verify(api, owner, created)
+        assert result["status"] == "error" and "leads into a loop" in result["message"]
+        found = finding(await diagnose(api, owner, created), "delegation_loop")
+        assert "a.looped.lab.com → b.looped.lab.com → a.looped.lab.com" in found["message"]

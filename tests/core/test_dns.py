@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from core.config import DnsConfig
-from core.dns.lookups import DnsChecker
+from core.dns.lookups import DnsChecker, Lookup
+from core.verification.checks import check_ownership
 
 NAME = "_acme-challenge.shop.example.com"
 
@@ -63,3 +64,17 @@ async def test_addresses_asked_for_again_later_are_looked_up_again(checker, dns)
     dns.clear()
     dns.publish("hooks.example.com", "A", "192.0.2.8")
     assert (await checker.addresses("hooks.example.com"))[0] == ["192.0.2.8"]
+
+
+@pytest.mark.gen_test
+async def test_a_lookup_that_got_no_answer_says_how_long_it_waited(checker, dns):
+    dns.zone.silent.add(NAME)
+    found = await checker.lookup(NAME, "CNAME")
+    assert found.outcome == "timeout" and found.waited is not None and 0.4 < found.waited < 2
+
+
+def test_a_timeout_is_told_by_the_time_waited_not_the_configured_timeout():
+    """c-ares may give up before ``[dns] timeout_seconds`` (its wait adapts to the server): say what happened."""
+    check = check_ownership(Lookup(name="_service-verify.shop.example.com", rtype="TXT", outcome="timeout",
+                                   waited=1.04), "service-domain-verification=x")
+    assert "the DNS client gave up after 1.0 s (its tries ran out)" in check.message

@@ -7,9 +7,18 @@ the internet), and under it one zone per test, each delegated and stubbed to NSD
 
 - ``lab.com`` and any zone a test adds with ``zone()``, unsigned;
 - ``expired.com``, signed with signatures that expired in 2020, and trusted by Unbound (its key is
-  Unbound's trust anchor), so every answer from it is bogus: SERVFAIL, unless asked with CD.
+  Unbound's trust anchor), so every answer from it is bogus: SERVFAIL, unless asked with CD;
+- ``lame.com``, delegated by ``com`` to three nameservers of which none serves it: one silent
+  (``SILENT``, a socket that never answers), one REFUSED (``REFUSING``, a second NSD that serves
+  only ``elsewhere.net``), one with nothing listening (``CLOSED``);
+- ``partly.com``, served by NSD and also delegated to the silent one.
+
+The zones' nameservers are asked on ``nsd_port`` at their loopback addresses; Unbound, which asks
+port 53 when it follows a referral, reaches the served zones through its stub zones only.
 
 ``publish`` rewrites a zone file and has NSD reload it (SIGHUP, then wait for the new serial).
+``delegate`` and ``undelegate`` add or remove a served zone, its NS records at its parent and
+Unbound's stub, restarting both servers (a fresh cache, as after a delegation's TTL).
 Needs ``nsd``, ``unbound`` and ``ldns-signzone`` (Debian packages nsd, unbound, ldnsutils).
 """
 
@@ -17,6 +26,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -31,6 +41,10 @@ TOOLS = ("nsd", "unbound", "ldns-keygen", "ldns-signzone")
 SOA_MINIMUM = 300
 "The lab zones' negative-caching time (their SOA minimum and SOA TTL)."
 SIGNED = "expired.com"
+LAB, SILENT, REFUSING, CLOSED = "127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"
+"The nameserver addresses of the lab: NSD, a socket that never answers, another NSD, nothing at all."
+LAME = "lame.com"
+PARTLY = "partly.com"
 
 
 def missing_tools() -> list[str]:
@@ -44,29 +58,65 @@ class DnsLab:
         self.unbound_port = free_port()
         self.resolver = f"127.0.0.1:{self.unbound_port}"
         "The validating resolver, as ``[dns] nameservers`` takes it."
-        self.records: dict[str, list[str]] = {"com": [], "lab.com": [], SIGNED: []}
-        "Each zone's records beyond its SOA and NS, as zone-file lines."
+        self.records: dict[str, list[str]] = {"com": [], "lab.com": [], SIGNED: [], PARTLY: []}
+        "Each served zone's records beyond its SOA and NS, as zone-file lines."
+        self.nameservers: dict[str, list[tuple[str, str]]] = {PARTLY: [(f"ns1.{PARTLY}", LAB), (f"ns2.{PARTLY}", SILENT)]}
+        "A zone's (NS name, address) pairs, where not only ``ns1.<zone>`` at ``LAB``."
+        self.unserved: dict[str, list[tuple[str, str]]] = {
+            LAME: [(f"ns1.{LAME}", SILENT), (f"ns2.{LAME}", REFUSING), (f"ns3.{LAME}", CLOSED)]}
+        "Zones delegated to nameservers that do not serve them, by their parent."
         self.serials: dict[str, int] = {}
-        self._processes: list[subprocess.Popen[bytes]] = []
+        self._processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 
     def start(self) -> DnsLab:
+        self._silent.bind((SILENT, self.nsd_port))  # bound, never read: queries go unanswered
         self._write_zones()
-        (self.folder / "nsd.conf").write_text(self._nsd_conf())
+        self._start_servers()
+        return self
+
+    def _start_servers(self) -> None:
+        (self.folder / "nsd.conf").write_text(self._nsd_conf("nsd", LAB, {z: self._zone_file(z) for z in self.records}))
         self._run("nsd", "-d", "-c", str(self.folder / "nsd.conf"))
-        self._wait_for_serial("lab.com")
+        (self.folder / "elsewhere.zone").write_text(
+            "$ORIGIN elsewhere.net.\n@ 300 IN SOA ns1 hostmaster 1 3600 600 86400 300\n@ 300 IN NS ns1\nns1 300 IN A 127.0.0.3\n")
+        conf = self._nsd_conf("nsd-refusing", REFUSING, {"elsewhere.net": "elsewhere.zone"})
+        (self.folder / "nsd-refusing.conf").write_text(conf)
+        self._run("nsd", "-d", "-c", str(self.folder / "nsd-refusing.conf"), name="nsd-refusing")
+        for zone in self.records:
+            self._wait_for_serial(zone)
         (self.folder / "unbound.conf").write_text(self._unbound_conf())
         self._run("unbound", "-d", "-c", str(self.folder / "unbound.conf"))
         self._wait_until_resolving()
-        return self
 
-    def _run(self, *command: str) -> None:
-        with open(self.folder / f"{command[0]}.log", "wb") as log:  # the child keeps its own copy
-            self._processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log))
+    def _run(self, *command: str, name: str = "") -> None:
+        name = name or command[0]
+        with open(self.folder / f"{name}.log", "wb") as log:  # the child keeps its own copy
+            self._processes[name] = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
 
     def stop(self) -> None:
-        for process in self._processes:
+        self._stop_servers()
+        self._silent.close()
+
+    def delegate(self, zone: str) -> None:
+        """Serve ``zone`` (a name below a served zone) from NSD, delegated by its parent."""
+        self.records[zone] = []
+        self._restart()
+
+    def undelegate(self, zone: str) -> None:
+        """Stop serving ``zone`` and remove its delegation: its names are the parent's again."""
+        del self.records[zone]
+        self._restart()
+
+    def _restart(self) -> None:
+        self._stop_servers()
+        self._write_zones()
+        self._start_servers()
+
+    def _stop_servers(self) -> None:
+        for process in self._processes.values():
             process.terminate()
-        for process in self._processes:
+        for process in self._processes.values():
             process.wait(timeout=10)
 
     def zone(self, name: str) -> None:
@@ -85,7 +135,7 @@ class DnsLab:
 
     def _reload(self, zone: str) -> None:
         self._write_zone(zone)
-        self._processes[0].send_signal(signal.SIGHUP)
+        self._processes["nsd"].send_signal(signal.SIGHUP)
         self._wait_for_serial(zone)
 
     def _write_zones(self) -> None:
@@ -95,15 +145,13 @@ class DnsLab:
     def _write_zone(self, zone: str) -> None:
         serial = self.serials[zone] = self.serials.get(zone, 0) + 1
         delegations = []
-        if zone == "com":
-            for child in self.records:
-                if child != "com":
-                    delegations += [f"{child}. 3600 IN NS ns1.{child}.", f"ns1.{child}. 3600 IN A 127.0.0.1"]
+        for child in [*self.records, *self.unserved]:
+            if self._parent(child) == zone:
+                delegations += self._ns_lines(child)
         text = "\n".join([
             f"$ORIGIN {zone}.",
             f"@ {SOA_MINIMUM} IN SOA ns1.{zone}. hostmaster.{zone}. {serial} 3600 600 86400 {SOA_MINIMUM}",
-            f"@ 3600 IN NS ns1.{zone}.",
-            f"ns1.{zone}. 3600 IN A 127.0.0.1",
+            *self._ns_lines(zone),
             *delegations,
             *self.records[zone],
             "",
@@ -126,25 +174,35 @@ class DnsLab:
         subprocess.run(["ldns-signzone", "-i", "20191201000000", "-e", "20200101000000", "-o", SIGNED, "-f",
                         str(path) + ".signed", str(path), str(base)], check=True, capture_output=True)
 
+    def _parent(self, zone: str) -> str | None:
+        """The closest served zone above ``zone``."""
+        labels = zone.split(".")
+        return next((".".join(labels[i:]) for i in range(1, len(labels)) if ".".join(labels[i:]) in self.records), None)
+
+    def _ns_lines(self, zone: str) -> list[str]:
+        """The zone's NS records with their glue, as its parent and the zone itself both publish them."""
+        pairs = self.unserved.get(zone) or self.nameservers.get(zone) or [(f"ns1.{zone}", LAB)]
+        return [line for ns, address in pairs for line in (f"{zone}. 3600 IN NS {ns}.", f"{ns}. 3600 IN A {address}")]
+
     def _zone_file(self, zone: str) -> str:
         return f"{zone}.zone.signed" if zone == SIGNED else f"{zone}.zone"
 
-    def _nsd_conf(self) -> str:
-        zones = "".join(f'zone:\n  name: "{zone}"\n  zonefile: "{self.folder / self._zone_file(zone)}"\n'
-                        for zone in self.records)
+    def _nsd_conf(self, name: str, address: str, zones: dict[str, str]) -> str:
+        """An NSD instance ``name`` on ``address`` serving ``zones`` (zone name: zone file)."""
+        served = "".join(f'zone:\n  name: "{zone}"\n  zonefile: "{self.folder / file}"\n' for zone, file in zones.items())
         return (
             "server:\n"
-            f"  ip-address: 127.0.0.1@{self.nsd_port}\n"
+            f"  ip-address: {address}@{self.nsd_port}\n"
             '  username: ""\n'
             f'  zonesdir: "{self.folder}"\n'
             f'  database: ""\n'
-            f'  zonelistfile: "{self.folder / "zone.list"}"\n'
-            f'  xfrdfile: "{self.folder / "xfrd.state"}"\n'
+            f'  zonelistfile: "{self.folder / (name + ".zone.list")}"\n'
+            f'  xfrdfile: "{self.folder / (name + ".xfrd.state")}"\n'
             f'  xfrdir: "{self.folder}"\n'
-            f'  pidfile: "{self.folder / "nsd.pid"}"\n'
+            f'  pidfile: "{self.folder / (name + ".pid")}"\n'
             "  server-count: 1\n"
             "remote-control:\n  control-enable: no\n"
-            + zones
+            + served
         )
 
     def _unbound_conf(self) -> str:
