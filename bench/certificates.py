@@ -58,14 +58,15 @@ def _pin(cpu: int, pid: int = 0) -> None:
         os.sched_setaffinity(pid, {cpu})
 
 
-def write_config(folder: Path, dns: DnsServer, provider: str) -> Path:
+def write_config(folder: Path, dns: DnsServer, provider: str, *, dns_timeout: float = 3.0) -> Path:
     """Loopback, port 0, ``[oidc]`` empty (the built-in identity provider), no rate limit in the way."""
     folder.mkdir()
     path = folder / "config.toml"
     path.write_text(
         f'[server]\nhost = "127.0.0.1"\nport = 0\nbase_url = "http://127.0.0.1:8080"\n'
         f'[storage]\npath = "{folder / "db.sqlite3"}"\nsecret_key_file = "{folder / "secret.key"}"\n'
-        f'[dns]\nnameservers = ["{dns.address}"]\n[rate_limits]\napi = 10000000\n[provider]\n{provider}\n'
+        f'[dns]\nnameservers = ["{dns.address}"]\ntimeout_seconds = {dns_timeout}\n'
+        f'[rate_limits]\napi = 10000000\n[provider]\n{provider}\n'
     )
     return path
 

@@ -152,6 +152,8 @@ class LifecycleConfig:
     active_check_seconds: float = attrs.field(default=86400, validator=_check("lifecycle.active_check_seconds", _positive, "must be positive"))
     provider_share: float = attrs.field(default=0.5, validator=_check("lifecycle.provider_share", lambda v: 0 < v <= 1, "must be above 0 and at most 1"))
     events: str = attrs.field(default="spec", validator=_check("lifecycle.events", lambda v: v in ("spec", "transitions"), 'must be "spec" or "transitions"'))
+    checks_per_workspace: int = attrs.field(default=8, validator=_check("lifecycle.checks_per_workspace", _positive, "must be positive"))
+    "The most background checks of one workspace that run at once in a process: the rest wait their turn."
 
 
 @attrs.frozen

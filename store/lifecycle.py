@@ -3,12 +3,19 @@
 A check is claimed by pushing ``next_check_at`` forward to the end of a lease in the same
 statement that finds it due, so two processes on one database never check one domain at once,
 and a process that dies mid-check leaves the domain due again once its lease runs out.
+
+Workspaces take turns: a claim shares its checks out among the workspaces with due checks, one
+each in rounds, each workspace's longest due first. One workspace's thousands of overdue checks
+then delay another's by one turn, not by all of them. The workspaces with a due check are found
+with one index probe each (``domains_workspace_next_check``), so a claim costs the number of
+workspaces, never the size of a backlog.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Mapping
 
 import sqlite_utils
 
@@ -21,23 +28,49 @@ class LifecycleRepo:
         self.db = db
         self.domains = domains
 
-    def claim(self, now: dt.datetime, lease_until: dt.datetime, limit: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
-        """The ``limit`` soonest due domains (in no particular order), leased until ``lease_until``:
-        (workspace, domain). Call it in ``store.transaction(row_locked=True)``: on
-        PostgreSQL its row locks keep processes claiming at once apart, where SERIALIZABLE claims
-        abort each other (a third of them with two processes, measured), past a unit's retries."""
+    def claim(self, now: dt.datetime, lease_until: dt.datetime, limit: int, *, cap: int | None = None,
+              running: Mapping[uuid.UUID, int] | None = None,
+              after: uuid.UUID | None = None) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        """Up to ``limit`` due checks, shared out among the workspaces in turn (the first turn goes
+        to the workspace after ``after``), leased until ``lease_until``: (workspace, domain). A
+        workspace gets at most ``cap`` less its checks ``running``. Call it in
+        ``store.transaction(row_locked=True)``: on PostgreSQL its row locks keep processes claiming
+        at once apart, where SERIALIZABLE claims abort each other (a third of them with two
+        processes, measured), past a unit's retries."""
+        due = [row[0] for row in self.db.execute(
+            """SELECT id FROM workspaces w WHERE EXISTS (
+                   SELECT 1 FROM domains d WHERE d.workspace_id = w.id AND d.next_check_at <= ?)
+               ORDER BY id""", [ts(now)]).fetchall()]
+        first = next((i for i, w in enumerate(due) if after is not None and w > str(after)), 0)
+        order = due[first:] + due[:first]
+        room_left = {w: (cap if cap is not None else limit) - (running or {}).get(uuid.UUID(w), 0) for w in order}
+        claimed: list[tuple[uuid.UUID, uuid.UUID]] = []
+        while order and len(claimed) < limit:
+            more = []  # the workspaces that had as many due as they were given: they may have more
+            for workspace, share in _turns(order, limit - len(claimed), room_left).items():
+                got = self._claim_of(workspace, share, now, lease_until)
+                claimed += got
+                room_left[workspace] -= len(got)
+                if len(got) == share:
+                    more.append(workspace)
+            order = more
+        self.domains.forget([d for _, d in claimed])
+        return claimed
+
+    def _claim_of(self, workspace: str, limit: int, now: dt.datetime,
+                  lease_until: dt.datetime) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        """One workspace's ``limit`` longest due checks, leased."""
         rows = self.db.execute(
             """UPDATE domains SET next_check_at = ?
-               WHERE id IN (SELECT id FROM domains WHERE next_check_at <= ? ORDER BY next_check_at LIMIT ?"""
+               WHERE id IN (SELECT id FROM domains WHERE workspace_id = ? AND next_check_at <= ?
+                            ORDER BY next_check_at LIMIT ?"""
             # Another process's claim in progress is passed over, not waited for.
             + (" FOR UPDATE SKIP LOCKED" if postgres(self.db) else "")
             + """)
                RETURNING workspace_id, id""",
-            [ts(lease_until), ts(now), limit],
+            [ts(lease_until), workspace, ts(now), limit],
         ).fetchall()
-        claimed = [(uuid.UUID(w), uuid.UUID(d)) for w, d in rows]
-        self.domains.forget([d for _, d in claimed])
-        return claimed
+        return [(uuid.UUID(w), uuid.UUID(d)) for w, d in rows]
 
     def release(self, domain_id: uuid.UUID, lease_until: dt.datetime, due_at: dt.datetime) -> None:
         """Give a claimed domain back unchecked (the process is stopping), due at ``due_at``."""
@@ -56,3 +89,16 @@ class LifecycleRepo:
         """Verified domains whose delegation or CAA a check found wrong."""
         [count] = self.db.execute("SELECT count(*) FROM domains WHERE drift IS NOT NULL").fetchone()
         return int(count)
+
+
+def _turns(order: list[str], limit: int, room: Mapping[str, int]) -> dict[str, int]:
+    """How many of ``limit`` checks each workspace gets: one each per round, in ``order``, while it
+    has room."""
+    left = {w: room[w] for w in order}
+    shares = dict.fromkeys((w for w in order if left[w] > 0), 0)
+    while limit and any(shares[w] < left[w] for w in shares):
+        for w in shares:
+            if limit and shares[w] < left[w]:
+                shares[w] += 1
+                limit -= 1
+    return {w: n for w, n in shares.items() if n}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from core.clock import SystemClock
 from core.wire import format_timestamp
+from store.schema_both import BOTH
 from store.schema_v1 import FIRST, Migration
 
 if TYPE_CHECKING:
@@ -194,6 +195,7 @@ MIGRATIONS.append(
     (13, "state shared by service processes", []),
 )
 MIGRATIONS.append((14, "changes to domains told to every process", []))
+MIGRATIONS += BOTH
 
 
 class SchemaTooNew(Exception):

@@ -268,3 +268,4 @@ FIRST: list[Migration] = [
         ],
     ),
 ]
+

@@ -13,10 +13,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 
 import pytest
+import tornado.ioloop
 
 from core.config import Config, DnsConfig, OidcConfig, StorageConfig
 from core.runtime.assembly import build_services
@@ -27,6 +29,23 @@ from tests.helpers import Api, World
 from tests.postgres_fixtures import api_database, empty, postgres_server, postgres_url  # noqa: F401
 from tests.servers.dns import DnsServer
 from tests.servers.oidc import CLIENT_ID, OidcIssuer
+
+
+@pytest.fixture
+def io_loop():
+    """pytest-tornado's, also closing the loop that asyncio made on Tornado's behalf: making an IOLoop
+    current asks asyncio for the thread's loop to restore later, and after an ``asyncio.run`` (the
+    store's tests) asyncio makes a new one, which nothing closed. Garbage-collected in some later
+    test, it raised a ResourceWarning there (its socket pair), an error under ``filterwarnings``."""
+    loop = tornado.ioloop.IOLoop()
+    loop.make_current()
+    yield loop
+    made = getattr(loop, "old_asyncio", None)
+    loop.clear_current()
+    loop.close(all_fds=True)
+    if made is not None and not made.is_running() and not made.is_closed():
+        made.close()
+        asyncio.set_event_loop(None)
 
 
 @pytest.fixture(scope="session")

@@ -11,9 +11,14 @@ asks (core/domains/schedule.py) and plans its next check:
   from the provider, so a renewal it made moves ``notAfter`` and the rest.
 
 Provider calls made here are marked as background (core/edge/pacing.py): they take at most
-``[lifecycle] provider_share`` of the request window and let everyone else go first. At most
-``BATCH`` checks run at once. The claim, and each read or write of a check, is a unit of work of
-its own (``store.run``), between the check's DNS and provider calls.
+``[lifecycle] provider_share`` of the request window and let everyone else go first.
+
+Workspaces share the checks fairly. At most ``BATCH`` checks run at once, a workspace's at most
+``[lifecycle] checks_per_workspace`` of them; a slot that frees is claimed again at once, the
+workspaces taking turns (store/lifecycle.py), so a slow check holds its own slot only. A zone
+whose DNS gave no answer is left alone for a while (core/lifecycle/quiet_zones.py): its other
+hostnames' checks are deferred without a lookup. The claim, and each read or write of a check,
+is a unit of work of its own (``store.run``), between the check's DNS and provider calls.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import asyncio
 import datetime as dt
 import logging
 import uuid
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from core.certificates import caa, issuance
@@ -32,6 +38,7 @@ from core.domains.drift import CAA, with_drift
 from core.edge import ProviderBusy, ProviderError
 from core.edge.pacing import BACKGROUND, BACKGROUND_MAX_WAIT
 from core.errors import NotFound
+from core.lifecycle.quiet_zones import QuietZones
 from core.verification import checks
 from store.records import Certificate, DomainRow, DriftProblem, Workspace
 
@@ -40,7 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Checks claimed, and run, at once: no claimed check waits for a slot, so its lease need only
+#: Checks run at once; a check is claimed only when a slot is free for it, so its lease need only
 #: outlive one check.
 BATCH = 32
 #: Sequential DNS questions one check may ask at most (its lookups, the walk to the zone, CAA).
@@ -61,30 +68,52 @@ class LifecycleWatcher:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.lease = lease_for(services.config)
+        self.quiet = QuietZones(services.clock)
         self._running = False
+        self._busy: Counter[uuid.UUID] = Counter()
+        "Checks running, by workspace."
+        self._last: uuid.UUID | None = None
+        "The workspace whose check was claimed last: the next claim's turns start after it."
 
     async def tick(self) -> None:
-        """One sweep of everything due, a batch after another; a tick while one runs is skipped
-        (what fell due meanwhile waits for the next)."""
+        """Check everything due, a check claimed for each free slot, until nothing due is left
+        that a slot may take; a tick while one runs is skipped (it takes what falls due meanwhile)."""
         if self._running:
             return
         self._running = True
+        running: set[asyncio.Task[None]] = set()
         try:
             while True:
-                claimed = await self.services.store.run(self._claim)
-                await self._check_all(claimed)
-                if len(claimed) < BATCH:
+                claimed = await self.services.store.run(self._claim, BATCH - len(running)) if len(running) < BATCH else []
+                for workspace_id, domain_id in claimed:
+                    self._busy[workspace_id] += 1
+                    running.add(asyncio.ensure_future(self._slot(workspace_id, domain_id)))
+                if not running:
                     break
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                running -= done
         finally:
+            if running:
+                await asyncio.wait(running)  # a tick cancelled mid-sweep still plans what it claimed
             self._running = False
 
-    def _claim(self) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    async def _slot(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> None:
+        try:
+            await self.check(workspace_id, domain_id)
+        finally:
+            self._busy[workspace_id] -= 1
+            if not self._busy[workspace_id]:
+                del self._busy[workspace_id]
+
+    def _claim(self, free: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
         now = self.services.clock.now()
         with self.services.store.transaction(row_locked=True):  # store/lifecycle.py: claim
-            return self.services.store.lifecycle.claim(now, truncate_ms(now + self.lease), BATCH)
-
-    async def _check_all(self, claimed: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
-        await asyncio.gather(*(self.check(w, d) for w, d in claimed))
+            claimed = self.services.store.lifecycle.claim(
+                now, truncate_ms(now + self.lease), free, cap=self.services.config.lifecycle.checks_per_workspace,
+                running=self._busy, after=self._last)
+        if claimed:
+            self._last = claimed[-1][0]
+        return claimed
 
     async def check(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> None:
         """Check one claimed domain and plan its next check; never raises."""
@@ -93,9 +122,12 @@ class LifecycleWatcher:
             return  # deleted meanwhile
         kind = schedule.kind(before)
         token = BACKGROUND.set(True)
-        wait: float | None = None
+        wait: float | None = self.quiet.wait(before.apex) if kind != "certificate" else None
         try:
-            outcome, wait = await self._run(kind, workspace, before)
+            if wait is not None:
+                outcome = "deferred"  # its zone gave no answer a moment ago
+            else:
+                outcome, wait = await self._run(kind, workspace, before)
         except ProviderBusy as exc:
             outcome, wait = "deferred", exc.retry_after
         except (ProviderError, NotFound) as exc:
@@ -117,10 +149,10 @@ class LifecycleWatcher:
         """The check itself: its outcome (a status) and how long the resolver keeps a negative answer it got."""
         store = self.services.store
         if kind == "dns":
-            result = await checks.verify(self.services, workspace=workspace, domain_id=row.id, asked=False)
+            result = await self._verify(workspace, row)
             return result.status, result.cached_for
         if kind == "active":
-            result = await checks.verify(self.services, workspace=workspace, domain_id=row.id, asked=False)
+            result = await self._verify(workspace, row)
             verdict = await caa.preflight(self.services.dns, row.apex, self.services.config.provider.caa_issuers)
             latest = await store.run(self._caa_drift, workspace, row, verdict)
             wait = result.cached_for
@@ -130,6 +162,12 @@ class LifecycleWatcher:
             return "no_certificate", wait
         summary = await issuance.refresh_loaded(self.services, workspace, latest)
         return summary.status, wait
+
+    async def _verify(self, workspace: Workspace, row: DomainRow) -> checks.VerifyResult:
+        result = await checks.verify(self.services, workspace=workspace, domain_id=row.id, asked=False)
+        if result.unanswered:
+            self.quiet.mark(row.apex)
+        return result
 
     def _caa_drift(self, workspace: Workspace, row: DomainRow, verdict: caa.CaaVerdict) -> Certificate | None:
         """CAA that no longer lets the provider's certificate authorities issue: the next renewal

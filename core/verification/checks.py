@@ -78,6 +78,9 @@ class VerifyResult:
     "The issuance summary, when issuance was started or checked and the provider answered."
     cached_for: int | None = attrs.field(default=None, metadata={INTERNAL: True})
     "How long the resolver keeps the negative answer this check got: no use asking before (core/lifecycle/)."
+    unanswered: bool = attrs.field(default=False, metadata={INTERNAL: True})
+    """A lookup got no answer in time, or the zone's nameservers do not answer for it: the zone's
+    other domains' background checks wait a while rather than each spend the timeout (core/lifecycle/)."""
 
 
 @attrs.frozen
@@ -248,10 +251,18 @@ def _delegation_drift(check: RecordCheck, host: str, target: str) -> list[DriftP
     return []
 
 
-async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.UUID, *,
-                     asked: bool) -> tuple[DomainRow, int | None]:
-    """Look the records up (no transaction held), then store the outcome in one write; also how
-    long the resolver keeps a negative answer it gave.
+@attrs.frozen
+class _Checked:
+    row: DomainRow
+    "The domain as the check stored it."
+    cached_for: int | None
+    "How long the resolver keeps a negative answer it gave."
+    unanswered: bool
+    "A lookup timed out, or the zone is lame."
+
+
+async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.UUID, *, asked: bool) -> _Checked:
+    """Look the records up (no transaction held), then store the outcome in one write.
 
     A verified domain stays verified (ownership was proven): only its CNAME is looked up, and a
     problem with it is drift (core/domains/drift.py), kept until a check finds it fixed. A check a
@@ -279,7 +290,8 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
     updated = await services.store.run(_record_check, services, workspace, domain_id, checks, host=host,
                                        verified=verified, drift=drift, asked=asked, now=now)
     waits = [c.cached_for for c in checks if c.cached_for is not None]
-    return updated, max(waits) if waits else None
+    unanswered = any(lookup.outcome == "timeout" for lookup in lookups) or any(c.lame for c in checks)
+    return _Checked(updated, max(waits) if waits else None, unanswered)
 
 
 def _record_check(services: Services, workspace: Workspace, domain_id: uuid.UUID, checks: list[RecordCheck], *,
@@ -343,19 +355,20 @@ def _summary(row: DomainRow) -> str:
 
 async def verify(services: Services, *, workspace: Workspace, domain_id: uuid.UUID, asked: bool = True) -> VerifyResult:
     """verify-delegation; also the background check of a domain waiting for its records (not ``asked``)."""
-    row, cached_for = await _check_dns(services, workspace, domain_id, asked=asked)
+    checked = await _check_dns(services, workspace, domain_id, asked=asked)
+    row = checked.row
     certificate, message = None, _summary(row).strip()
     if row.validation_status == "verified" and row.cert_status != "active" and not row.drift:
         certificate, said = await _issuance(services, workspace, row)
         message = f"{message} {said}"
     assert row.validation_checked_at is not None  # _check_dns has just set it
     return VerifyResult(status=row.validation_status, checked_at=row.validation_checked_at, message=message,
-                        certificate=certificate, cached_for=cached_for)
+                        certificate=certificate, cached_for=checked.cached_for, unanswered=checked.unanswered)
 
 
 async def recheck(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> RecheckResult:
     """Verify DNS, then start or check issuance; an active certificate is refreshed (spec rule 8)."""
-    row, _ = await _check_dns(services, workspace, domain_id, asked=True)
+    row = (await _check_dns(services, workspace, domain_id, asked=True)).row
     if row.validation_status == "verified" and row.cert_status != "active" and not row.drift:
         await _issuance(services, workspace, row)
     else:

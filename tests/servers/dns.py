@@ -1,7 +1,8 @@
 """A real authoritative DNS server on 127.0.0.1 (UDP and TCP), built on dnslib.
 
 Tests publish and remove records while it runs. Names listed in ``silent`` are never answered
-(the resolver times out); names in ``servfail`` get SERVFAIL. ``publish_sequence`` gives a name
+(the resolver times out), nor any name below those in ``silent_below`` (a dead zone); names in
+``servfail`` get SERVFAIL. ``publish_sequence`` gives a name
 an answer that changes from one query to the next (DNS rebinding).
 """
 
@@ -28,6 +29,7 @@ class _Zone(BaseResolver):
         self.records: dict[str, dict[str, list[RR]]] = {}
         "By name, then type: a query looks up its name (benchmarks publish thousands)."
         self.silent: set[str] = set()
+        self.silent_below: set[str] = set()
         self.servfail: set[str] = set()
         self.sequences: dict[str, dict[str, list[RR]]] = {}
         "Answers given one per query, the last one repeated (see ``DnsServer.publish_sequence``)."
@@ -40,7 +42,7 @@ class _Zone(BaseResolver):
         reply = request.reply()
         with self.lock:
             self.queries.append((name, qtype))
-            silent = name in self.silent
+            silent = name in self.silent or any(name.endswith("." + zone) for zone in self.silent_below)
             if name in self.servfail:
                 reply.header.rcode = RCODE.SERVFAIL
                 return reply
@@ -129,4 +131,5 @@ class DnsServer:
             self.zone.records.clear()
             self.zone.sequences.clear()
             self.zone.silent.clear()
+            self.zone.silent_below.clear()
             self.zone.servfail.clear()

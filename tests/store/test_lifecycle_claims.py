@@ -36,12 +36,30 @@ def open_seeded(open_store):
     return open_store
 
 
-def claim(store: Store, now: dt.datetime, limit: int = 50) -> list[uuid.UUID]:
-    def unit() -> list[uuid.UUID]:
+def claim(store: Store, now: dt.datetime, limit: int = 50, **turns) -> list[uuid.UUID]:
+    return [d for _, d in claim_pairs(store, now, limit, **turns)]
+
+
+def claim_pairs(store: Store, now: dt.datetime, limit: int, **turns) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    def unit() -> list[tuple[uuid.UUID, uuid.UUID]]:
         with store.transaction(row_locked=True):
-            return [d for _, d in store.lifecycle.claim(now, LEASE, limit)]
+            return store.lifecycle.claim(now, LEASE, limit, **turns)
 
     return asyncio.run(store.run(unit))
+
+
+def workspace_with(store: Store, due: list[dt.datetime], name: str) -> Workspace:
+    """A workspace whose domains are due at ``due``, one each."""
+    ws = Workspace(id=uuid.uuid4(), name=name, created_at=NOW, ownership_token=name)
+    with store.transaction():
+        store.accounts.insert_workspace(ws)
+        store.domains.insert_many([
+            DomainRow(id=uuid.uuid4(), workspace_id=ws.id, apex=f"h{n}.{name}.com", tags=[], created_at=NOW,
+                      updated_at=NOW, delegation_target="t", validation_status="pending", cert_status="none",
+                      ops_status="action_needed", ownership_token=name, next_check_at=at, checks_since=NOW)
+            for n, at in enumerate(due)
+        ])
+    return ws
 
 
 def test_two_processes_never_claim_the_same_check(open_seeded):
@@ -61,3 +79,38 @@ def test_a_claimed_check_is_due_again_when_its_lease_runs_out(open_seeded):
     claimed = claim(store, NOW + dt.timedelta(seconds=10), limit=1000)
     assert claim(store, NOW + dt.timedelta(minutes=4)) == []
     assert sorted(claim(store, LEASE, limit=1000)) == sorted(claimed)
+
+
+class TestWorkspacesTakeTurns:
+    """Issue 38, item 2: a workspace's backlog never delays another's checks past one turn."""
+
+    def test_a_workspace_with_one_check_due_gets_a_turn_before_another_backlog(self, open_store):
+        store = open_store()
+        noisy = workspace_with(store, [NOW - dt.timedelta(seconds=n) for n in range(100, 200)], "noisy")
+        quiet = workspace_with(store, [NOW], "quiet")
+        claimed = claim_pairs(store, NOW, 4)
+        assert [w for w, _ in claimed].count(quiet.id) == 1 and [w for w, _ in claimed].count(noisy.id) == 3
+
+    def test_each_workspace_gives_its_longest_due_check_first(self, open_store):
+        store = open_store()
+        ws = workspace_with(store, [NOW - dt.timedelta(seconds=n) for n in (5, 50, 20)], "order")
+        [(_, first)] = claim_pairs(store, NOW, 1)
+        assert store.domains.get(ws.id, first).apex == "h1.order.com"
+
+    def test_a_workspace_running_its_cap_of_checks_is_passed_over(self, open_store):
+        store = open_store()
+        noisy = workspace_with(store, [NOW - dt.timedelta(seconds=n) for n in range(10)], "noisy")
+        quiet = workspace_with(store, [NOW], "quiet")
+        assert {w for w, _ in claim_pairs(store, NOW, 10, cap=2, running={noisy.id: 2})} == {quiet.id}
+
+    def test_a_workspace_gets_no_more_than_its_cap_less_what_it_runs(self, open_store):
+        store = open_store()
+        noisy = workspace_with(store, [NOW - dt.timedelta(seconds=n) for n in range(10)], "noisy")
+        assert len(claim_pairs(store, NOW, 10, cap=5, running={noisy.id: 2})) == 3
+
+    def test_turns_begin_after_the_workspace_claimed_last(self, open_store):
+        store = open_store()
+        names = [workspace_with(store, [NOW, NOW], name) for name in ("a", "b", "c")]
+        first, second, third = sorted(names, key=lambda ws: str(ws.id))
+        assert [w for w, _ in claim_pairs(store, NOW, 2, after=first.id)] == [second.id, third.id]
+        assert [w for w, _ in claim_pairs(store, NOW, 1, after=third.id)] == [first.id]
