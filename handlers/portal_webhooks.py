@@ -18,6 +18,7 @@ from typing import Any
 from tornado.web import HTTPError, authenticated
 
 from core.certificates import events as certificate_events
+from core.domains import drift
 from core.errors import ApiError, NotFound, ValidationError
 from core.identity.scopes import MANAGERS
 from core.webhooks import deliveries, endpoints
@@ -35,6 +36,11 @@ EVENT_CHOICES: tuple[tuple[str, str], ...] = (
     (certificate_events.ISSUED, "a certificate was issued"),
     (certificate_events.ISSUE_PENDING, "issuance was requested and awaits activation"),
     (certificate_events.ISSUE_FAILED, "issuance failed"),
+)
+#: Offered too where they are sent: only with ``[lifecycle] events = "transitions"``.
+DRIFT_CHOICES: tuple[tuple[str, str], ...] = (
+    (drift.DETECTED, "a check found the DNS a renewal needs wrong (drift)"),
+    (drift.CLEARED, "that drift is fixed"),
 )
 
 
@@ -55,6 +61,14 @@ class WebhooksHandler(PortalHandler):
     def manager(self) -> uuid.UUID:
         """The workspace of an owner or admin (a 403 page for any other role)."""
         return self.member(MANAGERS).workspace_id
+
+    @property
+    def transitions(self) -> bool:
+        """Whether events beyond the spec's are sent (README, Webhooks): the pages say which."""
+        return self.services.config.lifecycle.events == "transitions"
+
+    def event_choices(self) -> tuple[tuple[str, str], ...]:
+        return (*EVENT_CHOICES, *DRIFT_CHOICES) if self.transitions else EVENT_CHOICES
 
     async def endpoint(self, endpoint_id: str) -> WebhookEndpoint:
         try:
@@ -90,10 +104,11 @@ class WebhooksHandler(PortalHandler):
         except ApiError as exc:  # a cursor edited by hand, or from another endpoint's log
             self.set_status(exc.status)
             log, log_error = deliveries.DeliveryPage(items=[], total=0), refusal_text(exc)
-        own = [name for name in endpoint.events if name not in dict(EVENT_CHOICES)]
+        choices = self.event_choices()
+        own = [name for name in endpoint.events if name not in dict(choices)]
         self.render_page(
             "webhook.html", endpoint=endpoint, secret=secret, error=error, url=endpoint.url if url is None else url,
-            choices=[*EVENT_CHOICES, *((name, "") for name in own)],
+            choices=[*choices, *((name, "") for name in own)], transitions=self.transitions,
             checked=subscribed_to(endpoint.events) if checked is None else checked,
             log=log, log_error=log_error, cursor=cursor, when=when,
         )
@@ -130,7 +145,8 @@ class WebhookListPage(WebhooksHandler):
                                                workspace_id=principal.workspace_id)
         self.render_page(
             "webhooks.html", endpoints=listed,
-            can_manage=principal.role in MANAGERS, choices=EVENT_CHOICES, checked=checked, url=url, error=error,
+            can_manage=principal.role in MANAGERS, choices=self.event_choices(), transitions=self.transitions,
+            checked=checked, url=url, error=error,
             subscribed_to=subscribed_to, when=when,
         )
 

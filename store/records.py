@@ -234,7 +234,7 @@ class OutboxEvent:
     workspace_id: uuid.UUID
     type: str
     data: dict[str, Any]
-    "The flat summary the spec names: domainId, apex, certificateId, status, provider."
+    "The flat summary the spec names: domainId, apex, certificateId, status, provider (drift events: domainId, apex, drift)."
     created_at: dt.datetime
     dispatched_at: dt.datetime | None = None
 

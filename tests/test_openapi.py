@@ -10,6 +10,7 @@ from tornado.web import RequestHandler
 
 import handlers
 from core.certificates import events
+from core.domains import drift
 from core.edge.cloudflare import CloudflareProvider
 from core.edge.sandbox import SandboxProvider
 from tests.helpers import OPENAPI, openapi, template_regex
@@ -182,9 +183,16 @@ class TestSharedEnums:
 
     def test_delivery_types_are_the_named_event_types_the_service_sends(self):
         schemas = openapi()["components"]["schemas"]
-        assert schemas["EventType"]["enum"] == list(events.TYPES)
+        assert schemas["EventType"]["enum"] == [*events.TYPES, *drift.EVENT_TYPES]
         for name in ("WebhookDelivery", "WebhookDeliveryDetail"):
             assert schemas[name]["properties"]["type"] == {"$ref": "#/components/schemas/EventType"}, name
+
+    def test_a_delivery_s_data_is_a_certificate_or_a_drift_summary(self):
+        schemas = openapi()["components"]["schemas"]
+        for name in ("WebhookDelivery", "WebhookDeliveryDetail"):
+            assert schemas[name]["properties"]["data"] == {"oneOf": [
+                {"$ref": "#/components/schemas/EventData"}, {"$ref": "#/components/schemas/DriftEventData"}]}, name
+        assert schemas["DriftEventData"]["properties"]["drift"]["items"] == {"$ref": "#/components/schemas/DriftProblem"}
 
     def test_an_events_provider_is_the_named_certificate_provider(self):
         schemas = openapi()["components"]["schemas"]

@@ -3,7 +3,8 @@
 Exactly one event is written when the result of a new issuance request is stored; refreshes and
 DNS checks write none (spec, Events), unless ``[lifecycle] events = "transitions"``: then a refresh
 that first sees a certificate become active or fail queues ``cert.issued`` or ``cert.issue_failed``,
-once per certificate, and never one its issuance already queued (``Certificate.announced``).
+once per certificate, and never one its issuance already queued (``Certificate.announced``). That
+mode also announces drift, from ``core/domains/drift.py``.
 Webhook delivery reads the outbox later, so a crash can delay an event, never lose it.
 """
 

@@ -6,7 +6,11 @@ stored at once: the Certificate, the Domain's ``cert`` summary and ``opsStatus``
 of a new issuance request and the Idempotency-Key's response commit together or not at all.
 
 - A new issuance request (issue, or verification of a domain without a usable certificate) runs
-  the CAA pre-flight, asks the provider, stores the result and queues exactly one event.
+  the CAA pre-flight, asks the provider, stores its answer as reported (a timed-out validation is
+  ``error``, spec: States and transitions) and queues exactly one event.
+- Validating again (Cloudflare: a PATCH) is asked only for a certificate already stored as failed
+  in a state that can fix (``states.revalidation_can_fix``), by a later DNS check that finds both
+  records. Asking is a new issuance request too (``validate_again``).
 - A refresh reads the provider's current state and stores it; it queues no event.
 - When the provider gives no result (unreachable, 5xx, our request budget spent), nothing but
   the Domain's ``cert.lastError`` and ``traceId`` is written, and the caller gets the error.
@@ -25,7 +29,7 @@ import attrs
 
 from core.certificates import caa, events
 from core.certificates import idempotency as idem
-from core.certificates.states import Classified, classify, describe, retriggerable
+from core.certificates.states import Classified, classify, describe, revalidation_can_fix
 from core.domains import operations, records
 from core.edge import HostnameGone, ProviderRejected, ProviderState, ProviderUnavailable
 from core.errors import Conflict, NotFound, WildcardNotSupported
@@ -151,16 +155,9 @@ def _begin_issue(
         return summary
 
 
-async def request_issuance(
-    services: Services, workspace: Workspace, row: DomainRow, *, claim: idem.Claim | None = None,
-    records_checked: bool = False,
-) -> IssuanceSummary:
-    """A new issuance request to the provider, its result stored with exactly one event.
-
-    An existing hostname whose validation timed out is validated again only when
-    ``records_checked`` (a DNS check found both records just now): otherwise the provider's
-    failure is stored as it reported it, with ``cert.issue_failed``.
-    """
+async def request_issuance(services: Services, workspace: Workspace, row: DomainRow, *,
+                           claim: idem.Claim | None = None) -> IssuanceSummary:
+    """A new issuance request to the provider, its answer stored as reported with exactly one event."""
     trace_id = uuid.uuid4()
     verdict = await caa.preflight(services.dns, row.apex, services.config.provider.caa_issuers)
     if not verdict.allowed:
@@ -169,9 +166,6 @@ async def request_issuance(
                                          classified=_FAILED, message=verdict.message or "", new_request=True, claim=claim)
     try:
         state = await services.provider.issue(row.apex, trace_id=trace_id)
-        if retriggerable(state) and records_checked:
-            # An adopted hostname that timed out, and the records are right now: validate again.
-            state = await services.provider.revalidate(state.hostname_id, apex=row.apex, trace_id=trace_id)
     except ProviderRejected as exc:
         return await services.store.run(_store, services, workspace, row.id, trace_id=trace_id, state=None,
                                          classified=_FAILED, message=exc.message, new_request=True, claim=claim)
@@ -180,6 +174,31 @@ async def request_issuance(
         raise
     return await services.store.run(_store_requested, services, workspace, row.id, trace_id=trace_id, state=state,
                                      caa_message=verdict.message, claim=claim)
+
+
+async def validate_again(services: Services, workspace: Workspace, row: DomainRow, failed: Certificate) -> IssuanceSummary:
+    """Ask the provider to validate the hostname of ``failed`` (``states.revalidation_can_fix``)
+    again, for a DNS check that has just found both records: a new issuance request, its answer
+    stored with one event. When the hostname has left that failure meanwhile, nothing is asked and
+    what was read is stored as a refresh (no event); one the provider no longer has gets a new request.
+    No CAA pre-flight: the provider checks CAA as it validates, and says so (Cloudflare: ``caa_error``).
+    """
+    assert failed.provider_hostname_id is not None  # as revalidation_can_fix says
+    trace_id = uuid.uuid4()
+    try:
+        state = await services.provider.revalidate(failed.provider_hostname_id, apex=row.apex, trace_id=trace_id)
+    except HostnameGone:
+        return await request_issuance(services, workspace, row)
+    except ProviderRejected as exc:
+        return await services.store.run(_store, services, workspace, row.id, trace_id=trace_id, state=None,
+                                         classified=_FAILED, message=exc.message, new_request=True)
+    except ProviderUnavailable as exc:
+        await services.store.run(_note_failure, services, workspace, row.id, message=exc.message, trace_id=trace_id)
+        raise
+    if state.revalidated:
+        return await services.store.run(_store_requested, services, workspace, row.id, trace_id=trace_id, state=state,
+                                         caa_message=None, claim=None)
+    return await _store_read(services, workspace, failed, state, trace_id)
 
 
 def _store_requested(
@@ -220,6 +239,12 @@ async def refresh_loaded(services: Services, workspace: Workspace, certificate: 
         )
         return await services.store.run(_store, services, workspace, certificate.domain_id, trace_id=trace_id, state=None,
                                          classified=_FAILED, message=message, new_request=False, certificate=certificate)
+    return await _store_read(services, workspace, certificate, state, trace_id)
+
+
+async def _store_read(services: Services, workspace: Workspace, certificate: Certificate, state: ProviderState,
+                      trace_id: uuid.UUID) -> IssuanceSummary:
+    """A state read from the provider, no request made: stored on ``certificate``, with no event."""
     classified = classify(state, was_active=certificate.not_before is not None)
     return await services.store.run(_store, services, workspace, certificate.domain_id, trace_id=trace_id, state=state,
                                      classified=classified, message=describe(state, classified), new_request=False,
@@ -228,11 +253,13 @@ async def refresh_loaded(services: Services, workspace: Workspace, certificate: 
 
 async def start_or_check(services: Services, workspace: Workspace, row: DomainRow) -> IssuanceSummary:
     """What verification does for a verified domain whose certificate is not active, once its DNS
-    check found both records: a new request when there is no usable certificate (none yet, or it
-    failed; a timed-out validation is then tried again), a refresh otherwise."""
+    check found both records: a failure validating again can fix is validated again; no usable
+    certificate (none yet, or one failed otherwise) gets a new request; anything else a refresh."""
     latest = await services.store.run(services.store.certificates.latest, workspace.id, row.id)
+    if latest is not None and row.cert_status == "error" and revalidation_can_fix(latest):
+        return await validate_again(services, workspace, row, latest)
     if latest is None or latest.provider_hostname_id is None or row.cert_status in ("none", "error"):
-        return await request_issuance(services, workspace, row, records_checked=True)
+        return await request_issuance(services, workspace, row)
     return await refresh_loaded(services, workspace, latest)
 
 

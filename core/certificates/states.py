@@ -19,6 +19,7 @@ from __future__ import annotations
 import attrs
 
 from core.edge import ProviderState
+from store.records import Certificate
 
 BLOCKED_HOSTNAME = frozenset({"blocked", "test_blocked"})
 FAILED_HOSTNAME = frozenset({"moved", "deleted", "pending_deletion", "test_failed"})
@@ -45,6 +46,16 @@ def retriggerable(state: ProviderState) -> bool:
     return ssl_timed_out(state.ssl_status) or state.hostname_status in RETRIGGERABLE_HOSTNAME
 
 
+def revalidation_can_fix(certificate: Certificate) -> bool:
+    """A certificate stored as failed, in a state of its provider hostname that validating again
+    can fix (``retriggerable`` of the provider's last report, as stored on it)."""
+    return (
+        certificate.status == "error"
+        and certificate.provider_hostname_id is not None
+        and (ssl_timed_out(certificate.provider_status) or certificate.provider_hostname_status in RETRIGGERABLE_HOSTNAME)
+    )
+
+
 def classify(state: ProviderState, *, was_active: bool) -> Classified:
     """Our statuses for a provider report; ``was_active``: the certificate was active before."""
     if state.hostname_status in BLOCKED_HOSTNAME:
@@ -67,7 +78,8 @@ def describe(state: ProviderState, classified: Classified) -> str:
     if classified.certificate == "error":
         return (
             f"The edge provider could not issue the certificate ({seen}). Check that both DNS records are "
-            f"in place, then verify or refresh to have it validate again.{said}"
+            f"in place, then verify them again (verify-delegation or recheck; a refresh only reads the provider's "
+            f"state) to have it validate again.{said}"
         )
     if classified.certificate == "active":
         return "The certificate is active at the edge provider."

@@ -5,19 +5,31 @@ place for every renewal, and its CAA records must keep allowing the provider's c
 authorities. A check that finds otherwise records the problem on the domain, with its fix, until a
 later check finds it gone; meanwhile ``opsStatus`` is ``action_needed``. Each source of checks
 replaces only its own codes: a DNS check of the CNAME, the CAA pre-flight.
+
+With ``[lifecycle] events = "transitions"`` operators also hear of it: ``domain.drift_detected``
+when drift is first recorded on a domain, ``domain.drift_cleared`` when the last of it is gone,
+each written to the outbox in the transaction that stores the change (``announce``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import uuid
+from typing import TYPE_CHECKING
 
 import attrs
 
 from core.domains.records import ops_status
-from store.records import DomainRow, DriftProblem
+from store.records import DomainRow, DriftProblem, OutboxEvent
+
+if TYPE_CHECKING:
+    from core.services import Services
 
 DELEGATION = ("delegation_missing", "delegation_wrong", "dnssec_failure", "lame_delegation")
 CAA = ("caa_forbids",)
+DETECTED = "domain.drift_detected"
+CLEARED = "domain.drift_cleared"
+EVENT_TYPES = (DETECTED, CLEARED)
 
 
 def with_drift(row: DomainRow, found: list[DriftProblem], *, replacing: tuple[str, ...], now: dt.datetime) -> DomainRow:
@@ -27,3 +39,22 @@ def with_drift(row: DomainRow, found: list[DriftProblem], *, replacing: tuple[st
         row, drift=drift, drift_since=(row.drift_since or now) if drift else None,
         ops_status=ops_status(row.validation_status, row.cert_status, drifted=bool(drift)),
     )
+
+
+def announce(services: Services, before: DomainRow, after: DomainRow) -> None:
+    """Queue the event of a change from no drift to some (or back) between ``before`` and
+    ``after``; call inside the transaction that stores ``after``.
+
+    Only in ``"transitions"`` mode: the spec emits its three certificate events and no other. One
+    problem replaced by another, or a second check finding the same, is no transition: the
+    Domain's ``validation.drift`` shows it, and a receiver hears once, not at every check.
+    """
+    if services.config.lifecycle.events != "transitions" or bool(before.drift) == bool(after.drift):
+        return
+    services.store.outbox.insert(OutboxEvent(
+        id=uuid.uuid4(),
+        workspace_id=after.workspace_id,
+        type=DETECTED if after.drift else CLEARED,
+        data={"domainId": str(after.id), "apex": after.apex, "drift": [attrs.asdict(p) for p in after.drift]},
+        created_at=services.clock.now(),
+    ))

@@ -5,7 +5,7 @@ schedule is decided, from what the domain is waiting for.
 |---|---|---|
 | records not both found, or verified with no certificate yet | after ``interval_seconds``, doubling up to ``max_interval_seconds`` | ``pending_days`` after creation or the last check a person asked for |
 | certificate pending or renewing | the same backoff | never (the provider ends it: active or failed) |
-| certificate failed | the same backoff (refreshed: the provider may retry validation on its own) | as for records not found |
+| certificate failed | the same backoff (refreshed; a timed-out validation is validated again once the records are found) | as for records not found |
 | certificate active | every ``active_check_seconds``; daily from ``nextRenewalAt`` on; at ``notAfter`` at the latest | never |
 | certificate blocked | every ``active_check_seconds`` (drift only) | never |
 
@@ -34,8 +34,9 @@ def kind(row: DomainRow) -> Kind:
     """What a check of this domain does: verify its DNS (and start issuance), refresh its
     certificate, or re-read an active certificate and look for drift.
 
-    A failed certificate is only refreshed: a new issuance request would queue an event each time
-    (spec), and a person's check starts one when they have fixed what failed."""
+    A failed certificate is refreshed, never requested anew (each request queues an event, spec); a
+    failure only validating again can fix is validated again once a DNS check finds the records
+    (core/lifecycle/watcher.py), which the provider then works on as pending for days, not every check."""
     if row.validation_status != "verified" or row.cert_status == "none":
         return "dns"
     if row.cert_status in ("pending", "renewing", "error"):

@@ -49,6 +49,8 @@ class ProviderState:
     "The DCV delegation CNAME target, when the provider states it for this hostname."
     errors: tuple[str, ...] = ()
     "The provider's validation errors, in its words (hostname first, then certificate)."
+    revalidated: bool = False
+    "This is the answer to a request to validate again (``revalidate`` sent one), not a plain read."
 
 
 class ProviderError(UpstreamError):
@@ -113,10 +115,13 @@ class EdgeProvider(Protocol):
         """
 
     async def revalidate(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
-        """Ask the provider to validate a timed-out certificate or moved hostname again, and
-        answer its state after that. Called only once a DNS check found both records in place.
+        """Read the hostname and, while it is still in a failure validating again can fix (a
+        timed-out certificate, a moved hostname), ask the provider to validate again; answer its
+        state, ``revalidated`` when it was asked (otherwise this was a plain read).
 
-        Raises as ``refresh``.
+        Never part of a new issuance request's first answer, which is stored as the provider gave
+        it: called only for a certificate already stored as failed, by a later DNS check that
+        found both records in place (core/certificates/issuance.py). Raises as ``refresh``.
         """
 
     def close(self) -> None:

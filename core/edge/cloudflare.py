@@ -24,6 +24,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
+import attrs
+
 from core.config import CloudflareConfig
 from core.edge import (
     HostnameGone,
@@ -126,7 +128,8 @@ class CloudflareProvider:
         return parse_state(await self._call("GET", f"/custom_hostnames/{quote(hostname_id, safe='')}", trace_id=trace_id))
 
     async def revalidate(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
-        """Read the hostname; a timed-out certificate or ``moved`` hostname is validated again.
+        """Read the hostname; a timed-out certificate or ``moved`` hostname is validated again
+        (``revalidated``), any other state is answered as read.
 
         The documented re-validation trigger is a PATCH repeating the current ``ssl`` method and
         type; it also resets Cloudflare's validation back-off schedule.
@@ -139,7 +142,8 @@ class CloudflareProvider:
             body = {"ssl": {"method": method if method in SSL_METHODS else "txt", "type": "dv"}}
             log.info("cloudflare re-validating %s (%s, %s) (trace %s)",
                      apex, state.hostname_status, state.ssl_status, trace_id)
-            state = parse_state(await self._call("PATCH", path, trace_id=trace_id, body=body))
+            state = attrs.evolve(parse_state(await self._call("PATCH", path, trace_id=trace_id, body=body)),
+                                 revalidated=True)
         return state
 
     async def _find(self, apex: str, trace_id: uuid.UUID) -> dict[str, Any]:

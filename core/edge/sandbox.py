@@ -67,7 +67,8 @@ class SandboxProvider:
         return await self._state(hostname_id, apex)
 
     async def revalidate(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
-        """The sandbox's failures are fixed by its configuration, not by validating again."""
+        """The sandbox's failures are fixed by its configuration, not by validating again: a
+        plain read, never ``revalidated``."""
         log.info("sandbox revalidate %s (trace %s)", apex, trace_id)
         return await self.refresh(hostname_id, apex=apex, trace_id=trace_id)
 

@@ -7,6 +7,8 @@ asks (core/domains/schedule.py) and plans its next check:
 - ``dns``: the domain's records are not both found yet, or it is verified without a certificate:
   exactly what ``verify-delegation`` does, issuance (and its event) included;
 - ``certificate``: a pending, renewing or failed certificate is refreshed, as ``refresh`` stores it;
+  a failure validating again can fix (a timed-out validation) is instead checked as
+  ``verify-delegation`` checks it: with both records found, the provider validates again;
 - ``active``: the delegation CNAME and CAA are checked for drift, and the certificate is read back
   from the provider, so a renewal it made moves ``notAfter`` and the rest.
 
@@ -31,10 +33,11 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from core.certificates import caa, issuance
+from core.certificates.states import revalidation_can_fix
 from core.clock import truncate_ms
 from core.config import Config
 from core.domains import schedule
-from core.domains.drift import CAA, with_drift
+from core.domains.drift import CAA, announce, with_drift
 from core.edge import ProviderBusy, ProviderError
 from core.edge.pacing import BACKGROUND, BACKGROUND_MAX_WAIT
 from core.errors import NotFound
@@ -158,6 +161,12 @@ class LifecycleWatcher:
             wait = result.cached_for
         else:
             latest, wait = await store.run(store.certificates.latest, workspace.id, row.id), None
+            if latest is not None and row.cert_status == "error" and revalidation_can_fix(latest):
+                # Refreshing would read the same failure for ever: it needs the records, then a new request.
+                result = await self._verify(workspace, row)
+                if result.certificate is not None:
+                    return result.certificate.status, result.cached_for
+                # Not started (drift: a record is missing) or no answer from the provider: refreshed as any failure.
         if latest is None or latest.provider_hostname_id is None:
             return "no_certificate", wait
         summary = await issuance.refresh_loaded(self.services, workspace, latest)
@@ -180,7 +189,9 @@ class LifecycleWatcher:
         with store.transaction():
             current = store.domains.get(workspace.id, row.id)
             if current is not None and (found or any(p.code in CAA for p in current.drift)):
-                store.domains.update(with_drift(current, found, replacing=CAA, now=now))
+                updated = with_drift(current, found, replacing=CAA, now=now)
+                store.domains.update(updated)
+                announce(self.services, current, updated)
         return store.certificates.latest(workspace.id, row.id)
 
     def _plan(self, before: DomainRow, wait: float | None) -> None:

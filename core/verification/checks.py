@@ -39,7 +39,7 @@ from core.dns.authority import Walk
 from core.dns.lookups import Lookup, Resolver
 from core.dns.probe import dnssec_fix, negative_ttl, unchecked
 from core.domains import schedule
-from core.domains.drift import DELEGATION, with_drift
+from core.domains.drift import DELEGATION, announce, with_drift
 from core.domains.operations import load
 from core.domains.records import delegation_record, ops_status, ownership_record
 from core.edge import ProviderError
@@ -317,6 +317,7 @@ def _record_check(services: Services, workspace: Workspace, domain_id: uuid.UUID
         if asked:
             updated = schedule.restarted(updated, services.config.lifecycle, now)
         services.store.domains.update(updated)
+        announce(services, current, updated)
     return updated
 
 

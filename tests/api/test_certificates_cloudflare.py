@@ -14,6 +14,8 @@ from tests.helpers import mark_verified
 from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
 
 APEX = "shop.example.com"
+#: A new hostname's validation, as the provider reports it timed out.
+TIMED_OUT = {"ssl_status": "validation_timed_out", "ssl_errors": ["caa_error: no CAA record allows google"]}
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +186,71 @@ class TestFlow:
         r = await api.post(f"/v1/certificates/{summary['certificateId']}/refresh", token=owner.token)
         assert r.body["status"] == "error" and "no longer has this hostname" in r.body["message"]
         assert event_types(services, owner) == ["cert.issue_pending"]
+
+
+def patches(cloudflare):
+    return [method for method, _ in cloudflare.requests].count("PATCH")
+
+
+class TestFirstAnswerStoredAsReported:
+    """A new hostname whose validation the provider reports timed out (spec, States and transitions:
+    a result reporting an error is ``error``, with ``cert.issue_failed``); only a later check that
+    finds the records asks the provider to validate again."""
+
+    async def verify(self, api, owner, d):
+        return (await api.post(f"/v1/domains/{d['id']}/verify-delegation", token=owner.token)).body
+
+    @pytest.mark.gen_test
+    async def test_verify_stores_the_timed_out_answer_as_error_with_one_event_and_no_patch(
+        self, api, world, services, dns, cloudflare
+    ):
+        owner, d = await verified(api, world, dns)
+        cloudflare.created_as = TIMED_OUT
+        r = await self.verify(api, owner, d)
+        assert r["certificate"]["status"] == "error" and "caa_error" in r["certificate"]["message"]
+        c = (await api.get(f"/v1/certificates/{r['certificate']['certificateId']}", token=owner.token)).body
+        domain = (await api.get(f"/v1/domains/{d['id']}", token=owner.token)).body
+        assert (c["status"], domain["cert"]["status"], domain["opsStatus"]) == ("error", "error", "action_needed")
+        assert event_types(services, owner) == ["cert.issue_failed"]
+        assert patches(cloudflare) == 0
+
+    @pytest.mark.gen_test
+    async def test_a_later_verify_validates_it_again_with_a_patch_and_stores_the_answer(
+        self, api, world, services, dns, cloudflare
+    ):
+        owner, d = await verified(api, world, dns)
+        cloudflare.created_as = TIMED_OUT
+        await self.verify(api, owner, d)
+        r = await self.verify(api, owner, d)
+        assert patches(cloudflare) == 1
+        c = (await api.get(f"/v1/certificates/{r['certificate']['certificateId']}", token=owner.token)).body
+        domain = (await api.get(f"/v1/domains/{d['id']}", token=owner.token)).body
+        assert (c["providerStatus"], c["status"], domain["cert"]["status"]) == ("pending_validation", "pending", "pending")
+        assert sorted(event_types(services, owner)) == ["cert.issue_failed", "cert.issue_pending"]  # asking again: a request
+
+    @pytest.mark.gen_test
+    async def test_a_later_verify_only_reads_a_hostname_the_provider_validates_again_by_itself(
+        self, api, world, services, dns, cloudflare
+    ):
+        owner, d = await verified(api, world, dns)
+        cloudflare.created_as = TIMED_OUT
+        await self.verify(api, owner, d)
+        cloudflare.set_state(APEX, status="active", ssl_status="active")
+        r = await self.verify(api, owner, d)
+        assert (r["certificate"]["status"], patches(cloudflare)) == ("active", 0)
+        assert event_types(services, owner) == ["cert.issue_failed"]  # nothing was asked: a refresh (spec)
+
+    @pytest.mark.gen_test
+    async def test_issue_stores_the_timed_out_answer_as_error_with_one_event_and_no_patch(
+        self, api, world, services, cloudflare
+    ):
+        owner, d = await marked_verified(api, world, services)
+        cloudflare.created_as = TIMED_OUT
+        r = (await issue(api, owner, d)).body
+        domain = (await api.get(f"/v1/domains/{d['id']}", token=owner.token)).body
+        assert (r["status"], domain["cert"]["status"]) == ("error", "error")
+        assert event_types(services, owner) == ["cert.issue_failed"]
+        assert patches(cloudflare) == 0
 
 
 class TestProviderRefusals:

@@ -5,6 +5,7 @@ or the fake Cloudflare API where a renewal or an expiry must be shown."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 
 import attrs
@@ -18,6 +19,8 @@ from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
 APEX = "shop.example.com"
 CNAME_AT, TXT_AT = f"_acme-challenge.{APEX}", f"_service-verify.{APEX}"
 JITTER = 1.2
+#: A new hostname's validation, as the provider reports it timed out.
+TIMED_OUT = {"ssl_status": "validation_timed_out", "ssl_errors": ["caa_error: no CAA record allows google"]}
 
 
 @attrs.frozen
@@ -235,6 +238,68 @@ class TestDrift:
         assert "cps_domains_drifted 1.0" in services.metrics.render().decode()
 
 
+def drift_events(services):
+    rows = services.store.sql.execute("SELECT type, data FROM outbox_events ORDER BY created_at, id").fetchall()
+    return [(t, json.loads(data)) for t, data in rows if t.startswith("domain.")]
+
+
+class TestDriftEvents:
+    """``[lifecycle] events = "transitions"``: drift first recorded, and cleared, reach webhooks."""
+
+    @pytest.fixture
+    def config(self, config):
+        return attrs.evolve(config, lifecycle=attrs.evolve(config.lifecycle, events="transitions"))
+
+    @pytest.mark.gen_test
+    async def test_drift_first_recorded_queues_domain_drift_detected(self, api, world, services, clock, dns):
+        owner, created = await active(api, world, services, clock, dns)
+        dns.remove(CNAME_AT)
+        await until_due(services, owner, created, clock)
+        [(kind, data)] = drift_events(services)
+        [problem] = (await read(api, owner, created))["validation"]["drift"]["problems"]
+        assert kind == "domain.drift_detected"
+        assert data == {"domainId": created["id"], "apex": APEX, "drift": [problem]}
+
+    @pytest.mark.gen_test
+    async def test_a_second_check_still_finding_drift_queues_nothing_more(self, api, world, services, clock, dns):
+        owner, created = await active(api, world, services, clock, dns)
+        dns.remove(CNAME_AT)
+        await until_due(services, owner, created, clock)
+        await until_due(services, owner, created, clock)
+        await api.post(f"/v1/domains/{created['id']}/verify-delegation", token=owner.token)  # a person's check too
+        assert [kind for kind, _ in drift_events(services)] == ["domain.drift_detected"]
+
+    @pytest.mark.gen_test
+    async def test_drift_cleared_queues_domain_drift_cleared(self, api, world, services, clock, dns):
+        owner, created = await active(api, world, services, clock, dns)
+        dns.remove(CNAME_AT)
+        await until_due(services, owner, created, clock)
+        dns.publish(CNAME_AT, "CNAME", created["validation"]["delegation"]["value"])
+        await until_due(services, owner, created, clock)
+        assert drift_events(services)[1:] == [("domain.drift_cleared", {"domainId": created["id"], "apex": APEX, "drift": []})]
+
+    @pytest.mark.gen_test
+    async def test_caa_that_forbids_issuance_is_announced_too(self, api, world, services, clock, dns):
+        owner, created = await active(api, world, services, clock, dns)
+        dns.publish_caa(APEX, "issue", "ca.example.net")
+        await until_due(services, owner, created, clock)
+        [(kind, data)] = drift_events(services)
+        assert (kind, [p["code"] for p in data["drift"]]) == ("domain.drift_detected", ["caa_forbids"])
+
+
+class TestNoDriftEventsBySpec:
+    @pytest.mark.gen_test
+    async def test_spec_mode_queues_no_drift_event_when_drift_comes_or_goes(self, api, world, services, clock, dns):
+        owner, created = await active(api, world, services, clock, dns)
+        dns.remove(CNAME_AT)
+        await until_due(services, owner, created, clock)
+        assert "drift" in (await read(api, owner, created))["validation"]
+        dns.publish(CNAME_AT, "CNAME", created["validation"]["delegation"]["value"])
+        await until_due(services, owner, created, clock)
+        assert "drift" not in (await read(api, owner, created))["validation"]
+        assert drift_events(services) == []
+
+
 async def active(api, world, services, clock, dns):
     """A domain checked into an active (sandbox) certificate by the background checks alone."""
     owner, created = await add(api, world)
@@ -284,6 +349,32 @@ class TestAtTheProvider:
         after = (await read(api, owner, created))["cert"]
         assert after["notAfter"] == renewed.replace("Z", ".000Z") and after["notAfter"] != before["notAfter"]
         assert after["nextRenewalAt"] > before["nextRenewalAt"]
+
+    @pytest.mark.gen_test
+    async def test_issuance_a_check_starts_stores_a_timed_out_answer_as_error_without_a_patch(
+        self, api, world, services, clock, dns, fake
+    ):
+        owner, created = await add(api, world)
+        fake.created_as = TIMED_OUT
+        publish(dns, created)
+        await until_due(services, owner, created, clock)
+        domain = await read(api, owner, created)
+        assert (domain["validation"]["status"], domain["cert"]["status"]) == ("verified", "error")
+        assert events_of(services) == ["cert.issue_failed"]
+        assert [method for method, _ in fake.requests].count("PATCH") == 0
+
+    @pytest.mark.gen_test
+    async def test_a_later_check_finding_the_records_validates_a_timed_out_certificate_again(
+        self, api, world, services, clock, dns, fake
+    ):
+        owner, created = await add(api, world)
+        fake.created_as = TIMED_OUT
+        publish(dns, created)
+        await until_due(services, owner, created, clock)
+        await until_due(services, owner, created, clock)
+        assert [method for method, _ in fake.requests].count("PATCH") == 1
+        assert (await read(api, owner, created))["cert"]["status"] == "pending"
+        assert events_of(services) == ["cert.issue_failed", "cert.issue_pending"]
 
     async def not_after(self, api, owner, created):
         return dt.datetime.fromisoformat((await read(api, owner, created))["cert"]["notAfter"])

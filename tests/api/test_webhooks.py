@@ -335,6 +335,41 @@ class TestDelivery:
         assert listed["id"] == created["id"]
 
 
+class TestDriftEvents:
+    """``[lifecycle] events = "transitions"``: drift events are subscribed to like any other."""
+
+    @pytest.fixture
+    def config(self, config):
+        return attrs.evolve(config, lifecycle=attrs.evolve(config.lifecycle, events="transitions"))
+
+    @pytest.mark.gen_test
+    async def test_an_endpoint_subscribed_to_drift_detected_gets_it_and_no_certificate_event(
+        self, api, world, hook, services, worker, clock
+    ):
+        owner = world.owner()
+        created = await register(api, owner, hook, events=["domain.drift_detected"])
+        d = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
+        mark_verified(services, d)
+        await api.post(f"/v1/domains/{d['id']}/certificates/issue", {}, token=owner.token)  # cert.issue_pending
+        await api.post(f"/v1/domains/{d['id']}/verify-delegation", token=owner.token)  # no CNAME: drift
+        await worker.tick()
+        [got] = hook.received
+        event = readme_verifier()(created["secret"], got.headers, got.body, now=clock.now().timestamp())
+        assert (event["type"], event["data"]["domainId"]) == ("domain.drift_detected", d["id"])
+        assert [p["code"] for p in event["data"]["drift"]] == ["delegation_missing"]
+
+    @pytest.mark.gen_test
+    async def test_the_delivery_log_shows_a_drift_delivery_as_documented(self, api, world, hook, services, worker):
+        owner = world.owner()
+        created = await register(api, owner, hook)
+        d = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
+        mark_verified(services, d)
+        await api.post(f"/v1/domains/{d['id']}/verify-delegation", token=owner.token)
+        await worker.tick()
+        page = (await api.get(f"/v1/webhooks/{created['id']}/deliveries", token=owner.token)).body  # checked against it
+        assert [(i["type"], i["data"]["apex"]) for i in page["items"]] == [("domain.drift_detected", "shop.example.com")]
+
+
 class TestRetries:
     """Failures are retried with backoff; every attempt is recorded."""
 

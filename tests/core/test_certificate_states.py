@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
+
 import pytest
 
-from core.certificates.states import Classified, classify, retriggerable
+from core.certificates.states import Classified, classify, retriggerable, revalidation_can_fix
 from core.edge import ProviderState
+from store.records import Certificate
 
 
 def state(hostname: str, ssl: str | None) -> ProviderState:
@@ -51,3 +55,24 @@ def test_classify(hostname, ssl, was_active, expected):
 )
 def test_retriggerable_failures(hostname, ssl, expected):
     assert retriggerable(state(hostname, ssl)) is expected
+
+
+def certificate(status: str, hostname: str | None, ssl: str | None, hostname_id: str | None = "h") -> Certificate:
+    return Certificate(id=uuid.uuid4(), workspace_id=uuid.uuid4(), domain_id=uuid.uuid4(), apex="shop.example.com",
+                       wildcard=False, issuer="CA", status=status, provider="p", bundle_available=False,
+                       created_at=dt.datetime.now(dt.UTC), provider_hostname_id=hostname_id,
+                       provider_hostname_status=hostname, provider_status=ssl)
+
+
+@pytest.mark.parametrize(
+    ("stored", "expected"),
+    [
+        (certificate("error", "pending", "validation_timed_out"), True),
+        (certificate("error", "moved", "active"), True),
+        (certificate("error", "active", "expired"), False),
+        (certificate("error", None, None, hostname_id=None), False),  # refused, or stopped by the CAA pre-flight
+        (certificate("pending", "pending", "validation_timed_out"), False),  # not stored as failed
+    ],
+)
+def test_a_stored_failure_is_validated_again_only_where_that_can_fix_it(stored, expected):
+    assert revalidation_can_fix(stored) is expected

@@ -264,11 +264,18 @@ class TestCloudflareRefresh:
         hostname_id = await self.issued(provider)
         cloudflare.set_state("shop.customer-a.com", ssl_status="validation_timed_out")
         state = await provider.revalidate(hostname_id, apex="shop.customer-a.com", trace_id=TRACE)
-        assert state.ssl_status == "pending_validation"
+        assert (state.ssl_status, state.revalidated) == ("pending_validation", True)
         assert [b for b in cloudflare.bodies if b[0] == "PATCH"] == [
             ("PATCH", f"{CREATE_PATH}/{hostname_id}", {"ssl": {"method": "txt", "type": "dv"}})
         ]
         assert cloudflare.revalidations == 1
+
+    @pytest.mark.gen_test
+    async def test_a_hostname_no_longer_failing_is_only_read_when_asked_to_validate_again(self, provider, cloudflare):
+        hostname_id = await self.issued(provider)
+        state = await provider.revalidate(hostname_id, apex="shop.customer-a.com", trace_id=TRACE)
+        assert (state.ssl_status, state.revalidated) == ("pending_validation", False)
+        assert [method for method, _ in cloudflare.requests] == ["POST", "GET"]
 
     @pytest.mark.gen_test
     async def test_the_patch_repeats_the_hostname_s_own_method(self, provider, cloudflare):

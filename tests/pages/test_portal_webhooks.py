@@ -110,6 +110,44 @@ class TestList:
             assert f'name="events" value="{name}"' in page
 
 
+class TestWhichEventsAreSent:
+    """Said plainly, on the page and in the README: by default (the spec's) a certificate that turns
+    active after its issuance request sends no ``cert.issued``."""
+
+    LATER = "A certificate that turns active later, found by a refresh or a background check, sends no cert.issued"
+
+    @pytest.mark.gen_test
+    async def test_the_page_says_a_certificate_active_later_sends_no_cert_issued(self, browser, owner):
+        words = text_of(await browser.get(LIST))
+        assert self.LATER in words
+        assert "only when the certificate is already active at the request itself" in words
+
+    def test_the_readme_says_it_too(self):
+        section = README.read_text().split("\n## Webhooks", 1)[1].split("\n## ", 1)[0]
+        assert "a certificate that turns active later sends no `cert.issued`" in section
+        assert "only when the provider is active at the issuance itself" in section
+
+
+
+class TestWhichEventsAreSentInTransitionsMode:
+    @pytest.fixture
+    def config(self, config):
+        return attrs.evolve(config, lifecycle=attrs.evolve(config.lifecycle, events="transitions"))
+
+    @pytest.mark.gen_test
+    async def test_the_page_says_later_changes_and_drift_are_sent(self, browser, owner):
+        words = text_of(await browser.get(LIST))
+        assert TestWhichEventsAreSent.LATER not in words
+        assert "also when a later refresh or background check first finds the certificate active" in words
+        assert "domain.drift_detected when a check first finds the DNS a renewal needs wrong" in words
+
+    @pytest.mark.gen_test
+    async def test_the_add_form_offers_the_drift_events(self, browser, owner):
+        page = (await browser.get(LIST)).body.decode()
+        for name in ("domain.drift_detected", "domain.drift_cleared"):
+            assert f'name="events" value="{name}"' in page
+
+
 class TestAdding:
     @pytest.mark.gen_test
     async def test_adding_leads_to_the_endpoints_page_showing_its_secret(self, browser, owner, hook):

@@ -8,7 +8,8 @@ carries ``Ratelimit`` and ``Ratelimit-Policy`` for a per-token quota; over it, 4
 ``Retry-After`` and code 971.
 
 The server runs in its own thread; tests steer it through the methods of ``FakeCloudflare``, which
-take its lock. New hostnames are ``pending`` / ``pending_validation`` unless ``auto_activate``.
+take its lock. New hostnames are ``pending`` / ``pending_validation`` unless ``auto_activate``, or
+as ``created_as`` says (``set_state``'s arguments, applied to each new hostname).
 """
 
 from __future__ import annotations
@@ -244,6 +245,7 @@ class FakeCloudflare:
             self.statuses: list[int] = []
             self.revalidations = 0
             self.auto_activate = False
+            self.created_as: dict[str, Any] = {}
             self.records_on_create = True
             self.latency = 0.0
             self.max_hostnames: int | None = None  # the zone's custom hostname quota (403, 1405)
@@ -273,17 +275,30 @@ class FakeCloudflare:
         with self.lock:
             record = self.find(hostname)
             assert record is not None, f"the fake has no hostname {hostname}"
-            if status is not None:
-                record["status"] = status
-            if ssl_status == "active":
-                self._issue(record)
-            elif ssl_status is not None:
-                record["ssl"]["status"] = ssl_status
-            if verification_errors is not None:
-                record["verification_errors"] = list(verification_errors)
-            if ssl_errors is not None:
-                record["ssl"]["validation_errors"] = [{"message": m} for m in ssl_errors]
-            return record
+            return self._set(record, status=status, ssl_status=ssl_status, verification_errors=verification_errors,
+                             ssl_errors=ssl_errors)
+
+    def _set(
+        self,
+        record: dict[str, Any],
+        *,
+        status: str | None = None,
+        ssl_status: str | None = None,
+        verification_errors: list[str] | None = None,
+        ssl_errors: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Change ``record`` (the caller holds the lock)."""
+        if status is not None:
+            record["status"] = status
+        if ssl_status == "active":
+            self._issue(record)
+        elif ssl_status is not None:
+            record["ssl"]["status"] = ssl_status
+        if verification_errors is not None:
+            record["verification_errors"] = list(verification_errors)
+        if ssl_errors is not None:
+            record["ssl"]["validation_errors"] = [{"message": m} for m in ssl_errors]
+        return record
 
     def edit(self, hostname: str, change: Callable[[dict[str, Any]], object]) -> None:
         """Change a hostname's raw record under the lock, for shapes ``set_state`` does not make."""
@@ -330,6 +345,7 @@ class FakeCloudflare:
         if self.auto_activate:
             record.update(status="active", verification_errors=[])
             self._issue(record)
+        self._set(record, **self.created_as)
         self.hostnames[record_id] = record
         return record
 
