@@ -3,8 +3,8 @@
 A package per capability, each named for what a person looks for, over a small base:
 
 - the base (the modules directly in ``core/``): configuration, the clock, crypto and keys, ids,
-  errors, the wire format, cursors, e-mail addresses and hostnames, logs, metrics, rate limits and
-  the ``Services`` container. It imports no package of ``core/``.
+  errors, the wire format, user text, cursors, e-mail addresses and hostnames, logs, metrics, rate
+  limits and the ``Services`` container. It imports no package of ``core/``.
 - ``dns/``: lookups, and the zone's own nameservers for the diagnosis.
 - ``domains/``: the records a domain publishes, its API shape, creating and changing domains, the
   query, clients, the portal's DNS instructions.

@@ -17,6 +17,8 @@ import unicodedata
 import idna
 from publicsuffixlist import PublicSuffixList
 
+from core.text import shown
+
 MAX_LENGTH = 253
 MAX_LABEL = 63
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
@@ -42,7 +44,7 @@ class HostnameError(ValueError):
 
 def normalise(raw: str) -> str:
     """The canonical form of ``raw``, or ``HostnameError`` saying exactly what is wrong."""
-    shown = raw.strip() if len(raw.strip()) <= 80 else raw.strip()[:77] + "..."
+    given = shown(raw.strip())
     name = raw.strip().lower()
     name = name.removesuffix(".")
     if not name:
@@ -52,20 +54,20 @@ def normalise(raw: str) -> str:
             "Wildcard hostnames are not supported; add each exact hostname (one certificate per hostname)."
         )
     if _is_ip_address(name):
-        raise HostnameError(f"'{shown}' is an IP address; a hostname is required.")
+        raise HostnameError(f"'{given}' is an IP address; a hostname is required.")
     if "/" in name or ":" in name:
-        raise HostnameError(f"'{shown}' is not a bare hostname; leave out the scheme, port and path.")
+        raise HostnameError(f"'{given}' is not a bare hostname; leave out the scheme, port and path.")
     if "_" in name:
-        raise HostnameError(f"'{shown}' contains an underscore, which hostnames may not.")
+        raise HostnameError(f"'{given}' contains an underscore, which hostnames may not.")
     if _SPACE.search(name):
-        raise HostnameError(f"'{shown}' contains white space.")
+        raise HostnameError(f"'{given}' contains white space.")
     try:
         if not _plain_ascii(name):
             name = idna.encode(name, uts46=True, transitional=False).decode("ascii")
     except idna.IDNAError as exc:
-        raise HostnameError(f"'{shown}' is not a valid hostname: {exc}.") from None
+        raise HostnameError(f"'{given}' is not a valid hostname: {exc}.") from None
     except UnicodeError:
-        raise HostnameError(f"'{shown}' is not a valid hostname: a label is empty or too long.") from None
+        raise HostnameError(f"'{given}' is not a valid hostname: a label is empty or too long.") from None
     _check_labels(name)
     _check_special_use(name)
     _check_scripts(name)

@@ -2,8 +2,9 @@
 
 Out: camelCase keys, ``None`` fields omitted (the spec omits unavailable optional fields),
 timestamps ``2026-11-22T10:00:00.123Z``, UUIDs as strings, fields marked ``internal`` never
-shown. In: strict types (a number is not a string), unknown keys ignored the way the spec's
-validation shape (Zod's flattened errors) does, and every failure collected per field.
+shown. In: strict types (a number is not a string), text that can be stored (no NUL, no lone
+surrogate), unknown keys ignored whatever they hold, the way the spec's validation shape (Zod's
+flattened errors) does, and every failure collected per field.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from core.errors import ValidationError
+from core.text import unstorable
 
 T = TypeVar("T")
 
@@ -108,6 +110,15 @@ def _structure_uuid(value: Any, _: type) -> uuid.UUID:
         raise ValueError("Invalid uuid") from None
 
 
+def _structure_text(value: Any, _: type) -> str:
+    # Every string a request record takes, checked as it is structured: what a record does not
+    # take is never stored, so an unknown field may hold anything.
+    text: str = _expect(value, (str,), "string")
+    if problem := unstorable(text):
+        raise ValueError(problem)
+    return text
+
+
 def _unstructure_attrs_factory(converter: cattrs.Converter) -> Callable[[type], Any]:
     def factory(cls: type) -> Any:
         overrides: dict[str, Any] = {}
@@ -163,6 +174,7 @@ def make_converter() -> cattrs.Converter:
     """Build the converter; one instance (``converter``) serves the whole service."""
     c = cattrs.Converter()
     register_strict_primitives(c)
+    c.register_structure_hook(str, _structure_text)
     c.register_unstructure_hook(dt.datetime, format_timestamp)
     c.register_unstructure_hook(uuid.UUID, str)
     c.register_structure_hook(dt.datetime, _structure_datetime)

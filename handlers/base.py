@@ -33,6 +33,7 @@ from core.identity.auth import Caller, Principal, act_in, authorize, check_scope
 from core.identity.scopes import READERS, ROLES
 from core.ratelimit import Decision, client_ip
 from core.services import Services
+from core.text import shown
 from core.wire import dumps, structure_body
 from handlers.log import shown_path
 from store import unavailable_reason
@@ -255,11 +256,12 @@ class ApiHandler(BaseHandler):
                     raise ValidationError(form_errors=[f"Malformed JSON body: {exc}"]) from None
                 except RecursionError:
                     raise ValidationError(form_errors=["Malformed JSON body: nested too deeply"]) from None
-                refuse_unstorable_text(self._json_body)
         return self._json_body
 
     def body(self, cls: type[T]) -> T:
-        """The JSON body structured into a request record."""
+        """The JSON body structured into a request record: the only way a body reaches the rules.
+        The record's text is checked (no NUL, no lone surrogate); fields it does not know are left
+        behind unread, whatever they hold."""
         return structure_body(self.json_body(), cls)
 
     def send_json(self, data: Any, status: int = 200) -> None:
@@ -302,43 +304,6 @@ class ApiHandler(BaseHandler):
         self.finish(body)
 
 
-def _problem(text: str) -> str | None:
-    if "\x00" in text:
-        return "Contains a NUL character (\\u0000), which no text field can hold"
-    if any("\ud800" <= ch <= "\udfff" for ch in text):
-        return "Contains a lone UTF-16 surrogate (an escape like \\udc00 that is not a character)"
-    return None
-
-
-def refuse_unstorable_text(data: Any) -> None:
-    """JSON may carry ``"\\udc00"``, which is no text at all, and ``"\\u0000"``, which PostgreSQL
-    cannot store: both are refused here, once, for every endpoint, naming the field where found."""
-    field_errors: dict[str, list[str]] = {}
-    form_errors: list[str] = []
-
-    def walk(value: Any, field: str | None, inner: str) -> None:
-        if isinstance(value, str) and (problem := _problem(value)):
-            if field is None:
-                form_errors.append(problem)
-            else:
-                field_errors.setdefault(field, []).append(f"{inner}: {problem}" if inner else problem)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                if problem := _problem(key):
-                    form_errors.append(f"A field name: {problem}")
-                elif field is None:
-                    walk(item, key, "")
-                else:
-                    walk(item, field, f"{inner}.{key}" if inner else key)
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                walk(item, field, f"{inner}[{index}]")
-
-    walk(data, None, "")
-    if field_errors or form_errors:
-        raise ValidationError(form_errors=form_errors, field_errors=field_errors)
-
-
 Method = Callable[..., Awaitable[None]]
 
 
@@ -350,7 +315,8 @@ def require(
     A session passes when its role is in ``roles``; an API key when it holds every scope in
     ``scopes`` (or ``*``). ``scopes=None`` marks owner/admin management that no key may do.
     ``optional=True`` lets a request without credentials through with ``principal = None``;
-    credentials that are sent must still be valid. Unknown scope or role names fail at import.
+    credentials that are sent must still be valid, and an ``X-Workspace-Id`` that is sent must be a
+    UUID either way (404, as for a person). Unknown scope or role names fail at import.
     """
     if scopes is not None:
         check_scope_names(scopes)
@@ -365,6 +331,8 @@ def require(
             # handled as one raised inside, and no coroutine is made only to wrap another.
             if not (optional and not self.has_credentials):
                 self.principal = authorize(self.authenticated(), scopes=scopes, roles=roles)
+            else:  # no credentials, so no workspace to act in; a malformed header is still refused
+                self.chosen_workspace()
             return method(self, *args, **kwargs)
 
         wrapper.requirement = {"scopes": scopes, "roles": tuple(roles)}  # type: ignore[attr-defined]
@@ -386,4 +354,4 @@ class ApiNotFoundHandler(ApiHandler):
 
     async def prepare(self) -> None:
         await super().prepare()
-        raise NotFound(f"No endpoint {self.request.method} {self.request.path}.")
+        raise NotFound(f"No endpoint {shown(f'{self.request.method} {self.request.path}')}.")

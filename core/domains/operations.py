@@ -6,7 +6,6 @@ the provider first and then store in one unit, never holding one across the netw
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import TYPE_CHECKING
 
@@ -20,6 +19,7 @@ from core.domains.shape import Domain, present, render
 from core.emails import valid_email
 from core.errors import NotFound, ValidationError
 from core.ids import uuid7
+from core.text import printable, shown
 from core.wire import dump
 from store.records import DomainRow, Workspace
 
@@ -30,7 +30,6 @@ NOTES_MAX = 2000
 TAG_MAX = 64
 TAGS_MAX = 50
 BULK_MAX = 500
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 # --- requests -----------------------------------------------------------------------------------
@@ -82,13 +81,13 @@ def bulk_json(result: BulkResult) -> bytes:
 
 
 def clean_tags(tags: list[str] | None, errors: dict[str, list[str]]) -> list[str] | None:
-    """Trimmed, de-duplicated tags; problems go to ``errors['tags']``."""
+    """Trimmed, de-duplicated tags, each printable (core/text.py); problems go to ``errors['tags']``."""
     if tags is None:
         return None
     cleaned: list[str] = []
-    for tag in tags:
-        tag = tag.strip()
-        if not tag or len(tag) > TAG_MAX or _CONTROL.search(tag):
+    for raw in tags:
+        tag = printable(raw)
+        if not tag or len(tag) > TAG_MAX:
             errors.setdefault("tags", []).append(f"Each tag must be 1 to {TAG_MAX} printable characters")
             return None
         if tag not in cleaned:
@@ -234,7 +233,7 @@ async def bulk_create(services: Services, *, workspace: Workspace, request: Bulk
             rejected.append(Rejected(apex=raw, reason=str(exc)))
             continue
         if apex in wanted:
-            rejected.append(Rejected(apex=raw, reason=f"Duplicate of '{wanted[apex]}' earlier in apexList."))
+            rejected.append(Rejected(apex=raw, reason=f"Duplicate of '{shown(wanted[apex])}' earlier in apexList."))
             continue
         wanted[apex] = raw
     targets = {apex: await services.provider.delegation_target(apex) for apex in wanted}

@@ -20,6 +20,7 @@ from core.domains.operations import clean_tags
 from core.domains.records import CERT_STATUSES, OPS_STATUSES, VALIDATION_STATUSES
 from core.domains.shape import Domain, present, render
 from core.errors import ValidationError
+from core.text import printable, shown
 from store.domain_rows import fold
 from store.domains import SORT_COLUMNS, DomainFilter
 from store.records import DomainRow, Workspace
@@ -68,7 +69,7 @@ class DomainPage:
 
 def _one_of(name: str, value: str | None, allowed: tuple[str, ...], errors: dict[str, list[str]]) -> None:
     if value is not None and value not in allowed:
-        errors.setdefault(name, []).append(f"Must be one of: {', '.join(allowed)} (got '{value}')")
+        errors.setdefault(name, []).append(f"Must be one of: {', '.join(allowed)} (got '{shown(value)}')")
 
 
 def _validate(request: QueryDomains) -> tuple[DomainFilter, Sort, Page]:
@@ -76,18 +77,19 @@ def _validate(request: QueryDomains) -> tuple[DomainFilter, Sort, Page]:
     _one_of("status", request.status, OPS_STATUSES, errors)
     _one_of("validationStatus", request.validation_status, VALIDATION_STATUSES, errors)
     _one_of("certStatus", request.cert_status, CERT_STATUSES, errors)
-    q = (request.q or "").strip()
-    if len(q) > Q_MAX:
+    q = printable(request.q or "")
+    if q is None:  # the rule tags follow; a NUL would also cut SQLite's LIKE pattern short
+        errors.setdefault("q", []).append("Must be printable: no control, format, private-use or unassigned "
+                                          "characters, and no space but U+0020")
+        q = ""
+    elif len(q) > Q_MAX:
         errors.setdefault("q", []).append(f"Must be at most {Q_MAX} characters")
-    if any(not ch.isprintable() for ch in q):
-        # A NUL would cut SQLite's LIKE pattern short and match everything.
-        errors.setdefault("q", []).append("Must not contain control characters")
     tags = clean_tags(request.tags, errors) or []
     sort = request.sort or Sort()
     if sort.by not in SORT_COLUMNS:
-        errors.setdefault("sort", []).append(f"by: must be one of: {', '.join(SORT_COLUMNS)} (got '{sort.by}')")
+        errors.setdefault("sort", []).append(f"by: must be one of: {', '.join(SORT_COLUMNS)} (got '{shown(sort.by)}')")
     if sort.dir not in ("asc", "desc"):
-        errors.setdefault("sort", []).append(f"dir: must be asc or desc (got '{sort.dir}')")
+        errors.setdefault("sort", []).append(f"dir: must be asc or desc (got '{shown(sort.dir)}')")
     page = request.page or Page()
     if not 1 <= page.limit <= LIMIT_MAX:
         errors.setdefault("page", []).append(f"limit: must be 1 to {LIMIT_MAX} (got {page.limit})")

@@ -24,6 +24,7 @@ import attrs
 
 from core.errors import InvalidApiKey, NotFound, ValidationError
 from core.identity.scopes import SCOPES
+from core.text import shown
 from store.records import ApiKey, Workspace
 
 if TYPE_CHECKING:
@@ -242,7 +243,7 @@ def _validate(services: Services, request: CreateKeyRequest) -> tuple[str, list[
     unknown = [s for s in scopes if s not in SCOPES]
     if unknown:
         allowed = ", ".join(SCOPES)
-        field_errors["scopes"] = [f"Unknown scope '{s}'; allowed scopes are: {allowed}" for s in unknown]
+        field_errors["scopes"] = [f"Unknown scope '{shown(s)}'; allowed scopes are: {allowed}" for s in unknown]
     if request.expires_at is not None and request.expires_at <= services.clock.now():
         field_errors["expiresAt"] = ["Must be in the future"]
     if field_errors:

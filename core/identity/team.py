@@ -15,6 +15,7 @@ import attrs
 from core.emails import normalise_email, valid_email
 from core.errors import Conflict, Forbidden, NotFound, ValidationError
 from core.identity.scopes import ROLES
+from core.text import shown
 from store.records import Invitation, Member
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class Team:
 
 def _check_role(role: str) -> None:
     if role not in ROLES:
-        raise ValidationError.field("role", f"Must be one of: {', '.join(ROLES)} (got '{role}')")
+        raise ValidationError.field("role", f"Must be one of: {', '.join(ROLES)} (got '{shown(role)}')")
 
 
 def _owner_only(principal: Principal, touches_owner: bool) -> None:
@@ -63,9 +64,9 @@ def invite(services: Services, *, principal: Principal, request: Invite) -> Invi
     store = services.store
     with store.transaction():
         if store.team.member_by_email(principal.workspace_id, email) is not None:
-            raise Conflict("already_member", f"{email} is already a member of this workspace.")
+            raise Conflict("already_member", f"{shown(email)} is already a member of this workspace.")
         if store.team.invitation_by_email(principal.workspace_id, email) is not None:
-            raise Conflict("already_invited", f"{email} has a pending invitation; revoke it to invite again.")
+            raise Conflict("already_invited", f"{shown(email)} has a pending invitation; revoke it to invite again.")
         invitation = Invitation(
             id=uuid.uuid4(),
             workspace_id=principal.workspace_id,

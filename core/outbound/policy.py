@@ -37,6 +37,7 @@ import attrs
 import idna
 
 from core.hostnames import public_suffixes
+from core.text import shown
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -196,10 +197,6 @@ class Target:
     path_and_query: str
 
 
-def _shown(text: str) -> str:
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def check_host(raw: str) -> str:
     """The host's canonical form (lower case, A-labels, no trailing dot) if it is a public DNS name."""
     if not raw:
@@ -217,12 +214,12 @@ def check_host(raw: str) -> str:
         # check below sees the name that DNS will be asked about.
         name = idna.encode(name, uts46=True, transitional=False).decode("ascii")
     except (idna.IDNAError, UnicodeError):
-        raise DestinationRefused(f"The host '{_shown(raw)}' is not a valid DNS name.") from None
+        raise DestinationRefused(f"The host '{shown(raw)}' is not a valid DNS name.") from None
     labels = name.split(".")
     if _NUMERIC.match(labels[-1]) or parse_ip(name) is not None:
         raise DestinationRefused(literal)
     if len(name) > 253 or not all(_LABEL.match(label) for label in labels):
-        raise DestinationRefused(f"The host '{_shown(raw)}' is not a valid DNS name.")
+        raise DestinationRefused(f"The host '{shown(raw)}' is not a valid DNS name.")
     if labels[-1] in SPECIAL_USE_TLDS:
         raise DestinationRefused(f"The host {name} is a special-use name, not reachable on the public internet.")
     if len(labels) < 2:

@@ -19,6 +19,7 @@ import attrs
 
 from core.errors import Conflict, NotFound, ValidationError
 from core.outbound.guard import DestinationRefused
+from core.text import printable
 from store.records import WebhookEndpoint
 
 if TYPE_CHECKING:
@@ -66,9 +67,9 @@ def _sealed(services: Services, endpoint_id: uuid.UUID, secret: str) -> str:
 
 def _clean_events(events: list[str] | None, errors: dict[str, list[str]]) -> list[str]:
     cleaned: list[str] = []
-    for name in events or []:
-        name = name.strip()
-        if not name or len(name) > EVENT_NAME_MAX or not name.isprintable():
+    for raw in events or []:
+        name = printable(raw)
+        if not name or len(name) > EVENT_NAME_MAX:
             errors.setdefault("events", []).append(f"Each event name must be 1 to {EVENT_NAME_MAX} printable characters")
             break
         if name not in cleaned:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+
+from tests.api.test_http_limits import Connection
 
 
 class TestEnvelope:
@@ -83,6 +87,59 @@ class TestEnvelope:
     async def test_api_responses_are_not_cached(self, api):
         r = await api.get("/v1/auth/session")
         assert r.headers["Cache-Control"] == "no-store"
+
+
+def texts(value):
+    """Every string in a decoded JSON value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from texts(item)
+
+
+class TestQuotedClientText:
+    """A message that quotes what the client sent escapes every character that is not printable, so
+    that an answer shown in a terminal runs no escape sequence and hides nothing (issue 37, item 13)."""
+
+    @pytest.mark.parametrize(("path", "body", "escaped"), [
+        ("/v1/domains/query", {"status": "\x1b[31mred"}, "\\x1b[31mred"),
+        ("/v1/domains/query", {"sort": {"by": "\u202ename", "dir": "up\x85"}}, "\\u202ename"),
+        ("/v1/domains", {"apex": "\x1b[2J.example.com"}, "\\x1b[2J.example.com"),
+        ("/v1/api-keys", {"name": "k", "scopes": ["\x1b]0;title\x07"]}, "\\x1b]0;title\\x07"),
+        ("/v1/team/invitations", {"email": "a@example.com", "role": "owner\u2028"}, "owner\\u2028"),
+        ("/v1/webhooks", {"url": "https://a\x9bb.example.com/hook"}, "a\\x9bb.example.com"),
+    ])
+    @pytest.mark.gen_test
+    async def test_a_quoted_value_is_escaped(self, api, world, path, body, escaped):
+        r = await api.post(path, body, token=world.owner().token)
+        assert (r.status, r.code) == (400, "validation_error")
+        assert all(text.isprintable() for text in texts(r.body)), r.body
+        assert escaped in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_duplicate_in_a_bulk_create_is_named_escaped(self, api, world):
+        r = await api.post("/v1/domains/bulk", {"apexList": ["shop.example.com\u200b", "shop.example.com"]},
+                           token=world.owner().token)
+        assert r.body["rejected"][0]["reason"] == "Duplicate of 'shop.example.com\\u200b' earlier in apexList."
+
+    @pytest.mark.gen_test
+    async def test_an_unknown_path_is_quoted_escaped(self, http_server, http_port):
+        """A request line is read as Latin-1, so byte 0x9b arrives as U+009B, a terminal's CSI."""
+        connection = await Connection.open(http_port)
+        await connection.send(b"GET /v1/x\x9b2J HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        status, _, body = await connection.answer()
+        connection.close()
+        assert (status, json.loads(body)["message"]) == (404, "No endpoint GET /v1/x\\x9b2J.")
+
+    @pytest.mark.gen_test
+    async def test_an_unknown_field_name_is_never_quoted(self, api, world):
+        r = await api.post("/v1/api-keys", {"\x1b[31m": "\u0000", "name": 5}, token=world.owner().token)
+        assert (r.status, r.body["details"]["fieldErrors"]) == (400, {"name": ["Expected string, received number"]})
 
 
 class TestPages:

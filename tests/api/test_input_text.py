@@ -1,9 +1,12 @@
-"""Text that is not valid Unicode is refused once, in the body parser, naming the field; no error
-answer is ever empty (review finding 1)."""
+"""Text that is not valid Unicode, or that no field can store, is refused once, as the body is read
+into its request record, naming the field; unknown fields are ignored whatever they hold; no error
+answer is ever empty (review finding 1). Short text follows one rule: printable (issue 37)."""
 
 from __future__ import annotations
 
 import pytest
+
+from tests.api.test_certificates import issue, verified_domain
 
 
 class TestLoneSurrogates:
@@ -42,11 +45,6 @@ class TestLoneSurrogates:
         assert (r.status, r.code) == (400, "validation_error")
 
     @pytest.mark.gen_test
-    async def test_a_surrogate_in_a_field_name_is_a_form_error(self, api, world):
-        r = await api.request("POST", "/v1/domains/query", raw=b'{"\\udc00": 1}', token=world.owner().token)
-        assert r.status == 400 and r.body["details"]["formErrors"]
-
-    @pytest.mark.gen_test
     async def test_real_non_ascii_text_is_kept(self, api, world):
         r = await api.post("/v1/domains", {"apex": "a.example.com", "notes": "café 🍰"}, token=world.owner().token)
         assert r.status == 201 and r.body["notes"] == "café 🍰"
@@ -69,3 +67,76 @@ class TestNulCharacters:
         r = await api.request("POST", path, raw=raw, token=world.owner().token)
         assert (r.status, r.code) == (400, "validation_error")
         assert field in r.body["details"]["fieldErrors"] and "NUL" in r.body["message"]
+
+
+class TestUnknownFields:
+    """Only the fields a request knows are read and stored: an unknown one may hold anything (issue 37, item 9)."""
+
+    @pytest.mark.gen_test
+    async def test_a_nul_in_an_unknown_field_is_ignored(self, api, world):
+        r = await api.post("/v1/domains", {"apex": "a.example.com", "extra": "x\u0000y"}, token=world.owner().token)
+        assert r.status == 201 and "extra" not in r.body
+
+    @pytest.mark.gen_test
+    async def test_a_lone_surrogate_in_an_unknown_field_and_its_name_is_ignored(self, api, world):
+        r = await api.request("POST", "/v1/domains/query", raw=b'{"\\udc00": "\\udc00", "x": ["\\ud800"]}',
+                              token=world.owner().token)
+        assert r.status == 200
+
+    @pytest.mark.gen_test
+    async def test_an_unknown_field_inside_a_known_object_is_ignored(self, api, world):
+        r = await api.post("/v1/domains/query", {"page": {"limit": 5, "note": "\u0000"}}, token=world.owner().token)
+        assert r.status == 200
+
+    @pytest.mark.gen_test
+    async def test_an_idempotent_retry_that_differs_in_an_unknown_field_is_the_same_request(self, api, world, services):
+        owner, d = await verified_domain(api, world, services)
+        first = await issue(api, owner, d, raw=b'{"wildcard": false, "x": "\\udc00"}', headers={"Idempotency-Key": "k"})
+        again = await issue(api, owner, d, raw=b'{"wildcard": false, "y": 1}', headers={"Idempotency-Key": "k"})
+        assert first.status == 200 and (again.status, again.body) == (200, first.body)
+        assert again.headers.get("Idempotent-Replayed") == "true"
+
+
+#: One of each kind that printable text refuses (core/text.py): C0, C1, NBSP, line separator, zero
+#: width space, right-to-left override, byte-order mark, private use, unassigned.
+NOT_PRINTABLE = ["\x1b", "\x85", "\xa0", "\u2028", "\u200b", "\u202e", "\ufeff", "\ue000", "\u0378"]
+
+
+class TestPrintableText:
+    """One rule for tags, the query's ``q`` and webhook event names: a tag can hold only what ``q``
+    can search for (issue 37, item 10)."""
+
+    @pytest.mark.parametrize("char", NOT_PRINTABLE)
+    @pytest.mark.gen_test
+    async def test_a_tag_is_refused(self, api, world, char):
+        r = await api.post("/v1/domains", {"apex": "a.example.com", "tags": [f"eu{char}west"]}, token=world.owner().token)
+        assert (r.status, r.code) == (400, "validation_error") and "tags" in r.body["details"]["fieldErrors"]
+
+    @pytest.mark.parametrize("char", NOT_PRINTABLE)
+    @pytest.mark.gen_test
+    async def test_a_query_is_refused(self, api, world, char):
+        r = await api.post("/v1/domains/query", {"q": f"eu{char}west"}, token=world.owner().token)
+        assert (r.status, r.code) == (400, "validation_error") and "q" in r.body["details"]["fieldErrors"]
+
+    @pytest.mark.parametrize("char", NOT_PRINTABLE)
+    @pytest.mark.gen_test
+    async def test_a_query_for_a_tag_is_refused(self, api, world, char):
+        r = await api.post("/v1/domains/query", {"tags": [f"eu{char}west"]}, token=world.owner().token)
+        assert (r.status, r.code) == (400, "validation_error") and "tags" in r.body["details"]["fieldErrors"]
+
+    @pytest.mark.gen_test
+    async def test_a_tag_in_any_script_with_spaces_inside_is_kept_trimmed(self, api, world):
+        r = await api.post("/v1/domains", {"apex": "a.example.com", "tags": ["  Zürich 東京 ✓ "]}, token=world.owner().token)
+        assert r.status == 201 and r.body["tags"] == ["Zürich 東京 ✓"]
+
+    @pytest.mark.parametrize("char", ["\x85", "\xa0", "\u2028", "\t"])
+    @pytest.mark.gen_test
+    async def test_a_tag_ending_in_white_space_other_than_a_space_is_refused_not_trimmed(self, api, world, char):
+        r = await api.post("/v1/domains", {"apex": "a.example.com", "tags": [f"eu{char}"]}, token=world.owner().token)
+        assert (r.status, r.code) == (400, "validation_error")
+
+    @pytest.mark.gen_test
+    async def test_notes_keep_newlines_tabs_and_other_characters(self, api, world):
+        notes = "line 1\nline 2\t\u202e\xa0"
+        r = await api.post("/v1/domains", {"apex": "a.example.com", "notes": notes}, token=world.owner().token)
+        assert r.status == 201 and r.body["notes"] == notes

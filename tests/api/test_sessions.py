@@ -25,6 +25,18 @@ class TestSessionEndpoint:
         assert (r.status, r.body) == (200, None)
 
     @pytest.mark.gen_test
+    async def test_a_workspace_header_that_is_not_a_uuid_is_404_without_a_token_too(self, api, world):
+        """Checked the same way with or without credentials (issue 37, item 12)."""
+        for token in (None, world.owner().token):
+            r = await api.get("/v1/auth/session", token=token, headers={"X-Workspace-Id": "abc"})
+            assert (r.status, r.code, r.body["message"]) == (404, "not_found", "Workspace not found."), token
+
+    @pytest.mark.gen_test
+    async def test_a_workspace_uuid_without_a_token_still_gives_json_null(self, api):
+        r = await api.get("/v1/auth/session", headers={"X-Workspace-Id": "0b9f3a44-6f4e-4c1e-9d55-1f6f0a3f8e21"})
+        assert (r.status, r.body) == (200, None)
+
+    @pytest.mark.gen_test
     async def test_a_member_sees_email_and_workspace(self, api, world):
         owner = world.owner("Owner@Example.com", name="Acme Hosting")
         r = await session(api, owner.token)

@@ -268,6 +268,13 @@ class TestCredentials:
         assert (await scan(api, host, token=key)).body["status"] == "secure"
 
     @pytest.mark.gen_test
+    async def test_a_workspace_header_that_is_not_a_uuid_is_404_without_a_bearer_too(self, api, world):
+        """Checked the same way with or without credentials (issue 37, item 12); nothing is dialled."""
+        for token in (None, world.key(world.owner().workspace, [])):
+            r = await scan(api, "valid.scan-test.com", token=token, headers={"X-Workspace-Id": "abc"})
+            assert (r.status, r.code) == (404, "not_found"), token
+
+    @pytest.mark.gen_test
     async def test_a_session_of_someone_in_no_workspace_is_403(self, api, world):
         r = await scan(api, "valid.scan-test.com", token=world.session_token("nobody@example.com"))
         assert (r.status, r.code) == (403, "forbidden")

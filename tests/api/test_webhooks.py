@@ -121,6 +121,20 @@ class TestEndpoints:
         assert (r.status, r.body["events"], r.body["status"]) == (200, ["cert.issued"], "disabled")
         assert "secret" not in r.body
 
+    @pytest.mark.parametrize("char", ["\x85", "\xa0", "\u2028"])
+    @pytest.mark.gen_test
+    async def test_an_event_name_ending_in_white_space_other_than_a_space_is_refused(self, api, world, hook, char):
+        """Refused at the end as inside (issue 37, item 14): not trimmed away by str.strip."""
+        owner = world.owner()
+        for name in (f"cert.issued{char}", f"cert.{char}issued"):
+            r = await api.post("/v1/webhooks", {"url": hook.url(), "events": [name]}, token=owner.token)
+            assert (r.status, r.code) == (400, "validation_error") and "events" in r.body["details"]["fieldErrors"], name
+
+    @pytest.mark.gen_test
+    async def test_spaces_around_an_event_name_are_trimmed(self, api, world, hook):
+        created = await register(api, world.owner(), hook, events=[" cert.issued  "])
+        assert created["events"] == ["cert.issued"]
+
     @pytest.mark.gen_test
     async def test_patch_refuses_an_unknown_status(self, api, world, hook):
         owner = world.owner()
