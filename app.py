@@ -55,7 +55,7 @@ def open_services(config: Config) -> Services:
     except SchemaTooNew as exc:  # a downgrade: never run code on a schema it does not know
         raise ConfigError(f"{'storage.url' if config.storage.url else 'storage.path'}: {exc}") from None
     except Exception as exc:  # psycopg's and its pool's: the database cannot be reached or used
-        if (why := database_error(exc)) is None:
+        if (why := database_error(exc, config.storage.url)) is None:
             raise
         raise ConfigError(f"storage.url: cannot use {redacted(config.storage.url)}: {why}") from None
 

@@ -1,7 +1,7 @@
 """One action per intent: the portal's forms and what a double click or a resubmission does.
 
 Every portal form carries a one-time token (``intent``), sealed by the service and bound to the
-signed-in person. The first POST with a token claims it in the same records as the API's
+signed-in person and the workspace shown; a form without one is refused as a stale one is. The first POST with a token claims it in the same records as the API's
 ``Idempotency-Key`` (under a ``FORM`` method, so no API request can meet them), runs the action
 and stores its outcome: where to go next, what to say, and a secret to show once if it made one
 (encrypted). A second POST with the token (a double click, a reload of the answer, the back
@@ -87,15 +87,15 @@ async def run_once(handler: PageHandler, action: Callable[[], Awaitable[Outcome]
     ``in_workspace=False`` for a person's own forms (leave, accept, decline), which may act on
     another workspace than the one shown."""
     token = handler.get_body_argument(FIELD, None)
-    # A form posted without the token (by a script) acts each time, like the API without an
-    # Idempotency-Key; so do the account page's answers to invitations for a person in no
-    # workspace yet (there is no workspace to keep the record in, and answering twice is harmless).
-    if token is None or handler.principal is None:
-        return await action()
-    assert handler.user is not None
+    if token is None or handler.user is None:  # the token is what says where the form was shown: none, no action
+        raise StaleForm("old")
     user_id = str(handler.user.id)
     check_token(handler.services, token, user_id=user_id,
-                workspace_id=str(handler.principal.workspace_id) if in_workspace else None)
+                workspace_id=str(handler.principal.workspace_id) if in_workspace and handler.principal else None)
+    # The account page's answers to invitations for a person in no workspace yet act each time:
+    # there is no workspace to keep the record in, and answering twice is harmless.
+    if handler.principal is None:
+        return await action()
     services = handler.services
     # The form's values are part of the intent: a page's forms share one token, so the same row's
     # form sent again with another choice (a different role, say) is a new intent, not a duplicate.

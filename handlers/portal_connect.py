@@ -9,6 +9,7 @@ since some DNS hosts (Cloudflare) do not send it back.
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import Awaitable
 
@@ -59,10 +60,16 @@ class PublicOneClickStart(_Starting):
 
 
 class OneClickReturn(PageHandler):
-    """``GET /connect/done``: where the DNS host sends the customer back (``redirect_uri``).
+    """``/connect/done``: where the DNS host sends the customer back (``redirect_uri``).
 
-    What the query says is a hint only: the state is looked up (one use, bound to its domain), and
-    then this service's own DNS check says whether the records are there.
+    Any site can send a browser here, so a visit uses up a set-up only when it brings its ``state``
+    back (only the DNS host and the starting browser have it), and clears this browser's cookie
+    only when it is that browser's state. A visit without a state changes nothing: when this
+    browser started a set-up (its DNS host sends no state back, as Cloudflare does), the page offers
+    to check it, with a POST no other site can make. Anyone can put text in this URL, so what the
+    DNS host says (``error``, ``error_description``) is shown only to the browser that started the
+    set-up, marked as the DNS host's words. Then this service's own DNS check says whether the
+    records are there.
     """
 
     async def head(self) -> None:
@@ -71,24 +78,44 @@ class OneClickReturn(PageHandler):
 
     async def get(self) -> None:
         await self.hit_rate_limit("/v1/public/verification-links/")
+        state, kept = self.get_query_argument("state", ""), self._kept()
+        if not state:
+            self.set_status(200 if kept else 400)
+            self.render_page("connect_done.html", returned=one_click.Return("no_state"), pending=bool(kept),
+                             back=kept.get("back"))
+            return
+        started_here = bool(kept) and hmac.compare_digest(kept["state"].encode(), state.encode())
+        said, more = (self.get_query_argument("error", ""), self.get_query_argument("error_description", "")) \
+            if started_here else ("", "")
+        await self._finish(state, said or None, more[:200], back=kept.get("back") if started_here else None,
+                           clear=started_here)
+
+    async def post(self) -> None:
+        """The check of the set-up this browser started, when its DNS host did not say which one."""
+        await self.hit_rate_limit("/v1/public/verification-links/")
         kept = self._kept()
-        self.clear_cookie(COOKIE)
-        state = self.get_query_argument("state", "") or kept.get("state", "")
-        back = kept.get("back") if kept.get("state") == state else None
-        returned = await one_click.finish(self.services, state=state or None,
-                                          error=self.get_query_argument("error", "") or None)
+        if not kept:
+            self.set_status(400)
+            self.render_page("connect_done.html", returned=one_click.Return("no_state"), pending=False, back=None)
+            return
+        await self._finish(kept["state"], None, "", back=kept.get("back"), clear=True)
+
+    async def _finish(self, state: str, said: str | None, more: str, *, back: str | None, clear: bool) -> None:
+        returned = await one_click.finish(self.services, state=state, error=said)
+        if clear:
+            self.clear_cookie(COOKIE)
         if returned.outcome != "checked":
             self.set_status(400)
-        self.render_page("connect_done.html", returned=returned, back=back,
-                         host_said_more=self.get_query_argument("error_description", "")[:200])
+        self.render_page("connect_done.html", returned=returned, back=back, pending=False, host_said_more=more)
 
     def _kept(self) -> dict[str, str]:
+        """The state this browser started a set-up with (and the page it started from), or {}."""
         raw = self.get_signed_cookie(COOKIE, max_age_days=1)
         try:
             kept = json.loads(raw) if raw else {}
         except ValueError:
             return {}
-        return kept if isinstance(kept, dict) else {}
+        return kept if isinstance(kept, dict) and isinstance(kept.get("state"), str) and kept["state"] else {}
 
 
 routes = [

@@ -8,12 +8,22 @@ A ``-wal`` left by an unclean stop is read, though: it may hold commits the file
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import sqlite3
 from pathlib import Path
+from urllib.parse import unquote
 
 import attrs
 
 from store.migrations import MIGRATIONS, SchemaTooNew, latest_version
+
+#: Passwords shorter than this are not searched for outside quotes: they would match ordinary
+#: words, and libpq quotes every value it echoes.
+MIN_SCRUBBED = 4
+#: libpq's own words it quotes (connection options, the ``]`` it looks for), kept in its messages.
+_LIBPQ_WORDS = frozenset({"host", "hostaddr", "port", "dbname", "user", "sslmode", "connect_timeout", "]"})
+_QUOTED = re.compile(r'(?<!\w)"[^"]*"|(?<!\w)\'[^\']*\'')  # not from the apostrophe of "couldn't"
 
 
 @attrs.frozen
@@ -90,9 +100,61 @@ def redacted(url: str) -> str:
     return f"{scheme}://{userinfo.split(':', 1)[0] + '@' if at else ''}{location}" + ("?…" if query else "")
 
 
-def database_error(exc: BaseException) -> str | None:
-    """PostgreSQL's or its pool's error in one line (its text may span several), or None for an
-    exception that is not theirs."""
+def database_error(exc: BaseException, url: str) -> str | None:
+    """PostgreSQL's or its pool's error in one line (its text may span several), with nothing of
+    ``url`` that may be secret; None for an exception that is not theirs.
+
+    libpq quotes what it cannot use, and what it quotes can hold the password: the whole URL (an
+    unclosed ``[``), the token around a bad ``%`` escape, or a piece of a password holding ``@`` or
+    ``/`` that it read as the host, port or database. So a quoted value is kept only when it is one
+    ``redacted`` shows (the user, a host, port or database, read after the last ``@``), an IP
+    address or a word of libpq's own, and is no part of the password; any other becomes "…". The
+    password and the URL are then taken out of the rest, wherever they appear.
+    """
     if not type(exc).__module__.startswith("psycopg"):
         return None
-    return " ".join(str(exc).split())
+    secrets = _passwords(url)
+    shown = _shown_parts(url)
+
+    def kept(quoted: re.Match[str]) -> str:
+        value = quoted.group(0)[1:-1]
+        if (value in shown or value in _LIBPQ_WORDS or _is_ip(value)) and not any(value in secret for secret in secrets):
+            return quoted.group(0)
+        return quoted.group(0)[0] + "…" + quoted.group(0)[-1]
+
+    text = _QUOTED.sub(kept, " ".join(str(exc).split()))
+    for secret in sorted({url, *secrets}, key=len, reverse=True):
+        if len(secret) >= MIN_SCRUBBED:
+            text = text.replace(secret, "…")
+    if "percent-encoded" in text:
+        text += " (a % in the URL is written %25)"
+    return text
+
+
+def _passwords(url: str) -> list[str]:
+    """The password as written in ``url`` (after the user's ``:`` up to the last ``@``, and any
+    ``password=`` of the query), and each percent-decoded."""
+    userinfo, at, _ = url.partition("://")[2].rpartition("@")
+    written = [userinfo.partition(":")[2]] if at else []
+    pairs = (pair.partition("=") for pair in url.partition("?")[2].split("&"))
+    written += [value for name, _, value in pairs if name == "password"]
+    return [form for value in written for form in (value, unquote(value)) if form]
+
+
+def _shown_parts(url: str) -> set[str]:
+    """What ``redacted`` shows of ``url``: the user name, and each host, port and database."""
+    userinfo, at, location = url.partition("://")[2].rpartition("@")
+    hosts, _, database = location.partition("?")[0].partition("/")
+    parts = {userinfo.partition(":")[0] if at else "", database, unquote(database)}
+    for host in hosts.split(","):
+        name, colon, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
+        parts |= {port, unquote(name if colon else port).strip("[]")}
+    return parts - {""}
+
+
+def _is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True

@@ -13,20 +13,26 @@ import sqlite_utils
 from store._rows import from_ts, postgres, select, ts, uid
 from store.records import DnsHostSeen, OneClickOffer, OneClickStart
 
+#: ``offer`` in the JSON when whether one is offered is not known. Kept in the offer's own key, so
+#: that turning one-click set-up off forgets it with the offers, through that key's index.
+UNKNOWN = "unknown"
+
 
 def dns_host_json(seen: DnsHostSeen | None) -> str | None:
     if seen is None:
         return None
+    offer = attrs.asdict(seen.offer) if seen.offer else UNKNOWN if seen.offer_unknown else None
     return json.dumps({"zone": seen.zone, "host": seen.host, "checked_at": ts(seen.checked_at),
-                       "offer": attrs.asdict(seen.offer) if seen.offer else None, "problem": seen.problem})
+                       "offer": offer, "problem": seen.problem})
 
 
 def dns_host_from_json(text: str | None) -> DnsHostSeen | None:
     if not text:
         return None
     data = json.loads(text)
-    offer = OneClickOffer(**data["offer"]) if data["offer"] else None
-    return DnsHostSeen(zone=data["zone"], host=data["host"], checked_at=from_ts(data["checked_at"]), offer=offer, problem=data["problem"])
+    offer = OneClickOffer(**data["offer"]) if isinstance(data["offer"], dict) else None
+    return DnsHostSeen(zone=data["zone"], host=data["host"], checked_at=from_ts(data["checked_at"]), offer=offer,
+                       problem=data["problem"], offer_unknown=data["offer"] == UNKNOWN)
 
 
 class OneClickRepo:
@@ -56,8 +62,8 @@ class OneClickRepo:
                              started_by=r["started_by"], used_at=from_ts(r["used_at"]))
 
     def forget_offers(self) -> int:
-        """Drop every domain's one-click offer (at start-up with one-click set-up off, before any
-        domain is read: the domain rows cached in memory are not touched)."""
+        """Drop every domain's one-click offer, known or unknown (at start-up with one-click set-up
+        off, before any domain is read: the domain rows cached in memory are not touched)."""
         return self.db.execute(
             """UPDATE domains SET dns_host = (dns_host::jsonb || '{"offer": null}')::text
                WHERE (dns_host::jsonb ->> 'offer') IS NOT NULL"""

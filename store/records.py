@@ -140,6 +140,8 @@ class DnsHostSeen:
     offer: OneClickOffer | None = None
     problem: str | None = None
     "Why the zone's Domain Connect settings were ignored (a diagnosis note), when they were."
+    offer_unknown: bool = False
+    "Whether one-click set-up is offered is not known: never asked, or not answered (``offer`` is None)."
 
 
 @attrs.frozen

@@ -137,9 +137,10 @@ class TestDatabaseCannotBeWritten:
         owner = world.owner()
         browser = Browser(http_client, base_url)
         sign_in(browser, services, owner)
+        form = await browser.form_on("/domains", "/domains")
         services.store.db.execute("PRAGMA query_only = ON")
         try:
-            r = await browser.post("/domains", {"apex": "shop.example.com"})
+            r = await browser.post("/domains", {**form, "apex": "shop.example.com"})
         finally:
             services.store.db.execute("PRAGMA query_only = OFF")
         assert r.code == 503 and b"Traceback" not in r.body

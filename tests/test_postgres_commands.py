@@ -83,3 +83,56 @@ class TestCheckConfigOnPostgres:
         assert result.returncode == 2
         assert result.stderr.splitlines()[-1].startswith("config error: storage.url: cannot use postgresql://cps@127.0.0.1:9/cps: ")
         assert "Connection refused" in result.stderr
+
+
+#: A password that must never be printed, and database URLs libpq cannot use that hold it.
+PASSWORD = "Hunter2Secret"
+MALFORMED = {
+    "a % escape that is not one": f"postgresql://cps:{PASSWORD}%zz@127.0.0.1:9/cps",
+    "a % at the end of the password": f"postgresql://cps:{PASSWORD}%@127.0.0.1:9/cps",
+    "an unclosed [ in the host": f"postgresql://cps:{PASSWORD}@[::1:9/cps",
+    "a port out of range": f"postgresql://cps:{PASSWORD}@127.0.0.1:99999/cps",
+    "a port that is not a number": f"postgresql://cps:{PASSWORD}@127.0.0.1:abc/cps",
+    "an unknown query parameter": f"postgresql://cps:{PASSWORD}@127.0.0.1:9/cps?bogus=1",
+    "a bad escape in a password in the query": f"postgresql://cps@127.0.0.1:9/cps?password={PASSWORD}%zz",
+    "an unencoded @ in the password": f"postgresql://cps:p@{PASSWORD}@127.0.0.1:9/cps",
+    "an unencoded / in the password": f"postgresql://cps:{PASSWORD}/x@127.0.0.1:9/cps",
+}
+
+
+def sqlite_config(tmp_path) -> str:
+    path = tmp_path / "lite.toml"
+    path.write_text(f'[storage]\npath = "{tmp_path / "lite.sqlite3"}"\nsecret_key_file = "{tmp_path / "secret.key"}"\n')
+    return str(path)
+
+
+@pytest.mark.parametrize("url", MALFORMED.values(), ids=MALFORMED.keys())
+class TestThePasswordOfAnUnusableUrlIsNeverPrinted:
+    """Each way out of a database URL libpq cannot parse or use, run as the operator runs it."""
+
+    @staticmethod
+    def refused_without_the_password(result: subprocess.CompletedProcess[str]) -> None:
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert PASSWORD not in result.stdout + result.stderr
+
+    def test_by_start_up(self, tmp_path, oidc_issuer, url):
+        config = postgres_config(tmp_path, url, oidc_issuer.issuer)
+        with open(config, "a") as more:
+            more.write("[server]\nport = 0\n")
+        self.refused_without_the_password(subprocess.run(
+            [sys.executable, str(ROOT / "app.py"), "--config", config],
+            check=False, capture_output=True, text=True, timeout=60))
+
+    def test_by_check_config(self, tmp_path, oidc_issuer, url):
+        self.refused_without_the_password(run(postgres_config(tmp_path, url, oidc_issuer.issuer), "check-config"))
+
+    def test_by_any_other_command(self, tmp_path, oidc_issuer, url):
+        self.refused_without_the_password(run(postgres_config(tmp_path, url, oidc_issuer.issuer), "list-workspaces"))
+
+    def test_by_copy_to_postgres(self, tmp_path, url):
+        self.refused_without_the_password(run(sqlite_config(tmp_path), "copy-to-postgres", url))
+
+
+def test_copy_to_postgres_does_not_echo_a_url_that_is_not_postgresql(tmp_path):
+    result = run(sqlite_config(tmp_path), "copy-to-postgres", f"postgres:/cps:{PASSWORD}@127.0.0.1/cps")
+    assert result.returncode == 2 and PASSWORD not in result.stdout + result.stderr

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,8 @@ from tests.servers.service import free_port
 from tests.test_readme import README, first_steps
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None or shutil.which("curl") is None,
+                                reason="needs openssl and curl")
 WAIT_FOR_SERVICE = """
 for i in $(seq 100); do curl -s -o /dev/null $B/v1/openapi.json && break; sleep 0.1; done
 """
@@ -37,8 +40,10 @@ def browserless_sign_in() -> str:
     return block
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None or shutil.which("curl") is None, reason="needs openssl and curl")
-def test_the_readme_recipe_shows_signed_deliveries_on_one_machine(tmp_path):
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    """The folder the recipe ran in (run once for the module), once it ran to its end."""
+    tmp_path = tmp_path_factory.mktemp("recipe")
     start, calls = recipe()
     ports = {"8080": str(free_port()), "5353": str(free_port()), "8443": str(free_port())}
     sign_in_at = "# (here: the browserless sign-in block of First steps, which sets $TOKEN)\n"
@@ -67,8 +72,16 @@ def test_the_readme_recipe_shows_signed_deliveries_on_one_machine(tmp_path):
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(shell.pid, signal.SIGKILL)
-    out = (tmp_path / "hook.out").read_text()
-    assert returncode == 0, (tmp_path / "script.log").read_text() + out
+    assert returncode == 0, (tmp_path / "script.log").read_text() + (tmp_path / "hook.out").read_text()
+    return tmp_path
+
+
+def test_the_readme_recipe_shows_signed_deliveries_on_one_machine(ran):
+    out = (ran / "hook.out").read_text()
     lines = [line for line in out.splitlines() if "signature" in line]
     assert [line.split()[:3] for line in lines] == [["cert.issue_pending", "signature", "ok"],
                                                      ["cert.issue_failed", "signature", "ok"]], out
+
+
+def test_the_signing_secret_it_writes_is_readable_by_its_owner_only(ran):
+    assert stat.S_IMODE((ran / "hook.secret").stat().st_mode) == 0o600

@@ -16,6 +16,9 @@ an attacker who registered a hostname in a zone they run for the purpose:
 - Bounds: settings over 64 KiB, not JSON or not an object are ignored; names are printable and at
   most 100 characters; popup sizes are clamped. Answers are cached per zone, and callers asking
   about one zone at once share one discovery, so a bulk import of a zone's hostnames costs one.
+- Fairness: each workspace's discoveries, and the requests to each destination, are limited
+  (core/domain_connect/limits.py), so one workspace can neither hold the pool nor aim the service
+  at a host of its choosing.
 - Trust: ``providerId`` is self-declared; it identifies nothing. Sentences in ``problem`` echo at
   most 80 characters of any remote text and 300 in all.
 
@@ -23,6 +26,9 @@ Several TXT records at ``_domainconnect.<zone>`` are refused (outcome ``ignored`
 come in any order, so "the first" would switch between DNS hosts from one lookup to the next,
 and two different values mean the zone's owner left a stale one that only they can tell apart.
 A DNS lookup that times out or fails is ``unknown``, not ``no_record``: it says nothing of the zone.
+So is a request that got no answer (a timeout, a refused connection, a slot in the pool not free
+in time) and a discovery a limit did not let start: none of them says the DNS host does not offer
+the template, and an ``unknown`` answer is kept a minute at most (one a limit refused, not at all).
 
 Remote trouble never raises: it is an outcome, and the customer publishes the records by hand.
 """
@@ -35,13 +41,16 @@ import logging
 import math
 import re
 from collections import OrderedDict
+from collections.abc import Hashable
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import attrs
 
 from core.clock import Clock
 from core.config import DomainConnectConfig
 from core.dns.lookups import Resolver
+from core.domain_connect import limits
 from core.outbound.guard import (
     DestinationRefused,
     OutboundClient,
@@ -99,6 +108,14 @@ class _NotHosted(Exception):
     """The DNS host answered that it does not serve the zone."""
 
 
+class _Unanswered(Exception):
+    """A request got no answer; the argument is the sentence saying why (``unknown``, kept a minute)."""
+
+
+class _Limited(Exception):
+    """A request was not made, its destination being at its limit (``unknown``, not kept)."""
+
+
 class Discoverer:
     """Finds, caches and shares what a zone's DNS host offers."""
 
@@ -109,9 +126,13 @@ class Discoverer:
         self.clock = clock
         self._cache: OrderedDict[str, tuple[float, Discovery]] = OrderedDict()
         self._in_flight: dict[tuple[asyncio.AbstractEventLoop, str], asyncio.Future[Discovery]] = {}
+        self.workspaces = limits.Limit(clock, at_once=limits.WORKSPACE_AT_ONCE, per_window=limits.WORKSPACE_PER_MINUTE)
+        self.destinations = limits.Limit(clock, at_once=limits.DESTINATION_AT_ONCE,
+                                         per_window=limits.DESTINATION_PER_MINUTE)
 
-    async def discover(self, zone: str) -> Discovery:
-        """What the DNS host of ``zone`` (a zone apex, A-labels) offers; never raises for remote trouble."""
+    async def discover(self, zone: str, *, workspace: Hashable) -> Discovery:
+        """What the DNS host of ``zone`` (a zone apex, A-labels) offers, asked for ``workspace`` (whose
+        limits a new discovery counts in); never raises for remote trouble."""
         zone = zone.lower().rstrip(".")
         cached = self._cached(zone)
         if cached is not None:
@@ -119,8 +140,19 @@ class Discoverer:
         key = (asyncio.get_running_loop(), zone)
         shared = self._in_flight.get(key)
         if shared is None:
+            if not self.workspaces.take(workspace):
+                log.info("Domain Connect discovery of %s not started: workspace %s at its limit", zone, workspace)
+                return Discovery(zone, "unknown", problem=_sentence(
+                    f"Domain Connect discovery of {zone} was not started now: this workspace has "
+                    f"{limits.WORKSPACE_AT_ONCE} under way or started {limits.WORKSPACE_PER_MINUTE} in the last "
+                    "minute."))
             shared = self._in_flight[key] = asyncio.ensure_future(self._discover_and_keep(zone))
-            shared.add_done_callback(lambda _: self._in_flight.pop(key, None))
+
+            def done(_: object) -> None:
+                self._in_flight.pop(key, None)
+                self.workspaces.release(workspace)
+
+            shared.add_done_callback(done)
         return await asyncio.shield(shared)  # one caller giving up does not end it for the others
 
     def _cached(self, zone: str) -> Discovery | None:
@@ -135,6 +167,9 @@ class Discoverer:
     async def _discover_and_keep(self, zone: str) -> Discovery:
         try:
             found = await self._discover(zone)
+        except _Limited as exc:  # the destination's limit, not the zone's answer: not kept
+            log.info("Domain Connect discovery of %s: %s", zone, exc)
+            return Discovery(zone, "unknown", problem=_sentence(str(exc)))
         except Exception:  # a bug must not break the pages that ask; it is logged and retried soon
             log.exception("Domain Connect discovery of %s failed", zone)
             found = Discovery(zone, "unknown", problem=f"Domain Connect discovery of {zone} failed unexpectedly.")
@@ -175,16 +210,30 @@ class Discoverer:
             return Discovery(zone, "ignored", problem=_sentence(str(exc)))
         except _NotHosted as exc:
             return Discovery(zone, "not_supported", problem=_sentence(str(exc)))
+        except _Unanswered as exc:
+            return Discovery(zone, "unknown", problem=_sentence(str(exc)))
 
     async def _get(self, url: str) -> OutboundResponse:
-        return await self.outbound.get(url, headers={"Accept": "application/json"}, timeout=self.config.timeout_seconds)
+        """GET ``url`` (already checked), counted in its destination's limits."""
+        parts = urlsplit(url)
+        destination = (parts.hostname, parts.port or 443)
+        if not self.destinations.take(destination):
+            raise _Limited(f"{_shown(parts.netloc)} was not asked now: it has {limits.DESTINATION_AT_ONCE} requests "
+                           f"under way or had {limits.DESTINATION_PER_MINUTE} in the last minute.")
+        try:
+            return await self.outbound.get(url, headers={"Accept": "application/json"},
+                                           timeout=self.config.timeout_seconds)
+        finally:
+            self.destinations.release(destination)
 
     async def _settings(self, url: str) -> _Settings:
         where = f"The Domain Connect settings at {_shown(url)}"
         try:
             response = await self._get(url)
-        except OutboundFailure as exc:
+        except DestinationRefused as exc:  # a place never reachable: no use retrying
             raise _Ignored(f"{where} could not be fetched, so they were ignored: {_clause(exc.reason, url)}") from None
+        except OutboundFailure as exc:  # no answer (timeout, refused, TLS): it says nothing of the template
+            raise _Unanswered(f"{where} could not be fetched: {_clause(exc.reason, url)}") from None
         status = response.status_code
         if status == 404:
             raise _NotHosted(f"The DNS host that _domainconnect names does not host this zone: its settings at "

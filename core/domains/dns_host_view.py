@@ -52,6 +52,8 @@ class DnsHostView:
     help_url: str | None = None
     one_click: OneClick | None = None
     "Present while one-click set-up is offered for this domain."
+    one_click_unknown: bool | None = None
+    "True when whether it is offered is not known (not asked yet, or not answered); absent otherwise."
 
 
 def needs_records(row: DomainRow) -> bool:
@@ -80,5 +82,5 @@ def dns_host_view(row: DomainRow) -> DnsHostView | None:
         zone=seen.zone, panel_name_form=host.panel_name_form if host else "relative", records=records,
         gotchas=list(host.gotchas) if host else [], checked_at=seen.checked_at,
         key=host.key if host else None, name=host.name if host else None, help_url=host.help_url if host else None,
-        one_click=one_click,
+        one_click=one_click, one_click_unknown=True if seen.offer_unknown and needs_records(row) else None,
     )

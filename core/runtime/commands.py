@@ -93,7 +93,7 @@ def _inspect_database(config: Config) -> tuple[str, inspection.Summary | None]:
         except SchemaTooNew as exc:
             raise CommandError(f"check-config: storage.url: {exc}") from None
         except Exception as exc:  # psycopg's errors: cannot connect, no permission, not ours
-            if (why := inspection.database_error(exc)) is None:
+            if (why := inspection.database_error(exc, config.storage.url)) is None:
                 raise
             raise CommandError(f"check-config: storage.url: cannot read {shown}: {why}") from None
     database = Path(config.storage.path).resolve()
@@ -151,7 +151,7 @@ def copy_to_postgres(services: Services, url: str) -> list[str]:
         raise CommandError("copy-to-postgres: [storage] url already names PostgreSQL; the command copies the SQLite "
                            "file at [storage] path: run it with the configuration that names that file")
     if not url.startswith(("postgresql://", "postgres://")):
-        raise CommandError(f'copy-to-postgres: {url!r} is not a "postgresql://" URL')
+        raise CommandError('copy-to-postgres: the database URL must start with "postgresql://"')  # never echoed: it holds a password
     from store import copy as copying  # loads psycopg: only here, not in every SQLite process
 
     shown = inspection.redacted(url)
@@ -162,7 +162,7 @@ def copy_to_postgres(services: Services, url: str) -> list[str]:
         except copying.CopyRefused as exc:
             raise CommandError(f"copy-to-postgres: {exc}") from None
         except Exception as exc:  # psycopg's errors: cannot connect, a row refused (nothing was copied)
-            if (why := inspection.database_error(exc)) is None:
+            if (why := inspection.database_error(exc, url)) is None:
                 raise
             raise CommandError(f"copy-to-postgres: {shown}: {why}; nothing was copied") from None
     return [

@@ -34,7 +34,7 @@ Findings, errors first:
 | `provider_error`, `provider_pending` | error, info | the provider's own view |
 | `served_mismatch` | warning | the host serves a certificate other than the provider's |
 | `authority_unknown` | info | the zone's nameservers could not be found or did not answer; resolvers only |
-| `one_click_ignored` | info | the zone's Domain Connect settings were ignored (too large, slow, not https, a private address...) |
+| `one_click_ignored` | info | the zone's Domain Connect settings were ignored (too large, not https, a private address...) |
 | `all_good` | info | nothing to fix |
 """
 

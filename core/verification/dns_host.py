@@ -10,7 +10,14 @@ next check that finds a record missing.
 What the zone's DNS host offers for one-click set-up changes more often (a template deployed, a
 settings endpoint down for a minute), so pages and the button ask the discovery again each time;
 it keeps each zone's answer for ``[domain_connect] cache_seconds`` (a minute when unanswered), and
-an unanswered discovery takes nothing away from what was found before.
+an unanswered discovery takes nothing away from what was found before; with nothing found
+before, the offer is kept as unknown (``offer_unknown``), never as "not offered".
+
+The background checks never ask the discovery (they note the DNS host from the NS records only):
+a bulk of hostnames created in zones made for the purpose would otherwise send the service's
+requests, unasked by anyone, to wherever those zones point. A person looking (a page, a check
+they asked for, a diagnosis, the button) asks, within their workspace's limits
+(core/domain_connect/limits.py).
 
 What is found is kept on the domain (``dns_host``), so reading a domain never waits on DNS or on a
 DNS host's servers.
@@ -50,17 +57,20 @@ def stale(row: DomainRow, now: dt.datetime) -> bool:
     return row.dns_host is None or now - row.dns_host.checked_at > FRESH_FOR
 
 
-def changed(row: DomainRow, walk: Walk, now: dt.datetime) -> bool:
-    """Whether a walk a check made says something new of the domain's DNS host: nothing known, or
-    known for a day, or another zone or host than the one kept (a sub-zone delegated or un-delegated,
-    the zone moved to another DNS host)."""
+def to_look_at(row: DomainRow, walk: Walk, now: dt.datetime, *, asked: bool) -> bool:
+    """A check whose walk found a record missing looks at the DNS host: when ``stale``; when the
+    walk found another zone or host than the one kept (a sub-zone delegated or un-delegated, the
+    zone moved to another DNS host); or when a person asked for the check and what the host offers
+    is not known (a background check did not ask)."""
     if stale(row, now):
+        return True
+    assert row.dns_host is not None  # not stale
+    if asked and row.dns_host.offer_unknown:
         return True
     zone = walk.zone
     if zone is None or not _own_zone(row.apex, zone.name):
         return False
     host = dns_hosts.identify(zone.nameservers)
-    assert row.dns_host is not None  # not stale
     return (zone.name, host.key if host else "") != (row.dns_host.zone, row.dns_host.host)
 
 
@@ -71,30 +81,43 @@ def _own_zone(apex: str, zone: str) -> bool:
     return zone == registrable or zone.endswith("." + registrable)
 
 
-async def _offer(services: Services, zone: str,
-                 previous: DnsHostSeen | None) -> tuple[OneClickOffer | None, str | None]:
-    """What the zone's DNS host offers now, and why its settings were ignored, if they were."""
+@attrs.frozen
+class _Offered:
+    offer: OneClickOffer | None
+    problem: str | None
+    "Why the zone's settings were ignored, if they were."
+    unknown: bool = False
+
+
+async def _offer(services: Services, row: DomainRow, zone: str, *, discover: bool = True) -> _Offered:
+    """What the zone's DNS host offers now (what was known, when not ``discover``)."""
+    previous = row.dns_host
+    known = _Offered(previous.offer, previous.problem, previous.offer_unknown) \
+        if previous is not None and previous.zone == zone else _Offered(None, None, unknown=True)
     if services.domain_connect is None:
-        return None, None
-    found = await services.domain_connect.discover(zone)
-    if found.outcome == "unknown" and previous is not None and previous.zone == zone:
-        return previous.offer, previous.problem  # a passing failure takes nothing away
+        return _Offered(None, None)
+    if not discover:
+        return known
+    found = await services.domain_connect.discover(zone, workspace=row.workspace_id)
+    if found.outcome == "unknown":
+        return known  # a passing failure takes nothing away, and adds nothing
     offer = None
     if found.offer is not None:
         offer = OneClickOffer(provider_id=found.offer.provider_id, provider_name=found.offer.provider_name,
                               url_sync_ux=found.offer.url_sync_ux, width=found.offer.width, height=found.offer.height)
-    return offer, found.problem if found.outcome == "ignored" else None
+    return _Offered(offer, found.problem if found.outcome == "ignored" else None)
 
 
-async def seen(services: Services, row: DomainRow, walk: Walk) -> DnsHostSeen | None:
-    """What the walk's zone says of the domain's DNS host; None when the walk found no zone of its own."""
+async def seen(services: Services, row: DomainRow, walk: Walk, *, discover: bool = True) -> DnsHostSeen | None:
+    """What the walk's zone says of the domain's DNS host; None when the walk found no zone of its
+    own. ``discover=False`` (a background check) asks no DNS host's server what it offers."""
     zone = walk.zone
     if zone is None or not _own_zone(row.apex, zone.name):
         return None
     host = dns_hosts.identify(zone.nameservers)
-    offer, problem = await _offer(services, zone.name, row.dns_host)
+    offered = await _offer(services, row, zone.name, discover=discover)
     return DnsHostSeen(zone=zone.name, host=host.key if host else "", checked_at=services.clock.now(),
-                       offer=offer, problem=problem)
+                       offer=offered.offer, problem=offered.problem, offer_unknown=offered.unknown)
 
 
 def keep(services: Services, row: DomainRow, found: DnsHostSeen | None) -> DomainRow:
@@ -146,7 +169,9 @@ async def freshened(services: Services, row: DomainRow) -> DomainRow:
                 _not_found.popitem(last=False)
         return found
     assert row.dns_host is not None  # not stale
-    offer, problem = await _offer(services, row.dns_host.zone, row.dns_host)
-    if (offer, problem) == (row.dns_host.offer, row.dns_host.problem):
+    offered = await _offer(services, row, row.dns_host.zone)
+    if (offered.offer, offered.problem, offered.unknown) == (row.dns_host.offer, row.dns_host.problem,
+                                                             row.dns_host.offer_unknown):
         return row
-    return await kept(services, row, attrs.evolve(row.dns_host, offer=offer, problem=problem))
+    return await kept(services, row, attrs.evolve(row.dns_host, offer=offered.offer, problem=offered.problem,
+                                                  offer_unknown=offered.unknown))

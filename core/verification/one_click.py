@@ -65,7 +65,7 @@ class Return:
     domain: DomainRow | None = None
     result: checks.VerifyResult | None = None
     host_said: str | None = None
-    "The DNS host's own error (``access_denied``...), shown escaped; a hint only."
+    "The DNS host's own error (``access_denied``...): a hint, given only by the browser that started the set-up."
 
 
 def unavailable_reason(services: Services, row: DomainRow) -> str | None:
@@ -76,6 +76,9 @@ def unavailable_reason(services: Services, row: DomainRow) -> str | None:
         return "Both DNS records are already in place."
     if row.dns_host is None:
         return "The domain's DNS host is not known yet: its zone could not be found in DNS."
+    if row.dns_host.offer is None and row.dns_host.offer_unknown:
+        return (f"Whether the DNS host of {row.dns_host.zone} offers one-click set-up could not be checked just now; "
+                "try again in a minute, or publish the two records by hand.")
     if row.dns_host.offer is None:
         return (f"The DNS host of {row.dns_host.zone} does not offer one-click set-up for this service; "
                 "publish the two records by hand.")

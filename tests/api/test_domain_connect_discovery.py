@@ -16,10 +16,13 @@ from core.dns.lookups import DnsChecker
 from core.domain_connect.discovery import SETTINGS_MAX_BYTES, Discoverer, Offer
 from core.outbound.guard import OutboundClient
 from tests.servers.https import Answer, HttpsReceiver
+from tests.servers.service import free_port
 
 ZONE = "customer-dc.com"
 HOST = "dc.dnshost-test.com"
+SLOW_HOST = "slow.dnshost-test.com"
 LOOPBACK = ["127.0.0.0/8"]
+WORKSPACE = "workspace-a"
 
 
 @pytest.fixture(scope="module")
@@ -42,18 +45,39 @@ def make(dns, dns_host, clock):
     """Make a Discoverer with real DNS lookups and a real outbound guard; its clients closed after the test."""
     clients = []
 
-    def build(*, allow=LOOPBACK, ca_bundle=dns_host.ca_pem_path, timeout=2.0, cache=600.0):
+    def build(*, allow=LOOPBACK, ca_bundle=dns_host.ca_pem_path, timeout=2.0, cache=600.0, pool=64, sharing=None):
+        """``pool``: the connections the outbound client runs at once; ``sharing``: use that
+        Discoverer's outbound client (and pool) instead of a new one."""
         resolver = DnsConfig(nameservers=[dns.address], timeout_seconds=0.5)
-        clients.append(OutboundClient(NetworkConfig(allow_private_ranges=list(allow), ca_bundle=ca_bundle), resolver,
-                                      max_body_bytes=SETTINGS_MAX_BYTES))
+        if sharing is None:
+            clients.append(OutboundClient(NetworkConfig(allow_private_ranges=list(allow), ca_bundle=ca_bundle),
+                                          resolver, max_clients=pool, max_body_bytes=SETTINGS_MAX_BYTES))
         config = DomainConnectConfig(provider_id="certs.operator-test.com", service_id="tls-hostname",
                                      private_key_file="x", key_host="operator-test.com",
                                      timeout_seconds=timeout, cache_seconds=cache)
-        return Discoverer(config, DnsChecker(resolver), clients[-1], clock)
+        return Discoverer(config, DnsChecker(resolver), sharing.outbound if sharing else clients[-1], clock)
 
     yield build
     for client in clients:
         client.close()
+
+
+@pytest.fixture
+def slow_host(receiver, dns):
+    """A second DNS host's server (its certificate from the same test CA), answering after 5 s."""
+    server = HttpsReceiver(SLOW_HOST, ca=receiver.ca)
+    server.respond_with(200, delay=5)
+    dns.publish(SLOW_HOST, "A", "127.0.0.1")
+    yield server
+    server.stop()
+
+
+def zones_at(dns, server, count, prefix="zone"):
+    """``count`` zones whose ``_domainconnect`` record names ``server``."""
+    zones = [f"{prefix}{i}-test.com" for i in range(count)]
+    for zone in zones:
+        dns.publish(f"_domainconnect.{zone}", "TXT", f"{server.hostname}:{server.port}/dc")
+    return zones
 
 
 def publish(dns, dns_host, value=None):
@@ -78,7 +102,7 @@ async def refusal(make, dns, dns_host, body=None, *, answer=None):
     """The discovery when the settings are ``body`` (or the answer is ``answer``), expected ignored."""
     publish(dns, dns_host)
     dns_host.plan([answer or Answer(200, body)])
-    found = await make().discover(ZONE)
+    found = await make().discover(ZONE, workspace=WORKSPACE)
     assert (found.outcome, found.offer) == ("ignored", None), found
     assert len(found.problem) <= 300
     return found
@@ -91,7 +115,7 @@ class TestSupported:
         body = settings(dns_host, providerDisplayName="Host Brand", width="800", height=600, market="de",
                         urlSyncUX=f"https://DC.dnshost-test.com:{dns_host.port}/sync/")
         dns_host.plan([Answer(200, body), Answer(200, b'{"version": 1}')])
-        found = await make().discover(ZONE)
+        found = await make().discover(ZONE, workspace=WORKSPACE)
         assert (found.zone, found.outcome, found.problem) == (ZONE, "supported", None)
         assert found.offer == Offer(provider_id="dnshost-test.com", provider_name="Host Brand",
                                     url_sync_ux=f"https://{HOST}:{dns_host.port}/sync", width=800, height=600)
@@ -100,27 +124,27 @@ class TestSupported:
     async def test_the_settings_are_asked_for_as_json(self, make, dns, dns_host):
         publish(dns, dns_host)
         dns_host.plan([Answer(200, settings(dns_host))])
-        await make().discover(ZONE)
+        await make().discover(ZONE, workspace=WORKSPACE)
         assert [r.headers.get("Accept") for r in dns_host.received] == ["application/json"] * 2
 
     @pytest.mark.gen_test
     async def test_an_empty_200_from_the_template_check_means_supported(self, make, dns, dns_host):
         publish(dns, dns_host)
         dns_host.plan([Answer(200, settings(dns_host)), Answer(200, b"")])
-        assert (await make().discover(ZONE)).outcome == "supported"
+        assert (await make().discover(ZONE, workspace=WORKSPACE)).outcome == "supported"
 
     @pytest.mark.gen_test
     async def test_popup_sizes_are_clamped_and_nonsense_gets_the_default(self, make, dns, dns_host):
         publish(dns, dns_host)
         dns_host.plan([Answer(200, settings(dns_host, width=5000, height="tall")), Answer(200)])
-        offer = (await make().discover(ZONE)).offer
+        offer = (await make().discover(ZONE, workspace=WORKSPACE)).offer
         assert (offer.width, offer.height) == (2000, 750)
 
 
 class TestNotOffered:
     @pytest.mark.gen_test
     async def test_a_zone_without_a_domainconnect_record_has_no_record(self, make, dns_host):
-        found = await make().discover(ZONE)
+        found = await make().discover(ZONE, workspace=WORKSPACE)
         assert (found.outcome, found.offer, found.problem) == ("no_record", None, None)
         assert dns_host.received == []
 
@@ -128,7 +152,7 @@ class TestNotOffered:
     async def test_settings_answering_404_mean_the_host_does_not_serve_the_zone(self, make, dns, dns_host):
         publish(dns, dns_host)
         dns_host.plan([404])
-        found = await make().discover(ZONE)
+        found = await make().discover(ZONE, workspace=WORKSPACE)
         assert (found.outcome, found.offer) == ("not_supported", None)
         assert "does not host this zone" in found.problem
         assert len(dns_host.received) == 1
@@ -137,7 +161,7 @@ class TestNotOffered:
     async def test_a_template_check_answering_404_means_not_supported(self, make, dns, dns_host):
         publish(dns, dns_host)
         dns_host.plan([Answer(200, settings(dns_host)), 404])
-        found = await make().discover(ZONE)
+        found = await make().discover(ZONE, workspace=WORKSPACE)
         assert (found.outcome, found.offer) == ("not_supported", None)
         assert "certs.operator-test.com/tls-hostname" in found.problem
 
@@ -145,7 +169,7 @@ class TestNotOffered:
     async def test_settings_without_urlsyncux_mean_not_supported_and_no_template_check(self, make, dns, dns_host):
         publish(dns, dns_host)
         dns_host.plan([Answer(200, settings(dns_host, urlSyncUX=None))])
-        found = await make().discover(ZONE)
+        found = await make().discover(ZONE, workspace=WORKSPACE)
         assert (found.outcome, found.offer) == ("not_supported", None)
         assert len(dns_host.received) == 1
 
@@ -153,7 +177,7 @@ class TestNotOffered:
     async def test_a_template_check_answering_500_is_unknown(self, make, dns, dns_host):
         publish(dns, dns_host)
         dns_host.plan([Answer(200, settings(dns_host)), 500])
-        found = await make().discover(ZONE)
+        found = await make().discover(ZONE, workspace=WORKSPACE)
         assert (found.outcome, found.offer) == ("unknown", None)
         assert "HTTP 500" in found.problem
 
@@ -164,14 +188,6 @@ class TestRefusedSettings:
         found = await refusal(make, dns, dns_host, settings(dns_host, padding="x" * 70_000))
         assert found.problem == (f"The Domain Connect settings at {settings_url(dns_host)} are larger than 64 KiB; "
                                  "they were ignored.")
-
-    @pytest.mark.gen_test
-    async def test_settings_slower_than_the_timeout_are_ignored(self, make, dns, dns_host):
-        publish(dns, dns_host)
-        dns_host.plan([Answer(200, settings(dns_host), delay=1.5)])
-        found = await make(timeout=0.5).discover(ZONE)
-        assert found.outcome == "ignored"
-        assert "timed out after 0.5 s" in found.problem
 
     @pytest.mark.gen_test
     async def test_a_redirect_from_the_settings_is_not_followed(self, make, dns, dns_host):
@@ -211,19 +227,130 @@ class TestRefusedSettings:
         found = await refusal(make, dns, dns_host, settings(dns_host, providerName="N" * 101))
         assert "providerName" in found.problem and "N" * 81 not in found.problem
 
+
+class TestUnanswered:
+    """Settings that could not be fetched say nothing of the template: ``unknown``, asked again in a minute."""
+
     @pytest.mark.gen_test
-    async def test_an_untrusted_certificate_at_the_settings_host_is_ignored(self, make, dns, dns_host):
+    async def test_settings_slower_than_the_timeout_are_unknown(self, make, dns, dns_host):
         publish(dns, dns_host)
-        found = await make(ca_bundle="").discover(ZONE)
-        assert found.outcome == "ignored"
-        assert "TLS" in found.problem
+        dns_host.plan([Answer(200, settings(dns_host), delay=1.5)])
+        found = await make(timeout=0.5).discover(ZONE, workspace=WORKSPACE)
+        assert (found.outcome, found.offer) == ("unknown", None)
+        assert "timed out after 0.5 s" in found.problem
+
+    @pytest.mark.gen_test
+    async def test_settings_at_a_port_refusing_connections_are_unknown(self, make, dns, dns_host):
+        publish(dns, dns_host, f"{HOST}:{free_port()}/dc")
+        found = await make().discover(ZONE, workspace=WORKSPACE)
+        assert found.outcome == "unknown" and "refused the connection" in found.problem
+
+    @pytest.mark.gen_test
+    async def test_an_untrusted_certificate_at_the_settings_host_is_unknown(self, make, dns, dns_host):
+        publish(dns, dns_host)
+        found = await make(ca_bundle="").discover(ZONE, workspace=WORKSPACE)
+        assert found.outcome == "unknown" and "TLS" in found.problem
+
+    @pytest.mark.gen_test
+    async def test_settings_waiting_for_a_free_connection_past_the_timeout_are_unknown(self, make, dns, dns_host,
+                                                                                        slow_host):
+        [slow] = zones_at(dns, slow_host, 1)
+        holding = make(timeout=3.0, pool=1)
+        held = asyncio.ensure_future(holding.discover(slow, workspace="another"))  # the pool's one connection
+        await slow_host.wait_for(1)
+        publish(dns, dns_host)
+        found = await make(timeout=0.5, sharing=holding).discover(ZONE, workspace=WORKSPACE)
+        await held
+        assert found.outcome == "unknown" and "waiting for a free connection" in found.problem
+        assert dns_host.received == []
+
+    @pytest.mark.gen_test
+    async def test_unanswered_settings_are_asked_again_after_a_minute(self, make, dns, dns_host, clock):
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host), delay=1.5), Answer(200, settings(dns_host)), 200])
+        discoverer = make(timeout=0.5)
+        assert (await discoverer.discover(ZONE, workspace=WORKSPACE)).outcome == "unknown"
+        clock.advance(60)
+        assert (await discoverer.discover(ZONE, workspace=WORKSPACE)).outcome == "supported"
+
+
+class TestLimits:
+    """One workspace cannot hold the pool, and no destination is asked more than its share
+    (core/domain_connect/limits.py)."""
+
+    @pytest.mark.gen_test
+    async def test_a_workspace_has_at_most_two_discoveries_under_way(self, make, dns, slow_host):
+        discoverer = make(timeout=1.0)
+        found = await asyncio.gather(*(discoverer.discover(zone, workspace=WORKSPACE)
+                                       for zone in zones_at(dns, slow_host, 3)))
+        assert [f.outcome for f in found] == ["unknown"] * 3
+        assert "this workspace has 2 under way" in found[2].problem
+        assert len(slow_host.received) == 2
+
+    @pytest.mark.gen_test
+    async def test_another_workspace_is_answered_while_one_workspaces_slow_zones_are_under_way(
+            self, make, dns, dns_host, slow_host):
+        holding = make(timeout=3.0, pool=3)  # slow zones of one workspace, longer than the other waits
+        held = [asyncio.ensure_future(holding.discover(zone, workspace="slow zones"))
+                for zone in zones_at(dns, slow_host, 3)]
+        await slow_host.wait_for(2)
+        publish(dns, dns_host)
+        dns_host.plan([Answer(200, settings(dns_host))])
+        found = await make(timeout=1.0, sharing=holding).discover(ZONE, workspace=WORKSPACE)
+        await asyncio.gather(*held)
+        assert found.outcome == "supported"
+
+    @pytest.mark.gen_test
+    async def test_a_workspace_starts_at_most_twenty_discoveries_a_minute(self, make, dns, dns_host):
+        dns_host.respond_with(200, body=settings(dns_host))
+        discoverer = make()
+        found = [await discoverer.discover(zone, workspace=WORKSPACE) for zone in zones_at(dns, dns_host, 21)]
+        assert [f.outcome for f in found] == ["supported"] * 20 + ["unknown"]
+        assert "started 20 in the last minute" in found[20].problem and len(dns_host.received) == 40
+
+    @pytest.mark.gen_test
+    async def test_a_discovery_refused_by_a_limit_is_asked_again_at_the_next_look(self, make, dns, dns_host, clock):
+        dns_host.respond_with(200, body=settings(dns_host))
+        discoverer = make()
+        zones = zones_at(dns, dns_host, 21)
+        for zone in zones:
+            await discoverer.discover(zone, workspace=WORKSPACE)
+        clock.advance(60)
+        assert (await discoverer.discover(zones[20], workspace=WORKSPACE)).outcome == "supported"
+
+    @pytest.mark.gen_test
+    async def test_one_workspaces_spent_minute_leaves_another_its_own(self, make, dns, dns_host):
+        dns_host.respond_with(200, body=settings(dns_host))
+        discoverer = make()
+        zones = zones_at(dns, dns_host, 21)
+        for zone in zones[:20]:
+            await discoverer.discover(zone, workspace=WORKSPACE)
+        assert (await discoverer.discover(zones[20], workspace="another")).outcome == "supported"
+
+    @pytest.mark.gen_test
+    async def test_a_destination_gets_at_most_sixty_requests_a_minute_from_all_workspaces(self, make, dns, dns_host):
+        dns_host.respond_with(200, body=settings(dns_host))
+        discoverer = make()
+        found = [await discoverer.discover(zone, workspace=f"workspace {i}")
+                 for i, zone in enumerate(zones_at(dns, dns_host, 31))]
+        assert [f.outcome for f in found] == ["supported"] * 30 + ["unknown"]
+        assert f"{HOST}:{dns_host.port} was not asked now" in found[30].problem
+        assert len(dns_host.received) == 60
+
+    @pytest.mark.gen_test
+    async def test_a_destination_gets_at_most_four_requests_at_once(self, make, dns, slow_host):
+        discoverer = make(timeout=1.0)
+        found = await asyncio.gather(*(discoverer.discover(zone, workspace=f"workspace {i}")
+                                       for i, zone in enumerate(zones_at(dns, slow_host, 6))))
+        assert sorted("was not asked now" in f.problem for f in found) == [False] * 4 + [True] * 2
+        assert len(slow_host.received) == 4
 
 
 class TestPrivateDestinations:
     @pytest.mark.gen_test
     async def test_a_settings_host_resolving_to_a_private_address_is_never_contacted(self, make, dns, dns_host):
         publish(dns, dns_host)
-        found = await make(allow=()).discover(ZONE)
+        found = await make(allow=()).discover(ZONE, workspace=WORKSPACE)
         assert found.outcome == "ignored"
         assert "non-public addresses" in found.problem
         assert dns_host.received == []
@@ -233,7 +360,7 @@ class TestPrivateDestinations:
         dns.publish("api.dnshost-test.com", "A", "10.0.0.1")  # outside the loopback the test allows
         publish(dns, dns_host)
         dns_host.plan([Answer(200, settings(dns_host, urlAPI="https://api.dnshost-test.com/dc"))])
-        found = await make().discover(ZONE)
+        found = await make().discover(ZONE, workspace=WORKSPACE)
         assert found.outcome == "ignored"
         assert "urlAPI" in found.problem and "non-public addresses" in found.problem
         assert len(dns_host.received) == 1  # the settings only
@@ -251,7 +378,7 @@ class TestRefusedRecord:
     ])
     async def test_a_value_that_is_not_a_host_with_a_path_is_ignored_unrequested(self, make, dns, dns_host, value, why):
         publish(dns, dns_host, value)
-        found = await make().discover(ZONE)
+        found = await make().discover(ZONE, workspace=WORKSPACE)
         assert found.outcome == "ignored"
         assert why in found.problem and f"_domainconnect.{ZONE}" in found.problem
         assert dns_host.received == []
@@ -260,7 +387,7 @@ class TestRefusedRecord:
     async def test_several_domainconnect_records_are_ignored(self, make, dns, dns_host):
         publish(dns, dns_host)
         publish(dns, dns_host, "dc.other-host-test.com")
-        found = await make().discover(ZONE)
+        found = await make().discover(ZONE, workspace=WORKSPACE)
         assert found.outcome == "ignored"
         assert "2 different TXT records" in found.problem
         assert dns_host.received == []
@@ -269,7 +396,7 @@ class TestRefusedRecord:
     async def test_a_long_value_is_shortened_in_the_problem(self, make, dns, dns_host):
         value = "dc.dnshost-test.com/" + "p" * 200 + "?x"
         publish(dns, dns_host, value)
-        found = await make().discover(ZONE)
+        found = await make().discover(ZONE, workspace=WORKSPACE)
         assert found.outcome == "ignored"
         assert "p" * 80 not in found.problem and len(found.problem) <= 300
 
@@ -280,9 +407,9 @@ class TestCache:
         publish(dns, dns_host)
         dns_host.plan([Answer(200, settings(dns_host))])
         discoverer = make()
-        first = await discoverer.discover(ZONE)
+        first = await discoverer.discover(ZONE, workspace=WORKSPACE)
         clock.advance(599)
-        assert await discoverer.discover(ZONE.upper() + ".") == first
+        assert await discoverer.discover(ZONE.upper() + ".", workspace=WORKSPACE) == first
         assert len(dns_host.received) == 2
 
     @pytest.mark.gen_test
@@ -290,9 +417,9 @@ class TestCache:
         publish(dns, dns_host)
         dns_host.plan([Answer(200, settings(dns_host)), 404, Answer(200, settings(dns_host)), 200])
         discoverer = make()
-        assert (await discoverer.discover(ZONE)).outcome == "not_supported"
+        assert (await discoverer.discover(ZONE, workspace=WORKSPACE)).outcome == "not_supported"
         clock.advance(600)
-        assert (await discoverer.discover(ZONE)).outcome == "supported"
+        assert (await discoverer.discover(ZONE, workspace=WORKSPACE)).outcome == "supported"
         assert len(dns_host.received) == 4
 
     @pytest.mark.gen_test
@@ -300,12 +427,12 @@ class TestCache:
         publish(dns, dns_host)
         dns_host.plan([Answer(200, settings(dns_host)), 500, Answer(200, settings(dns_host)), 200])
         discoverer = make()
-        assert (await discoverer.discover(ZONE)).outcome == "unknown"
+        assert (await discoverer.discover(ZONE, workspace=WORKSPACE)).outcome == "unknown"
         clock.advance(59)
-        assert (await discoverer.discover(ZONE)).outcome == "unknown"
+        assert (await discoverer.discover(ZONE, workspace=WORKSPACE)).outcome == "unknown"
         assert len(dns_host.received) == 2
         clock.advance(1)
-        assert (await discoverer.discover(ZONE)).outcome == "supported"
+        assert (await discoverer.discover(ZONE, workspace=WORKSPACE)).outcome == "supported"
         assert len(dns_host.received) == 4
 
     @pytest.mark.gen_test
@@ -313,6 +440,6 @@ class TestCache:
         publish(dns, dns_host)
         dns_host.plan([Answer(200, settings(dns_host), delay=0.2)])
         discoverer = make()
-        found = await asyncio.gather(*(discoverer.discover(ZONE) for _ in range(20)))
+        found = await asyncio.gather(*(discoverer.discover(ZONE, workspace=WORKSPACE) for _ in range(20)))
         assert {f.outcome for f in found} == {"supported"}
         assert len(dns_host.received) == 2

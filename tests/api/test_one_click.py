@@ -23,11 +23,13 @@ from tornado.httpclient import AsyncHTTPClient
 from core.config import DomainConnectConfig, NetworkConfig
 from core.domain_connect.signing import public_key_records
 from core.domain_connect.template import template
+from core.lifecycle.watcher import LifecycleWatcher
 from core.runtime.assembly import build_services
 from core.verification import one_click
 from tests.pages import conftest as page_fixtures
 from tests.pages.portal_client import Browser, sign_in
 from tests.servers.dns_host import FakeDnsHost
+from tests.servers.service import free_port
 
 browser = page_fixtures.browser  # the portal tests' browser without JavaScript
 
@@ -93,6 +95,12 @@ async def looked_at(api, owner, domain):
     """The domain after a check found its records missing (which names its DNS host)."""
     await api.post(f"/v1/domains/{domain['id']}/verify-delegation", token=owner.token)
     return (await api.get(f"/v1/domains/{domain['id']}", token=owner.token)).body
+
+
+def refusing(dns, dns_host):
+    """example.com's ``_domainconnect`` names the DNS host's name at a port where nothing listens."""
+    dns.remove(f"_domainconnect.{ZONE}")
+    dns.publish(f"_domainconnect.{ZONE}", "TXT", f"{dns_host.hostname}:{free_port()}/api")
 
 
 async def start(api, owner, domain):
@@ -176,6 +184,22 @@ class TestOffer:
         assert domain["dnsHost"]["name"] == "GoDaddy" and "oneClick" not in domain["dnsHost"]
 
     @pytest.mark.gen_test
+    async def test_a_dns_host_not_answering_makes_one_click_unknown_not_unoffered(self, api, world, supported, dns):
+        refusing(dns, supported)
+        owner = world.owner()
+        host = (await looked_at(api, owner, await new_domain(api, owner)))["dnsHost"]
+        assert host["oneClickUnknown"] is True and "oneClick" not in host
+
+    @pytest.mark.gen_test
+    async def test_a_start_while_the_dns_host_does_not_answer_says_it_could_not_be_checked(
+            self, api, world, supported, dns):
+        refusing(dns, supported)
+        owner = world.owner()
+        r = await api.post(f"/v1/domains/{(await new_domain(api, owner))['id']}/one-click", token=owner.token)
+        assert (r.status, r.code) == (409, "one_click_unavailable")
+        assert "could not be checked just now" in r.body["message"] and "does not offer" not in r.body["message"]
+
+    @pytest.mark.gen_test
     async def test_an_oversized_settings_document_is_ignored_and_the_diagnosis_says_so(self, api, world, supported):
         supported.settings_override(b"{" + b" " * 70_000 + b"}")
         owner = world.owner()
@@ -184,6 +208,50 @@ class TestOffer:
         [finding] = [f for f in report["findings"] if f["code"] == "one_click_ignored"]
         assert "64 KiB" in finding["message"] and "by hand" in finding["message"]
         assert "oneClick" not in (await api.get(f"/v1/domains/{domain['id']}", token=owner.token)).body["dnsHost"]
+
+
+class TestBulk:
+    """A bulk of hostnames in zones whose ``_domainconnect`` names some server: no request goes
+    there until a person looks at one of them."""
+
+    ZONES = ("bulk0-test.com", "bulk1-test.com", "bulk2-test.com")
+
+    @pytest.fixture
+    def bulk(self, dns, supported):
+        for zone in self.ZONES:
+            dns.publish(zone, "NS", *GODADDY_NS)
+            supported.host_zone(zone)
+            supported.announce(zone)
+        return [f"shop.{zone}" for zone in self.ZONES]
+
+    @staticmethod
+    async def created_and_checked(api, owner, bulk, services, clock):
+        """The hostnames created in one bulk request, then each checked by the background checks."""
+        r = await api.post("/v1/domains/bulk", {"apexList": bulk}, token=owner.token)
+        assert len(r.body["created"]) == len(bulk), r.body
+        clock.advance(3600)
+        await LifecycleWatcher(services).tick()
+        return [(await api.get(f"/v1/domains/{d['id']}", token=owner.token)).body for d in r.body["created"]]
+
+    @pytest.mark.gen_test
+    async def test_a_bulk_create_and_its_background_checks_send_no_request_to_the_dns_hosts(
+            self, api, world, supported, bulk, services, clock):
+        await self.created_and_checked(api, world.owner(), bulk, services, clock)
+        assert supported.requests == []
+
+    @pytest.mark.gen_test
+    async def test_its_domains_dns_host_is_known_and_what_it_offers_is_not_yet(
+            self, api, world, supported, bulk, services, clock):
+        domains = await self.created_and_checked(api, world.owner(), bulk, services, clock)
+        assert [(d["dnsHost"]["name"], d["dnsHost"].get("oneClickUnknown")) for d in domains] == [("GoDaddy", True)] * 3
+
+    @pytest.mark.gen_test
+    async def test_a_person_looking_at_one_of_them_asks_its_dns_host(
+            self, api, world, supported, bulk, services, clock):
+        owner = world.owner()
+        domains = await self.created_and_checked(api, owner, bulk, services, clock)
+        host = (await looked_at(api, owner, domains[0]))["dnsHost"]
+        assert "oneClickUnknown" not in host and host["oneClick"]["providerName"] == "DNS Host Test Display"
 
 
 class TestStart:
@@ -286,16 +354,32 @@ class TestReturn:
         assert page.status == 400 and "This return link cannot be used" in page.text and "<script>" not in page.text
 
     @pytest.mark.gen_test
-    async def test_a_cancelled_set_up_says_so_and_the_domain_stays_pending(self, api, world, supported):
+    async def test_a_cancelled_set_up_leaves_the_domain_pending(self, api, world, supported):
         supported.auto_approve = False
         owner = world.owner()
         domain = await new_domain(api, owner)
         started = await start(api, owner, domain)
         answer = await at_dns_host(supported, started["url"], method="POST", body="cancel=yes")
         page = await visit(api.client, api.base_url, back_here(answer.headers["Location"]))
-        assert "access_denied" in page.text and "cancelled" in page.text and "not there yet" in page.text
+        assert "not there yet" in page.text
         after = (await api.get(f"/v1/domains/{domain['id']}", token=owner.token)).body
         assert after["validation"]["status"] == "pending" and supported.applied == []
+
+    @pytest.mark.gen_test
+    async def test_text_in_a_return_link_is_not_shown_to_a_browser_that_did_not_start_the_set_up(
+            self, api, world, supported):
+        owner = world.owner()  # anyone: a state of their own domain, in a link sent to someone else
+        state = dict(parse_qsl(urlsplit((await start(api, owner, await new_domain(api, owner)))["url"]).query))["state"]
+        page = await visit(api.client, api.base_url, f"/connect/done?state={state}&error=Call+0800+123+456"
+                                                     "&error_description=Your+account+is+locked")
+        assert "not there yet" in page.text
+        assert "0800" not in page.text and "locked" not in page.text and "Your DNS host said" not in page.text
+
+    @pytest.mark.gen_test
+    async def test_a_check_asked_for_without_a_set_up_started_in_this_browser_checks_nothing(
+            self, api, world, supported, browser):
+        page = await browser.post("/connect/done")
+        assert page.code == 400 and "No set-up to finish" in page.body.decode()
 
     @pytest.mark.gen_test
     async def test_a_redirect_claiming_success_without_the_records_verifies_nothing(self, api, world, supported):
@@ -330,18 +414,72 @@ class TestInThePortal:
         assert f"form-action 'self' https://{supported.hostname}:{supported.port};" in csp
 
     @pytest.mark.gen_test
-    async def test_a_dns_host_that_drops_the_state_is_followed_by_this_browsers_cookie(
+    async def test_a_dns_host_that_drops_the_state_is_followed_by_a_check_of_this_browsers_set_up(
             self, api, world, supported, browser, services):
         supported.cloudflare_like = True
         owner = world.owner()
         domain = await new_domain(api, owner)
-        sign_in(browser, services, owner)
-        answer = await browser.submit(f"/site/{domain['id']}/dns", f"/site/{domain['id']}/one-click")
-        back = await at_dns_host(supported, answer.headers["Location"])
-        assert "state=" not in back.headers["Location"]
-        page = await browser.get(back_here(back.headers["Location"]))
+        back = await self.started_here(browser, services, owner, domain, supported)
+        assert "state=" not in back
+        offered = await browser.get(back)
+        assert offered.code == 200 and "Finish the one-click set-up" in offered.body.decode()
+        page = await browser.submit(back, "/connect/done")
         assert page.code == 200 and "DNS records in place" in page.body.decode()
         assert f'href="/site/{domain["id"]}/dns"' in page.body.decode()
+
+    @pytest.mark.gen_test
+    async def test_a_visit_without_a_state_leaves_this_browsers_set_up_usable(
+            self, api, world, supported, browser, services):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        back = await self.started_here(browser, services, owner, domain, supported)
+        await browser.get("/connect/done")  # a link, or a navigation made by any other site
+        page = await browser.get(back)
+        assert "DNS records in place" in page.body.decode()
+
+    @pytest.mark.gen_test
+    async def test_a_visit_with_another_state_leaves_this_browsers_set_up_usable(
+            self, api, world, supported, browser, services):
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        theirs = dict(parse_qsl(urlsplit((await start(api, owner, await new_domain(api, owner, "other.example.com")))
+                                          ["url"]).query))["state"]
+        back = await self.started_here(browser, services, owner, domain, supported)
+        await browser.get(f"/connect/done?state={theirs}")
+        page = await browser.get(back)
+        assert "DNS records in place" in page.body.decode() and f'href="/site/{domain["id"]}/dns"' in page.body.decode()
+
+    @pytest.mark.gen_test
+    async def test_what_the_dns_host_said_is_shown_to_the_browser_that_started_as_its_words(
+            self, api, world, supported, browser, services):
+        supported.auto_approve = False
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        sign_in(browser, services, owner)
+        answer = await browser.submit(f"/site/{domain['id']}/dns", f"/site/{domain['id']}/one-click")
+        cancelled = await at_dns_host(supported, answer.headers["Location"], method="POST", body="cancel=yes")
+        page = (await browser.get(back_here(cancelled.headers["Location"]))).body.decode()
+        said = page.split('id="one-click-host-said"', 1)[1].split("</figure>", 1)[0]
+        assert "Your DNS host said, in its own words" in said and "<blockquote><code>access_denied</code>: user_cancel" in said
+        assert "cancelled there" in said and "not there yet" in page
+
+    @staticmethod
+    async def started_here(browser, services, owner, domain, dns_host) -> str:
+        """Where the DNS host sends back the browser that started a set-up from the DNS page (approved)."""
+        sign_in(browser, services, owner)
+        answer = await browser.submit(f"/site/{domain['id']}/dns", f"/site/{domain['id']}/one-click")
+        return back_here((await at_dns_host(dns_host, answer.headers["Location"])).headers["Location"])
+
+    @pytest.mark.gen_test
+    async def test_the_dns_page_says_when_one_click_could_not_be_checked(self, api, world, supported, dns,
+                                                                         browser, services):
+        refusing(dns, supported)
+        owner = world.owner()
+        domain = await new_domain(api, owner)
+        sign_in(browser, services, owner)
+        page = (await browser.get(f"/site/{domain['id']}/dns")).body.decode()
+        assert 'id="one-click-unknown"' in page and "could not be\nchecked just now" in page
+        assert "one-click-button" not in page
 
     @pytest.mark.gen_test
     async def test_a_read_only_member_sees_no_button(self, api, world, supported, browser, services):
@@ -372,14 +510,28 @@ class TestOperator:
         owner = world.owner()
         domain = await looked_at(api, owner, await new_domain(api, owner))
         assert "oneClick" in domain["dnsHost"]
-
-        def restarted_without_configuration():
-            """The service started again (off the event loop, as it starts): what it reads of the domain."""
-            off = build_services(attrs.evolve(config, domain_connect=DomainConnectConfig()), clock=services.clock)
-            try:
-                return off.store.domains.get(owner.workspace.id, uuid.UUID(domain["id"]))
-            finally:
-                off.close()
-
-        row = await asyncio.get_running_loop().run_in_executor(None, restarted_without_configuration)
+        row = await restarted_without_configuration(config, services, owner, domain)
         assert row.dns_host.offer is None and row.dns_host.host == "godaddy"
+
+    @pytest.mark.gen_test
+    async def test_without_configuration_an_offer_not_known_is_forgotten_too(
+            self, api, world, supported, dns, config, services):
+        refusing(dns, supported)
+        owner = world.owner()
+        domain = await looked_at(api, owner, await new_domain(api, owner))
+        assert domain["dnsHost"]["oneClickUnknown"] is True
+        row = await restarted_without_configuration(config, services, owner, domain)
+        assert not row.dns_host.offer_unknown and row.dns_host.host == "godaddy"
+
+
+async def restarted_without_configuration(config, services, owner, domain):
+    """The service started again with one-click set-up off: what it reads of the domain."""
+
+    def restart():  # off the event loop, as it starts
+        off = build_services(attrs.evolve(config, domain_connect=DomainConnectConfig()), clock=services.clock)
+        try:
+            return off.store.domains.get(owner.workspace.id, uuid.UUID(domain["id"]))
+        finally:
+            off.close()
+
+    return await asyncio.get_running_loop().run_in_executor(None, restart)

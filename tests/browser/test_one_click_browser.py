@@ -134,3 +134,27 @@ class TestOneClickSetUp:
             page.click("#check-now")
             page.wait_for_selector(".flash")
         assert page.inner_text("#cert-status") == "active"
+
+    def test_a_visit_to_the_return_page_from_elsewhere_leaves_the_set_up_usable(self, service, browser, dns_host):
+        page = browser.new_page()
+        signed_up_and_in(page, service, "me@shop-owner.com", APEX)
+        page.click("#one-click-button")
+        page.wait_for_url(f"https://{dns_host.hostname}:{dns_host.port}/connect/**")
+        consent = page.url
+        page.goto(service + "/connect/done")  # from the DNS host's origin: any site can navigate there
+        assert page.inner_text("h1") == "Finish the one-click set-up"
+        page.goto(consent)
+        page.click("button:has-text('Connect')")
+        page.wait_for_url(f"{service}/connect/done?**")
+        assert "DNS records in place" in page.inner_text("h1")
+
+    def test_a_cancelled_set_up_shows_what_the_dns_host_said_as_its_words(self, service, browser, dns_host):
+        page = browser.new_page()
+        signed_up_and_in(page, service, "me@shop-owner.com", APEX)
+        page.click("#one-click-button")
+        page.wait_for_url(f"https://{dns_host.hostname}:{dns_host.port}/connect/**")
+        page.click("button:has-text('Cancel')")
+        page.wait_for_url(f"{service}/connect/done?**")
+        said = page.inner_text("#one-click-host-said")
+        assert said.startswith("Your DNS host said, in its own words:") and "access_denied: user_cancel" in said
+        assert dns_host.applied == []

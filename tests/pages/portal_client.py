@@ -55,6 +55,13 @@ class Browser:
         body = (await self.get(page)).body.decode()
         return hidden_fields(body, action)
 
+    async def tokens(self, page: str = "/account") -> dict[str, str]:
+        """The XSRF token and one-time ``intent`` of a form on ``page``: what a person sends to an
+        action no page of theirs offers (another workspace's, say)."""
+        body = (await self.get(page)).body.decode()
+        [(_, inner), *_] = _FORM.findall(body)
+        return {name: html.unescape(value) for name, value in _HIDDEN.findall(inner) if name in ("_xsrf", "intent")}
+
     async def submit(self, page: str, action: str, fields: dict | None = None):
         """Fill in the form for ``action`` rendered on ``page`` and post it (one form, one intent)."""
         return await self.post(action, {**await self.form_on(page, action), **(fields or {})})

@@ -141,7 +141,7 @@ class TestWorkspacesAndInvitations:
     async def test_accepting_on_the_account_page_joins_and_shows_the_workspace(self, browser, services, invited):
         _, invitation, guest = invited
         sign_in(browser, services, guest)
-        r = await browser.post(f"/account/accept/{invitation.id}")
+        r = await browser.submit("/account", f"/account/accept/{invitation.id}")
         assert (r.code, r.headers["Location"]) == (303, "/account")
         page = (await browser.get("/account")).body.decode()
         assert "You joined Acme Corp as admin." in page and "Showing workspace <strong>Acme Corp</strong>" in page
@@ -151,7 +151,7 @@ class TestWorkspacesAndInvitations:
     async def test_declining_on_the_account_page_leaves_nothing(self, browser, services, invited):
         owner, invitation, guest = invited
         sign_in(browser, services, guest)
-        await browser.post(f"/account/decline/{invitation.id}")
+        await browser.submit("/account", f"/account/decline/{invitation.id}")
         page = (await browser.get("/account")).body.decode()
         assert "Invitation declined." in page and "invites you as" not in page
         assert services.store.team.invitations(owner.workspace.id) == []
@@ -190,7 +190,7 @@ class TestWorkspacesAndInvitations:
         owner = world.owner(name="Acme")
         member = world.member(owner.workspace, "admin")
         sign_in(browser, services, member)
-        await browser.post(f"/account/leave/{owner.workspace.id}")
+        await browser.submit("/account", f"/account/leave/{owner.workspace.id}")
         page = (await browser.get("/account")).body.decode()
         assert "You left the workspace." in page and "no workspace yet" in page
 
@@ -249,7 +249,7 @@ class TestDomainsPage:
     @pytest.mark.gen_test
     async def test_adding_a_domain_shows_its_dns_page(self, browser, services, world):
         sign_in(browser, services, world.owner())
-        r = await browser.post("/domains", {"apex": "new.example.com"})
+        r = await browser.submit("/domains", "/domains", {"apex": "new.example.com"})
         assert r.code == 303 and re.fullmatch(r"/site/[0-9a-f-]{36}/dns", r.headers["Location"])
 
     @pytest.mark.gen_test
@@ -281,7 +281,7 @@ class TestDnsPage:
         dns.publish("_acme-challenge.shop.example.com", "CNAME", d["validation"]["delegation"]["value"])
         dns.publish("_service-verify.shop.example.com", "TXT", d["validation"]["ownership"]["value"])
         sign_in(browser, services, owner)
-        r = await browser.post(f"/site/{d['id']}/dns/check")
+        r = await browser.submit(f"/site/{d['id']}/dns", f"/site/{d['id']}/dns/check")
         assert (r.code, r.headers["Location"]) == (303, f"/site/{d['id']}/dns")
         page = (await browser.get(f"/site/{d['id']}/dns")).body.decode()
         assert "Both DNS records are in place" in page  # the check's message, shown once
@@ -293,7 +293,7 @@ class TestDnsPage:
         owner = world.owner()
         d = await new_domain(api, owner)
         sign_in(browser, services, owner)
-        await browser.post(f"/site/{d['id']}/dns/check")
+        await browser.submit(f"/site/{d['id']}/dns", f"/site/{d['id']}/dns/check")
         page = (await browser.get(f"/site/{d['id']}/dns")).body.decode()
         assert "NXDOMAIN" in page and 'id="dns-diagnosis"' in page
 
@@ -475,7 +475,7 @@ class TestPageActionsAreRateLimited:
         owner = world.owner()
         d = await new_domain(api, owner)  # one api hit
         sign_in(browser, services, owner)
-        codes = [(await browser.post(f"/site/{d['id']}/dns/check")).code for _ in range(3)]
+        codes = [(await browser.submit(f"/site/{d['id']}/dns", f"/site/{d['id']}/dns/check")).code for _ in range(3)]
         assert codes == [303, 303, 429]
 
 
@@ -485,7 +485,8 @@ class TestKeysPage:
     @pytest.mark.gen_test
     async def test_a_new_key_is_shown_once(self, browser, services, world):
         sign_in(browser, services, world.owner())
-        r = await browser.follow(await browser.post("/account/keys", {"name": "ci", "scopes": ["domains:read", "domains:write"]}))
+        r = await browser.follow(await browser.submit("/account/keys", "/account/keys",
+                                                     {"name": "ci", "scopes": ["domains:read", "domains:write"]}))
         secret = re.search(r'<code id="new-key">(ac_live_\w+)</code>', r.body.decode()).group(1)
         listing = (await browser.get("/account/keys")).body.decode()
         assert "ci" in listing and secret not in listing and secret[:16] in listing
@@ -496,7 +497,7 @@ class TestKeysPage:
         secret = world.key(owner.workspace, ["*"])
         sign_in(browser, services, owner)
         key_id = (await api.get("/v1/api-keys", token=secret)).body[0]["id"]
-        assert (await browser.post(f"/account/keys/{key_id}/revoke")).code == 303
+        assert (await browser.submit("/account/keys", f"/account/keys/{key_id}/revoke")).code == 303
         assert (await api.get("/v1/api-keys", token=secret)).status == 401
 
     @pytest.mark.gen_test
@@ -525,7 +526,8 @@ class TestShareAndPublicPage:
         owner = world.owner()
         d = await new_domain(api, owner)
         sign_in(browser, services, owner)
-        assert (await browser.post(f"/site/{d['id']}/dns/share", {"recipientEmail": "dns@customer-test.com"})).code == 303
+        assert (await browser.submit(f"/site/{d['id']}/dns", f"/site/{d['id']}/dns/share",
+                                     {"recipientEmail": "dns@customer-test.com"})).code == 303
         page = (await browser.get(f"/site/{d['id']}/dns")).body.decode()
         url = re.search(r'<code id="link-1">(http[^<]+/verify/vl_[\w-]+)</code>', page).group(1)
         return owner, d, urlsplit(url).path

@@ -318,7 +318,7 @@ class TestOtherWorkspaces:
         sign_in(browser, services, world.owner())
         for method, action in (("GET", "edit"), ("POST", "edit"), ("GET", "delete"), ("POST", "delete")):
             assert (await browser.request(method, f"/site/{d['id']}/{action}") if method == "GET"
-                    else await browser.post(f"/site/{d['id']}/{action}")).code == 404, (method, action)
+                    else await browser.post(f"/site/{d['id']}/{action}", await browser.tokens())).code == 404, (method, action)
         assert (await api.get(f"/v1/domains/{d['id']}", token=other.token)).status == 200
 
     @pytest.mark.gen_test
@@ -327,7 +327,7 @@ class TestOtherWorkspaces:
         theirs = await new_domain(api, other)
         link = (await api.post("/v1/verification-links", {"domainId": theirs["id"]}, token=other.token)).body
         _, mine = await signed_in_owner(browser, services, world, api)
-        assert (await browser.post(f"/site/{mine['id']}/links/{link['id']}/revoke")).code == 404
+        assert (await browser.post(f"/site/{mine['id']}/links/{link['id']}/revoke", await browser.tokens())).code == 404
         assert (await api.get(f"/v1/verification-links?domainId={theirs['id']}&status=active",
                               token=other.token)).body["total"] == 1
 
@@ -337,5 +337,5 @@ class TestOtherWorkspaces:
         secret = world.key(other.workspace, ["*"])
         key_id = (await api.get("/v1/api-keys", token=secret)).body[0]["id"]
         sign_in(browser, services, world.owner())
-        assert (await browser.post(f"{KEYS}/{key_id}/rotate")).code == 404
+        assert (await browser.post(f"{KEYS}/{key_id}/rotate", await browser.tokens())).code == 404
         assert (await api.get("/v1/api-keys", token=secret)).status == 200

@@ -169,6 +169,30 @@ class TestStaleForms:
         names = [k["name"] for k in (await api.get("/v1/api-keys", token=theirs.token)).body]
         assert r.code == 400 and 'id="other-workspace"' in r.body.decode() and "meant for Mine" not in names
 
+    @pytest.mark.gen_test
+    async def test_a_form_without_its_token_is_refused_as_one_with_a_wrong_token_is(self, browser, services, world, api):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        form = await browser.form_on(KEYS, KEYS)
+        wrong = await browser.post(KEYS, {**form, "intent": "not-a-token", "name": "wrong", "scopes": ["domains:read"]})
+        del form["intent"]
+        missing = await browser.post(KEYS, {**form, "name": "missing", "scopes": ["domains:read"]})
+        names = [k["name"] for k in (await api.get("/v1/api-keys", token=owner.token)).body]
+        assert [r.code for r in (wrong, missing)] == [400, 400] and names == []
+        assert all("more than a day old" in r.body.decode() for r in (wrong, missing))
+
+    @pytest.mark.gen_test
+    async def test_a_form_without_its_token_does_not_act_in_another_workspace(self, browser, services, world, api):
+        mine, theirs = world.owner(name="Mine"), world.owner(name="Theirs")
+        member = world.member(theirs.workspace, "owner", email=mine.user.email)
+        sign_in(browser, services, member)
+        form = await browser.form_on(KEYS, KEYS)  # shown for Mine; sent without its token
+        del form["intent"]
+        await browser.post("/account/switch", {"workspace": str(theirs.workspace.id), "next": "/domains"})
+        r = await browser.post(KEYS, {**form, "name": "meant for Mine", "scopes": ["domains:read"]})
+        names = [k["name"] for k in (await api.get("/v1/api-keys", token=theirs.token)).body]
+        assert r.code == 400 and "meant for Mine" not in names
+
 
 class TestSigningOutAndSigningUp:
     @pytest.mark.gen_test
@@ -226,6 +250,7 @@ class TestEveryAction:
         "AuthorizeHandler": "the built-in development identity provider, not the portal",
         "OneClickStart": "each click is a new one-use start at the DNS host, nothing a second click repeats",
         "PublicOneClickStart": "the same, for a verification link's holder; counted in the public links bucket",
+        "OneClickReturn": "checks the set-up this browser started, once (its state is used up); perhaps signed out",
     }
 
     @staticmethod

@@ -407,7 +407,7 @@ class TestAccess:
         for path in (base, f"{base}/delete", f"{base}/deliveries/{d.id}"):
             assert (await browser.get(path)).code == 404, path
         for path in (f"{base}/disable", f"{base}/delete", f"{base}/deliveries/{d.id}/redeliver"):
-            assert (await browser.post(path)).code == 404, path
+            assert (await browser.post(path, await browser.tokens())).code == 404, path
         assert (await api.get("/v1/webhooks", token=other.token)).body[0]["status"] == "active"
 
     @pytest.mark.gen_test
@@ -426,5 +426,5 @@ class TestRateLimit:
     async def test_webhook_actions_count_in_the_api_bucket(self, browser, owner, api, hook):
         created = await register(api, owner, hook.url())  # one api hit
         page = f"/webhooks/{created['id']}"
-        codes = [(await browser.post(f"{page}/rotate-secret")).code for _ in range(3)]
+        codes = [(await browser.submit(page, f"{page}/rotate-secret")).code for _ in range(3)]
         assert codes == [303, 303, 429]
