@@ -11,7 +11,9 @@ of a new issuance request and the Idempotency-Key's response commit together or 
 - When the provider gives no result (unreachable, 5xx, our request budget spent), nothing but
   the Domain's ``cert.lastError`` and ``traceId`` is written, and the caller gets the error.
 
-Each provider interaction has a ``traceId``: in the log lines of the adapter and on the Domain.
+Each provider interaction has a ``traceId``: in the log lines of the adapter and on the Domain. Its
+calls are the workspace's (``for_workspace``): no workspace spends more than its share of the
+provider's request budget (core/edge/pacing.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from core.certificates import idempotency as idem
 from core.certificates.states import Classified, classify, describe, retriggerable
 from core.domains import operations, records
 from core.edge import HostnameGone, ProviderRejected, ProviderState, ProviderUnavailable
+from core.edge.pacing import for_workspace
 from core.errors import Conflict, NotFound, WildcardNotSupported
 from core.wire import dumps
 from store.records import DEFAULT_ISSUER, Certificate, DomainRow, Workspace
@@ -168,10 +171,11 @@ async def request_issuance(
         return await services.store.run(_store, services, workspace, row.id, trace_id=trace_id, state=None,
                                          classified=_FAILED, message=verdict.message or "", new_request=True, claim=claim)
     try:
-        state = await services.provider.issue(row.apex, trace_id=trace_id)
-        if retriggerable(state) and records_checked:
-            # An adopted hostname that timed out, and the records are right now: validate again.
-            state = await services.provider.revalidate(state.hostname_id, apex=row.apex, trace_id=trace_id)
+        with for_workspace(workspace.id):
+            state = await services.provider.issue(row.apex, trace_id=trace_id)
+            if retriggerable(state) and records_checked:
+                # An adopted hostname that timed out, and the records are right now: validate again.
+                state = await services.provider.revalidate(state.hostname_id, apex=row.apex, trace_id=trace_id)
     except ProviderRejected as exc:
         return await services.store.run(_store, services, workspace, row.id, trace_id=trace_id, state=None,
                                          classified=_FAILED, message=exc.message, new_request=True, claim=claim)
@@ -208,7 +212,8 @@ async def refresh_loaded(services: Services, workspace: Workspace, certificate: 
         return summary_of(certificate, certificate.last_error or "This certificate never reached the edge provider.")
     trace_id = uuid.uuid4()
     try:
-        state = await services.provider.refresh(certificate.provider_hostname_id, apex=certificate.apex, trace_id=trace_id)
+        with for_workspace(workspace.id):
+            state = await services.provider.refresh(certificate.provider_hostname_id, apex=certificate.apex, trace_id=trace_id)
     except ProviderUnavailable as exc:
         await services.store.run(_note_failure, services, workspace, certificate.domain_id, message=exc.message,
                                  trace_id=trace_id)
