@@ -7,8 +7,9 @@ Cloudflare API (tests/servers/cloudflare.py) and the loopback DNS server (tests/
 its resolver, both in this process (core 1), ``[lifecycle] interval_seconds = 1`` and a request
 budget scaled down from Cloudflare's 1,200 per 300 s so that the background share is 80 calls/s
 (``--requests`` per ``--window`` seconds, ``--share`` of it for the background; the fake's quota
-and window are the same). The fake answers a new hostname ``pending`` as Cloudflare does, and has
-issued its certificate by the next read. Then:
+and window are the same).
+The fake answers a new hostname ``pending`` as Cloudflare does, and has issued its certificate by
+the next read. Then:
 
 1. ``--domains`` pending domains (``--quick``: 1,000) are created by bulk requests of 500 over
    HTTP; each answer's two DNS records are published at once, before the first background check.
@@ -350,7 +351,8 @@ def main() -> None:
     proc = None
     try:
         config = write_config(tmp / "service", dns, (
-            f'kind = "cloudflare"\n[provider.cloudflare]\napi_base = "{fake.api_base}"\nzone_id = "{ZONE_ID}"\n'
+            f'kind = "cloudflare"\n[provider.cloudflare]\napi_base = "{fake.api_base}"\n'
+            f'zone_id = "{ZONE_ID}"\n'
             f'api_token = "{TOKEN}"\nrequests_per_window = {args.requests}\nwindow_seconds = {args.window}\n'
             f'[lifecycle]\ninterval_seconds = {args.interval}\nprovider_share = {args.share}\n'
             f'[metrics]\nbearer_token = "{METRICS_TOKEN}"'

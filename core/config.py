@@ -130,6 +130,10 @@ class ProviderConfig:
     kind: str = attrs.field(default="sandbox", validator=_check("provider.kind", lambda v: v in ("sandbox", "cloudflare"), 'must be "sandbox" or "cloudflare"'))
     caa_issuers: list[str] = attrs.field(factory=lambda: list(CLOUDFLARE_CAA_ISSUERS), validator=_check("provider.caa_issuers", lambda v: bool(v) and _is_glob_list(v), "must list at least one CA domain"))
     "CAA issuer domains the provider's CAs answer to; the pre-flight asks that one is allowed."
+    workspace_share: float = attrs.field(default=0.25, validator=_check("provider.workspace_share", lambda v: 0 < v <= 1, "must be above 0 and at most 1"))
+    """The most of the provider's request budget one workspace's calls may take in any window: of the
+    whole window for the calls someone waits on, of ``[lifecycle] provider_share`` for background
+    ones; 1 sets no limit (core/edge/pacing.py)."""
     cloudflare: CloudflareConfig = attrs.Factory(CloudflareConfig)
     sandbox: SandboxConfig = attrs.Factory(SandboxConfig)
 

@@ -191,10 +191,12 @@ MIGRATIONS: list[Migration] = [
 MIGRATIONS.append(
     # Rate-limit windows, the provider's budget and used sign-in states: what several processes on
     # one PostgreSQL database share (store/schema_pg_shared.py). One SQLite process keeps them in
-    # memory; 14 tells other processes which domains changed, and this one is the only writer.
+    # memory; 14 tells other processes which domains changed, and this one is the only writer; 15
+    # counts each workspace's calls in the provider's budget, which one process counts in memory.
     (13, "state shared by service processes", []),
 )
 MIGRATIONS.append((14, "changes to domains told to every process", []))
+MIGRATIONS.append((15, "each workspace's share of the provider's budget", []))
 MIGRATIONS += BOTH
 
 

@@ -52,4 +52,16 @@ SHARED_MIGRATIONS: list[Migration] = [
         """CREATE TRIGGER domains_changed AFTER UPDATE OR DELETE ON domains
            FOR EACH ROW EXECUTE FUNCTION cps_domain_changed()""",
     ]),
+    (15, "each workspace's share of the provider's budget", [
+        # Whose each call was (the workspace's id; empty for a call made for none), and the
+        # workspaces whose calls wait for the budget, by kind, until they stop looking.
+        f"ALTER TABLE provider_calls ADD COLUMN workspace {T} NOT NULL DEFAULT ''",
+        f"""CREATE TABLE provider_waiters (
+            provider {T} NOT NULL,
+            workspace {T} NOT NULL,
+            background INTEGER NOT NULL,
+            until DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (provider, workspace, background)
+        )""",
+    ]),
 ]

@@ -1,5 +1,6 @@
 """What service processes on one PostgreSQL database share beyond the records: rate-limit
-windows, the provider's request budget and used sign-in states (migration 13).
+windows, the provider's request budget and used sign-in states (migration 13), and each
+workspace's calls in that budget (migration 15).
 
 On SQLite the service is one process and keeps these in memory (core/ratelimit.py,
 core/edge/pacing.py, core/identity/portal_signin.py); these tables exist on PostgreSQL only.
@@ -9,7 +10,18 @@ so two processes asking at once get the answers one process would have given.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
+
+#: How long past the moment it said it would look again a waiting call is still believed to wait.
+WAITING_GRACE = 1.0
+
+
+def _room(calls: list[Any], limit: int, window: float, now: float) -> float:
+    """Seconds until fewer than ``limit`` of ``calls`` (``sent_at`` first, oldest first) are in the window."""
+    if len(calls) < limit:
+        return 0.0
+    return float(calls[len(calls) - limit][0]) + window - now
 
 
 class SharedRepo:
@@ -36,10 +48,17 @@ class SharedRepo:
     # --- the provider's request budget --------------------------------------------------------
 
     def take_call(self, provider: str, *, now: float, window: float, limit: int, background: bool,
-                  background_limit: int) -> float:
-        """Take one call from the provider's budget shared by every process: 0 when taken, else
-        the seconds until one may go. Under the budget's row lock, so two processes never both
-        take the last call."""
+                  background_limit: int, workspace: str | None, workspace_limit: int, patience: float,
+                  turn: float) -> tuple[float, bool]:
+        """Take one call from the provider's budget shared by every process: ``(0, False)`` when
+        taken, else the seconds until one may go and whether the workspace's own share of its kind
+        of call (``workspace_limit`` in the window) held it back rather than the budget. Under the
+        budget's row lock, so two processes never both take the last call.
+
+        A workspace's call the budget holds back is noted as waiting, until a little after it will
+        look again (if it will: within ``patience``). A call that finds room while another
+        workspace, with fewer calls of the same kind in the window, waits, lets that one go first:
+        it is told to look again in ``turn`` seconds."""
         row = self.db.execute(
             "SELECT blocked_until FROM provider_budgets WHERE provider = ? FOR UPDATE", [provider]
         ).fetchone()
@@ -49,23 +68,49 @@ class SharedRepo:
             row = self.db.execute(
                 "SELECT blocked_until FROM provider_budgets WHERE provider = ? FOR UPDATE", [provider]
             ).fetchone()
-        if row[0] > now:
-            return float(row[0]) - now
         self.db.execute("DELETE FROM provider_calls WHERE provider = ? AND sent_at <= ?", [provider, now - window])
-        sent = [r[0] for r in self.db.execute(
-            "SELECT sent_at, background FROM provider_calls WHERE provider = ? ORDER BY sent_at", [provider]
-        ).fetchall()]
-        if len(sent) >= limit:
-            return float(sent[len(sent) - limit]) + window - now
+        self.db.execute("DELETE FROM provider_waiters WHERE provider = ? AND until < ?", [provider, now])
+        calls = self.db.execute(
+            "SELECT sent_at, background, workspace FROM provider_calls WHERE provider = ? ORDER BY sent_at", [provider]
+        ).fetchall()
+        waits = [float(row[0]) - now, _room(calls, limit, window, now)]
         if background:
-            ours = [r[0] for r in self.db.execute(
-                "SELECT sent_at FROM provider_calls WHERE provider = ? AND background = 1 ORDER BY sent_at", [provider]
-            ).fetchall()]
-            if len(ours) >= background_limit:
-                return float(ours[len(ours) - background_limit]) + window - now
-        self.db.execute("INSERT INTO provider_calls (provider, sent_at, background) VALUES (?, ?, ?)",
-                        [provider, now, int(background)])
-        return 0.0
+            waits.append(_room([c for c in calls if c[1]], background_limit, window, now))
+        wait = max(0.0, *waits)
+        if workspace is not None:
+            held = _room([c for c in calls if bool(c[1]) == background and c[2] == workspace], workspace_limit, window, now)
+            if held > wait:
+                self._done_waiting(provider, workspace, background)
+                return held, True
+            if wait <= 0 and self._others_turn(provider, workspace, background, calls):
+                wait = turn
+            if 0 < wait <= patience:
+                self.db.execute(
+                    """INSERT INTO provider_waiters (provider, workspace, background, until) VALUES (?, ?, ?, ?)
+                       ON CONFLICT (provider, workspace, background)
+                       DO UPDATE SET until = greatest(provider_waiters.until, excluded.until)""",
+                    [provider, workspace, int(background), now + wait + WAITING_GRACE],
+                )
+        if wait > 0:
+            return wait, False
+        self.db.execute("INSERT INTO provider_calls (provider, sent_at, background, workspace) VALUES (?, ?, ?, ?)",
+                        [provider, now, int(background), workspace or ""])
+        if workspace is not None:
+            self._done_waiting(provider, workspace, background)
+        return 0.0, False
+
+    def _others_turn(self, provider: str, workspace: str, background: bool, calls: list[Any]) -> bool:
+        """Whether another workspace with fewer calls of this kind in the window is waiting for one."""
+        used = Counter(c[2] for c in calls if bool(c[1]) == background)
+        waiting = self.db.execute(
+            "SELECT workspace FROM provider_waiters WHERE provider = ? AND background = ? AND workspace <> ?",
+            [provider, int(background), workspace],
+        ).fetchall()
+        return any(used[w] < used[workspace] for (w,) in waiting)
+
+    def _done_waiting(self, provider: str, workspace: str, background: bool) -> None:
+        self.db.execute("DELETE FROM provider_waiters WHERE provider = ? AND workspace = ? AND background = ?",
+                        [provider, workspace, int(background)])
 
     def block_provider(self, provider: str, until: float) -> None:
         """The provider said to wait (``Retry-After``): no process calls it before ``until``."""

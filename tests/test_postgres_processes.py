@@ -144,6 +144,12 @@ def test_a_rate_limit_bucket_holds_across_both_processes(start_pair, oidc_issuer
         assert refused.headers["RateLimit"].startswith('"api";r=0;')
 
 
+def published(dns, domain: dict[str, Any]) -> None:
+    """Both of the domain's records, in the test DNS server."""
+    for record in (domain["validation"]["delegation"], domain["validation"]["ownership"]):
+        dns.publish(record["host"], record["type"], record["value"])
+
+
 QUOTA = 8
 "The fake Cloudflare's quota per token and our requests_per_window: the same number."
 WINDOW = 10
@@ -160,14 +166,13 @@ def cloudflare() -> Iterator[FakeCloudflare]:
 
 def test_the_providers_request_budget_holds_across_both_processes(start_pair, oidc_issuer, dns, cloudflare):
     a, b = start_pair(
-        '[provider]\nkind = "cloudflare"\n'
+        '[provider]\nkind = "cloudflare"\nworkspace_share = 1\n'  # one workspace may spend it all here
         f'[provider.cloudflare]\napi_base = "{cloudflare.api_base}"\nzone_id = "{ZONE_ID}"\napi_token = "{TOKEN}"\n'
         f"requests_per_window = {QUOTA}\nwindow_seconds = {WINDOW}\nretry_seconds = 1\n"
         "[lifecycle]\nenabled = false\n"
     )
     token, domain = sign_up(a, oidc_issuer)
-    for record in (domain["validation"]["delegation"], domain["validation"]["ownership"]):  # both published
-        dns.publish(record["host"], record["type"], record["value"])
+    published(dns, domain)
     verified = api(a, "POST", f"/v1/domains/{domain['id']}/verify-delegation", token=token)
     certificate_id = verified.json["certificate"]["certificateId"]
     spent = len(cloudflare.requests)  # the delegation id and the issuance
@@ -184,6 +189,34 @@ def test_the_providers_request_budget_holds_across_both_processes(start_pair, oi
         assert 1 <= int(busy.headers["Retry-After"]) <= WINDOW
     assert len(cloudflare.requests) == QUOTA
     assert 429 not in cloudflare.statuses
+
+
+def test_a_workspace_flooding_both_processes_is_held_at_its_share_and_another_still_issues(
+        start_pair, oidc_issuer, dns):
+    cloudflare = FakeCloudflare(quota=20, window=WINDOW).start()
+    try:
+        a, b = start_pair(  # a budget of 20 calls a window; each workspace's share a quarter: 5
+            '[provider]\nkind = "cloudflare"\nworkspace_share = 0.25\n'
+            f'[provider.cloudflare]\napi_base = "{cloudflare.api_base}"\nzone_id = "{ZONE_ID}"\napi_token = "{TOKEN}"\n'
+            f"requests_per_window = 20\nwindow_seconds = {WINDOW}\nretry_seconds = 1\n[lifecycle]\nenabled = false\n"
+        )
+        token, domain = sign_up(a, oidc_issuer)
+        published(dns, domain)
+        verified = api(a, "POST", f"/v1/domains/{domain['id']}/verify-delegation", token=token)
+        refresh = f"/v1/certificates/{verified.json['certificate']['certificateId']}/refresh"
+        with ThreadPoolExecutor(8) as clients:  # its issuance was the first of its 5
+            flood = list(clients.map(lambda n: api((a, b)[n % 2], "POST", refresh, token=token), range(16)))
+        assert sorted(r.status for r in flood) == [200] * 4 + [503] * 12
+        assert all(r.code == "provider_busy" for r in flood if r.status == 503)
+
+        quiet, other = sign_up(b, oidc_issuer, email="quiet@acme-test.com", domain="quiet.acme-test.com")
+        published(dns, other)
+        answer = api(b, "POST", f"/v1/domains/{other['id']}/verify-delegation", token=quiet)
+        assert answer.json["certificate"]["status"] == "pending", answer.json
+        assert 429 not in cloudflare.statuses
+    finally:
+        cloudflare.drop_idle_connections()
+        cloudflare.stop()
 
 
 ALICE = "alice@acme-test.com"

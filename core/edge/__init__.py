@@ -135,7 +135,7 @@ def make_provider(config: Config, keyring: Keyring, clock: Clock, store: Store |
         from core.edge.cloudflare import CloudflareProvider
 
         return CloudflareProvider(config.provider.cloudflare, background_share=config.lifecycle.provider_share,
-                                  store=store)
+                                  workspace_share=config.provider.workspace_share, store=store)
     from core.edge.sandbox import SandboxProvider
 
     return SandboxProvider(keyring, config.provider.sandbox, clock)

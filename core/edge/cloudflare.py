@@ -36,7 +36,6 @@ from core.edge import (
     ProviderUnavailable,
 )
 from core.edge.pacing import Pacer, parse_ratelimit, parse_retry_after
-from core.edge.shared_budget import SharedBudget
 from core.outbound.http import Answer, KeepAliveClient, RequestTimeout
 
 if TYPE_CHECKING:
@@ -69,16 +68,13 @@ class DelegationUnavailable(ProviderUnavailable):
 class CloudflareProvider:
     name = "edge_provider_for_saas"
 
-    def __init__(self, config: CloudflareConfig, *, background_share: float = 1.0,
+    def __init__(self, config: CloudflareConfig, *, background_share: float = 1.0, workspace_share: float = 1.0,
                  monotonic: Callable[[], float] = time.monotonic, store: Store | None = None) -> None:
         self.config = config
         self.pacer = Pacer(config.requests_per_window, config.window_seconds, background_share=background_share,
-                           monotonic=monotonic)
+                           workspace_share=workspace_share, monotonic=monotonic)
         if store is not None and store.pg is not None:  # several processes spend one token's budget
-            self.pacer.shared = SharedBudget(
-                store, f"cloudflare:{config.zone_id}", requests=config.requests_per_window,
-                window_seconds=config.window_seconds, background_requests=self.pacer.background_requests,
-            )
+            self.pacer.share_with_processes(store, f"cloudflare:{config.zone_id}")
         self._monotonic = monotonic
         self._delegation_id: str | None = None
         api = urlsplit(config.api_base.rstrip("/"))

@@ -1,4 +1,5 @@
-"""One request budget per provider adapter, so a burst of work never earns us a 429.
+"""One request budget per provider adapter, so a burst of work never earns us a 429, and no
+workspace spends it for the others.
 
 Cloudflare blocks *every* call of a token for minutes once it is over its limit, so staying under
 it matters more than any single request. The ``Pacer`` counts our own calls in a sliding window and
@@ -10,31 +11,99 @@ take at most ``background_share`` of the window, spread evenly over it, wait whi
 client's call waits, and wait for their turn instead of failing with ``ProviderBusy`` (up to
 ``BACKGROUND_MAX_WAIT`` or one window, whichever is shorter, so a check's lease outlives its
 wait). The rest of the window stays free for the calls someone is waiting on.
+
+The budget is every tenant's, so no workspace may spend it alone: the calls someone waits on that
+are made for a workspace (marked with ``for_workspace``, around everything core/certificates/ asks
+the provider) take at most ``workspace_share`` of any window. A workspace over its share is told
+``ProviderBusy`` with its own message, and the rest stays for the others. When calls of several
+workspaces wait for the budget at once, they take turns: a freed slot goes first to the waiting
+workspace that has had fewest calls of that kind in the window (ties: whoever looks first). The
+background share is divided by those turns alone: background calls are spread evenly over the
+window and wait rather than fail, so no workspace can spend that share ahead of another, and a
+workspace alone may use all of it (a cap there would only slow one tenant's big import). The marking is a context variable, so adapters stay unaware of
+workspaces: any adapter that paces its calls with a ``Pacer`` (Cloudflare's; an ACME CA's orders)
+divides its budget this way. Calls made for no workspace (the DCV delegation id) are counted in the
+window but in nobody's share.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import email.utils
 import math
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Hashable, Iterator
+from typing import TYPE_CHECKING
 
 from core.edge import ProviderBusy
 from core.edge.shared_budget import SharedBudget
 
+if TYPE_CHECKING:
+    from store import Store
+
 #: Set (to True) around the provider calls no one is waiting on.
 BACKGROUND: contextvars.ContextVar[bool] = contextvars.ContextVar("background_provider_call", default=False)
+#: The workspace (its id, as text) the provider calls are made for; ``for_workspace`` sets it.
+WORKSPACE: contextvars.ContextVar[str | None] = contextvars.ContextVar("provider_call_workspace", default=None)
 #: The longest a background call waits for its turn before it gives up with ``ProviderBusy``.
 BACKGROUND_MAX_WAIT = 60.0
-#: How often a background call waiting behind a person's call looks again.
+#: How often a call waiting behind another's turn (a person's, a less served workspace's) looks again.
 _YIELD_SECONDS = 0.05
 
 
+@contextlib.contextmanager
+def for_workspace(workspace_id: object) -> Iterator[None]:
+    """The provider calls made inside are this workspace's: counted in its share of the budget."""
+    token = WORKSPACE.set(str(workspace_id))
+    try:
+        yield
+    finally:
+        WORKSPACE.reset(token)
+
+
+class _Window:
+    """The calls sent in the last ``seconds``, each with whose it was."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.calls: deque[tuple[float, Hashable]] = deque()
+        self.used: Counter[Hashable] = Counter()
+        "Calls in the window by whose they were."
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def prune(self, now: float) -> None:
+        while self.calls and self.calls[0][0] <= now - self.seconds:
+            _, key = self.calls.popleft()
+            self.used[key] -= 1
+            if not self.used[key]:
+                del self.used[key]
+
+    def add(self, now: float, key: Hashable) -> None:
+        self.calls.append((now, key))
+        self.used[key] += 1
+
+    def wait(self, now: float, limit: int) -> float:
+        """Seconds until fewer than ``limit`` calls are in the window."""
+        if len(self.calls) < limit:
+            return 0.0
+        return self.calls[len(self.calls) - limit][0] + self.seconds - now
+
+    def wait_of(self, now: float, key: Hashable, limit: int) -> float:
+        """Seconds until fewer than ``limit`` of ``key``'s calls are in the window."""
+        if self.used[key] < limit:
+            return 0.0
+        times = [t for t, k in self.calls if k == key]
+        return times[len(times) - limit] + self.seconds - now
+
+
 class Pacer:
-    """At most ``requests`` calls in any ``window_seconds``, and never more than the provider allows."""
+    """At most ``requests`` calls in any ``window_seconds``, never more than the provider allows,
+    and no workspace's calls more than their share."""
 
     def __init__(
         self,
@@ -42,6 +111,7 @@ class Pacer:
         window_seconds: float,
         *,
         background_share: float = 1.0,
+        workspace_share: float = 1.0,
         max_wait_seconds: float = 2.0,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
@@ -50,26 +120,35 @@ class Pacer:
         self.window_seconds = window_seconds
         self.background_requests = max(1, int(requests * background_share))
         "The most background calls in any window."
+        self.workspace_requests = {False: max(1, int(requests * workspace_share)), True: self.background_requests}
+        "The most calls of one workspace in any window: those someone waits on (False), background ones (True)."
         self.max_wait_seconds = max_wait_seconds
         self._monotonic = monotonic
         self._sleep = sleep
-        self._sent: deque[float] = deque()
-        self._background_sent: deque[float] = deque()
+        self._sent = _Window(window_seconds)  # every call, by (background, workspace)
+        self._background_sent = _Window(window_seconds)  # the background calls among them
         self._background_next = 0.0  # when the next background call may go: they are spread evenly
         self._waiting = 0  # calls someone is waiting on, sleeping for their turn
+        self._wanting: dict[bool, Counter[str]] = {False: Counter(), True: Counter()}
+        "By kind (background or not), the workspaces whose calls sleep until the budget has room."
         self._blocked_until = 0.0
         self._remaining: int | None = None  # what the provider said is left, until _remaining_until
         self._remaining_until = 0.0
         self.shared: SharedBudget | None = None
         "The budget every process on one PostgreSQL database takes its calls from, after this one."
 
+    def share_with_processes(self, store: Store, provider: str) -> None:
+        """Take each call also from the budget of every process on ``store``'s PostgreSQL database
+        (``provider`` names it there), on these same terms."""
+        self.shared = SharedBudget(
+            store, provider, requests=self.requests, window_seconds=self.window_seconds,
+            background_requests=self.background_requests, workspace_requests=self.workspace_requests,
+            turn_seconds=_YIELD_SECONDS,
+        )
+
     def _wait(self, now: float) -> float:
         """Seconds until a call may go (0 when it may go now)."""
-        while self._sent and self._sent[0] <= now - self.window_seconds:
-            self._sent.popleft()
-        waits = [self._blocked_until - now]
-        if len(self._sent) >= self.requests:
-            waits.append(self._sent[len(self._sent) - self.requests] + self.window_seconds - now)
+        waits = [self._blocked_until - now, self._sent.wait(now, self.requests)]
         if self._remaining is not None:
             if now >= self._remaining_until:
                 self._remaining = None
@@ -79,12 +158,8 @@ class Pacer:
 
     def _background_wait(self, now: float) -> float:
         """The further wait of a background call: its share of the window, and everyone else first."""
-        while self._background_sent and self._background_sent[0] <= now - self.window_seconds:
-            self._background_sent.popleft()
-        waits = [_YIELD_SECONDS if self._waiting else 0.0, self._background_next - now]
-        if len(self._background_sent) >= self.background_requests:
-            oldest = self._background_sent[len(self._background_sent) - self.background_requests]
-            waits.append(oldest + self.window_seconds - now)
+        waits = [_YIELD_SECONDS if self._waiting else 0.0, self._background_next - now,
+                 self._background_sent.wait(now, self.background_requests)]
         # What the provider says is left, once the others' calls this window are counted, is not
         # more than the others' part: someone else (the dashboard, another installation) spent ours.
         others_left = self.requests - self.background_requests - (len(self._sent) - len(self._background_sent))
@@ -92,44 +167,83 @@ class Pacer:
             waits.append(self._remaining_until - now)
         return max(waits)
 
+    def _share_wait(self, now: float, background: bool, workspace: str | None) -> float:
+        """Seconds until the workspace's calls of this kind are within its share of the window again."""
+        if workspace is None:
+            return 0.0
+        return self._sent.wait_of(now, (background, workspace), self.workspace_requests[background])
+
+    def _turn_wait(self, background: bool, workspace: str | None) -> float:
+        """A short wait when another workspace, with fewer calls of this kind in the window, is
+        waiting for one: the room there is, is its turn first."""
+        if workspace is None:
+            return 0.0
+        used = self._sent.used
+        mine = used[(background, workspace)]
+        others = (w for w in self._wanting[background] if w != workspace)
+        return _YIELD_SECONDS if any(used[(background, w)] < mine for w in others) else 0.0
+
     async def acquire(self) -> None:
         """Take one call from the budget, waiting briefly if that is enough.
 
         A longer wait is not worth holding a request open for: ``ProviderBusy`` tells the caller
         when to come back, and nothing is taken from the budget.
         """
-        background = BACKGROUND.get()
+        background, workspace = BACKGROUND.get(), WORKSPACE.get()
         longest = min(BACKGROUND_MAX_WAIT, self.window_seconds) if background else self.max_wait_seconds
         while True:
             now = self._monotonic()
+            self._sent.prune(now)
+            self._background_sent.prune(now)
             wait = self._wait(now)
             if background:
                 wait = max(wait, self._background_wait(now))
-            if wait <= 0 and self.shared is not None:
-                wait = await self.shared.take(background=background)
+            held = self._share_wait(now, background, workspace)  # by its own share, not by the budget
+            if wait <= 0 and held <= 0:
+                wait = self._turn_wait(background, workspace)
+            if wait <= 0 and held <= 0 and self.shared is not None:
+                wait, own = await self.shared.take(background=background, workspace=workspace, patience=longest)
+                wait, held = (0.0, wait) if own else (wait, 0.0)
                 now = self._monotonic()
-            if wait <= 0:
-                self._sent.append(now)
-                if background:
-                    self._background_sent.append(now)
-                    # On a grid of window / share: a call that went a little late (the event loop
-                    # was busy) does not push every later one back; after an idle spell, two may go.
-                    spacing = self.window_seconds / self.background_requests
-                    self._background_next = max(self._background_next, now - spacing) + spacing
-                if self._remaining is not None:
-                    self._remaining -= 1
+            if wait <= 0 and held <= 0:
+                self._take(now, background, workspace)
                 return
-            if wait > longest:
+            if max(wait, held) > longest:
                 # Rounded first: (now + 30) - now can be 30.000000000004 in floats, which is not 31 s.
-                raise ProviderBusy(math.ceil(round(wait, 3)))
-            if background:
-                await self._sleep(wait)
-                continue
-            self._waiting += 1
-            try:
-                await self._sleep(wait)  # then look again: another caller may have taken the slot
-            finally:
-                self._waiting -= 1
+                seconds = math.ceil(round(max(wait, held), 3))
+                raise ProviderBusy(seconds, None if wait >= held else (
+                    "This workspace has used its share of the edge provider's request budget; "
+                    f"retry after {max(1, seconds)} seconds."))
+            await self._sleep_for(max(wait, held), background, workspace, wanting=wait >= held)
+
+    def _take(self, now: float, background: bool, workspace: str | None) -> None:
+        self._sent.add(now, (background, workspace))
+        if background:
+            self._background_sent.add(now, (background, workspace))
+            # On a grid of window / share: a call that went a little late (the event loop was
+            # busy) does not push every later one back; after an idle spell, two may go.
+            spacing = self.window_seconds / self.background_requests
+            self._background_next = max(self._background_next, now - spacing) + spacing
+        if self._remaining is not None:
+            self._remaining -= 1
+
+    async def _sleep_for(self, seconds: float, background: bool, workspace: str | None, *, wanting: bool) -> None:
+        """Sleep, then look again (another caller may have taken the slot). A call ``wanting`` room in
+        the budget (not held back by its workspace's share alone) is, meanwhile, one the background
+        lets go first if someone waits on it, and one whose workspace's turn may come."""
+        person = wanting and not background
+        turn = workspace if wanting else None  # the workspace whose turn may come
+        self._waiting += person
+        if turn is not None:
+            self._wanting[background][turn] += 1
+        try:
+            await self._sleep(seconds)
+        finally:
+            self._waiting -= person
+            if turn is not None:
+                self._wanting[background][turn] -= 1
+                if not self._wanting[background][turn]:
+                    del self._wanting[background][turn]
 
     async def tell_others(self, retry_after: float | None) -> None:
         """The provider's ``Retry-After`` holds for every process sharing the budget."""

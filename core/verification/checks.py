@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from core.certificates import issuance
+from core.certificates.results import IssuanceSummary
 from core.clock import by_minute
 from core.dns import chain
 from core.dns.authority import Walk
@@ -74,7 +75,7 @@ class VerifyResult:
     "The domain's validation status after the check."
     checked_at: dt.datetime
     message: str
-    certificate: issuance.IssuanceSummary | None = None
+    certificate: IssuanceSummary | None = None
     "The issuance summary, when issuance was started or checked and the provider answered."
     cached_for: int | None = attrs.field(default=None, metadata={INTERNAL: True})
     "How long the resolver keeps the negative answer this check got: no use asking before (core/lifecycle/)."
@@ -323,7 +324,7 @@ def _record_check(services: Services, workspace: Workspace, domain_id: uuid.UUID
     return updated
 
 
-async def _issuance(services: Services, workspace: Workspace, row: DomainRow) -> tuple[issuance.IssuanceSummary | None, str]:
+async def _issuance(services: Services, workspace: Workspace, row: DomainRow) -> tuple[IssuanceSummary | None, str]:
     """Where verified DNS hands over to the edge provider: start or check issuance.
 
     Never raises for the provider's sake: verification answers 200 whatever the provider did, with

@@ -38,12 +38,18 @@ def budget():
 
 
 @pytest.fixture
-def config(config, cloudflare, budget):
+def workspace_share():
+    """``[provider] workspace_share``: the default; classes override it."""
+    return ProviderConfig().workspace_share
+
+
+@pytest.fixture
+def config(config, cloudflare, budget, workspace_share):
     cf = CloudflareConfig(
         api_base=cloudflare.api_base, zone_id=ZONE_ID, api_token=TOKEN,
         timeout_seconds=1, retry_seconds=1, requests_per_window=budget, window_seconds=60,
     )
-    return attrs.evolve(config, provider=ProviderConfig(kind="cloudflare", cloudflare=cf))
+    return attrs.evolve(config, provider=ProviderConfig(kind="cloudflare", cloudflare=cf, workspace_share=workspace_share))
 
 
 async def verified(api, world, dns, apex=APEX):
@@ -321,6 +327,10 @@ class TestPacing:
     def budget(self):
         return 5
 
+    @pytest.fixture
+    def workspace_share(self):
+        return 1.0  # one workspace may spend it all: the budget itself is what is tested here
+
     @pytest.mark.gen_test(timeout=10)
     async def test_a_burst_past_the_budget_gets_503_with_retry_after_and_stores_nothing(self, api, world, services, cloudflare):
         owner = world.owner()
@@ -345,4 +355,31 @@ class TestPacing:
         assert (await issue(api, owner, d)).status == 200  # call 2 of 2: Ratelimit r=0
         r = await issue(api, owner, d)
         assert (r.status, r.code) == (503, "provider_busy")
+        assert 429 not in cloudflare.statuses
+
+
+class TestFairShare:
+    """A budget of 20 calls a window for every tenant: one workspace flooding it is held back at its
+    share (a quarter: 5 calls), and the others' calls in the same window still go through."""
+
+    @pytest.fixture
+    def budget(self):
+        return 20
+
+    @pytest.mark.gen_test(timeout=10)
+    async def test_a_workspace_flooding_refresh_is_held_back_and_another_still_issues(self, api, world, services, cloudflare):
+        flooder, d = await marked_verified(api, world, services)
+        summary = (await issue(api, flooder, d)).body  # its first call
+        refresh = f"/v1/certificates/{summary['certificateId']}/refresh"
+        flood = await asyncio.gather(*(api.post(refresh, token=flooder.token) for _ in range(30)))
+        assert sorted(r.status for r in flood) == [200] * 4 + [503] * 26
+        held = [r for r in flood if r.status == 503]
+        assert all(r.code == "provider_busy" and 50 <= int(r.headers["Retry-After"]) <= 60 for r in held)
+        assert held[0].body["message"].startswith("This workspace has used its share")
+
+        quiet, other = await marked_verified(api, world, services, apex="quiet.example.net")
+        r = await issue(api, quiet, other)
+        assert (r.status, r.body["status"]) == (200, "pending")
+        assert cloudflare.find("quiet.example.net") is not None
+        assert len(cloudflare.requests) == 1 + 5 + 1  # the delegation id, the flooder's share, the issuance
         assert 429 not in cloudflare.statuses

@@ -1,15 +1,19 @@
-"""The request budget shared by a provider's calls, on a clock the tests move."""
+"""The request budget shared by a provider's calls, and each workspace's share of it, on a clock the
+tests move."""
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import heapq
+import itertools
 import time
+from collections.abc import Awaitable
 
 import pytest
 
 from core.edge import ProviderBusy
-from core.edge.pacing import BACKGROUND, Pacer, parse_ratelimit, parse_retry_after
+from core.edge.pacing import BACKGROUND, Pacer, for_workspace, parse_ratelimit, parse_retry_after
 
 
 class Clock:
@@ -265,3 +269,156 @@ class TestBackground:
         clock.slept.clear()
         await self.background(budget)
         assert clock.slept == [12]  # only the spacing (the fourth call set the grid)
+
+
+async def acquire_for(budget: Pacer, workspace: str, *, background: bool = False) -> None:
+    """One call made for ``workspace`` (a background one if ``background``)."""
+    token = BACKGROUND.set(background)
+    try:
+        with for_workspace(workspace):
+            await budget.acquire()
+    finally:
+        BACKGROUND.reset(token)
+
+
+class TestWorkspaceShare:
+    """No workspace's calls take more than ``workspace_share`` of what their kind may take."""
+
+    @pytest.mark.gen_test
+    async def test_a_workspace_takes_at_most_its_share_of_the_window(self, clock):
+        budget = Pacer(20, 60, workspace_share=0.25, monotonic=clock, sleep=clock.sleep)
+        for _ in range(5):
+            await acquire_for(budget, "a")
+        clock.now += 10
+        with pytest.raises(ProviderBusy) as caught:
+            await acquire_for(budget, "a")
+        assert caught.value.retry_after == 50  # when its first call leaves the window
+        assert caught.value.message.startswith("This workspace has used its share")
+
+    @pytest.mark.gen_test
+    async def test_the_other_workspaces_keep_the_rest_of_the_window(self, clock):
+        budget = Pacer(20, 60, workspace_share=0.25, monotonic=clock, sleep=clock.sleep)
+        for _ in range(5):
+            await acquire_for(budget, "a")
+        for workspace in ("b", "c", "d"):
+            for _ in range(5):
+                await acquire_for(budget, workspace)
+        assert clock.slept == []
+
+    @pytest.mark.gen_test
+    async def test_a_workspace_held_back_takes_nothing_and_calls_again_once_its_calls_leave_the_window(self, clock):
+        budget = Pacer(4, 60, workspace_share=0.5, monotonic=clock, sleep=clock.sleep)
+        await acquire_for(budget, "a")
+        clock.now += 30
+        await acquire_for(budget, "a")
+        with pytest.raises(ProviderBusy):
+            await acquire_for(budget, "a")
+        clock.now += 30
+        await acquire_for(budget, "a")
+        await acquire_for(budget, "b")
+        await acquire_for(budget, "b")  # the refused call took no slot
+
+    @pytest.mark.gen_test
+    async def test_calls_made_for_no_workspace_are_in_nobodys_share(self, clock):
+        budget = Pacer(4, 60, workspace_share=0.25, monotonic=clock, sleep=clock.sleep)
+        for _ in range(3):
+            await budget.acquire()
+        await acquire_for(budget, "a")
+
+    @pytest.mark.gen_test
+    async def test_a_share_of_1_lets_one_workspace_spend_the_whole_window(self, clock):
+        budget = Pacer(5, 60, workspace_share=1.0, monotonic=clock, sleep=clock.sleep)
+        for _ in range(5):
+            await acquire_for(budget, "a")
+        with pytest.raises(ProviderBusy) as caught:
+            await acquire_for(budget, "a")
+        assert "workspace" not in caught.value.message  # the budget itself is spent
+
+    @pytest.mark.gen_test
+    async def test_a_workspace_alone_may_spend_the_whole_background_share(self, clock):
+        """Background calls are spread over the window and take turns: no cap of their own slows one
+        workspace's big import."""
+        budget = Pacer(20, 60, background_share=0.5, workspace_share=0.2, monotonic=clock, sleep=clock.sleep)
+        for _ in range(10):  # the background's 10 a window, one every 6 s (two at once after idling)
+            await acquire_for(budget, "a", background=True)
+        assert clock.now < 1060  # all ten in the first window, beyond the 4 of a share of 0.2
+
+
+class VirtualTime:
+    """A clock for several callers at once: the earliest sleeper wakes (at the same time, whoever
+    slept first), alone, once every other caller has run as far as it can."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        woken = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self.now + seconds, next(self._order), woken))
+        await woken
+
+    async def run(self, *calls: Awaitable[object]) -> None:
+        tasks = [asyncio.ensure_future(call) for call in calls]
+        while not all(task.done() for task in tasks):
+            for _ in range(5):
+                await asyncio.sleep(0)
+            if self._sleepers:
+                when, _, woken = heapq.heappop(self._sleepers)
+                self.now = max(self.now, when)
+                woken.set_result(None)
+        for task in tasks:
+            task.result()
+
+
+class TestTurns:
+    """When several workspaces' calls wait for the budget, a freed slot goes first to the one that
+    has had fewest calls of that kind in the window."""
+
+    @pytest.mark.gen_test
+    async def test_a_freed_slot_goes_to_the_waiting_workspace_with_fewer_calls(self):
+        time = VirtualTime()
+        budget = Pacer(4, 60, max_wait_seconds=60, monotonic=time, sleep=time.sleep)
+        went: list[tuple[str, float]] = []
+
+        async def call(at: float, workspace: str, *, background: bool = False) -> None:
+            await time.sleep(at)
+            await acquire_for(budget, workspace, background=background)
+            went.append((workspace, time.now - 1000))
+
+        # a: three calls, b: one, the window full; then a waits first, b second, for one freed slot.
+        await time.run(call(0, "a"), call(1, "a"), call(2, "a"), call(3, "b"), call(4, "a"), call(5, "b"))
+        assert went[4:] == [("b", 60), ("a", 61)]
+
+    @pytest.mark.gen_test
+    async def test_workspaces_with_as_many_calls_go_in_the_order_they_came(self):
+        time = VirtualTime()
+        budget = Pacer(2, 60, max_wait_seconds=60, monotonic=time, sleep=time.sleep)
+        went: list[str] = []
+
+        async def call(at: float, workspace: str) -> None:
+            await time.sleep(at)
+            await acquire_for(budget, workspace)
+            went.append(workspace)
+
+        await time.run(call(0, "a"), call(1, "b"), call(2, "a"), call(3, "b"))
+        assert went == ["a", "b", "a", "b"]
+
+    @pytest.mark.gen_test
+    async def test_background_calls_take_turns_the_same_way(self):
+        time = VirtualTime()
+        budget = Pacer(6, 60, background_share=0.5, monotonic=time, sleep=time.sleep)  # 3 a window, every 20 s
+        went: list[tuple[str, float]] = []
+
+        async def check(at: float, workspace: str) -> None:
+            await time.sleep(at)
+            await acquire_for(budget, workspace, background=True)
+            went.append((workspace, time.now - 1000))
+
+        # a's first two checks go at once (after idling); its third waits first, b's one check
+        # second, for the next slot on the grid: b's turn. The window's three then wait for a's first.
+        await time.run(check(0, "a"), check(1, "a"), check(2, "a"), check(3, "b"))
+        assert went == [("a", 0), ("a", 1), ("b", 20), ("a", 60)]

@@ -1,0 +1,185 @@
+"""Storing what the provider said about a certificate, in one transaction, and its summary.
+
+Whatever asked (a new issuance request, validating again, a refresh; core/certificates/issuance.py),
+its answer is stored the same way: the Certificate, the Domain's ``cert`` summary and ``opsStatus``,
+the outbox event of a new issuance request and the Idempotency-Key's response commit together or
+not at all. A certificate is never shown ``active`` past its expiry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from typing import TYPE_CHECKING
+
+import attrs
+
+from core.certificates import events
+from core.certificates import idempotency as idem
+from core.certificates.states import Classified
+from core.domains import operations, records
+from core.edge import ProviderState
+from core.errors import NotFound
+from core.wire import dumps
+from store.records import DEFAULT_ISSUER, Certificate, DomainRow, Workspace
+
+if TYPE_CHECKING:
+    from core.services import Services
+
+log = logging.getLogger(__name__)
+
+RENEWAL_LEAD = dt.timedelta(days=30)
+FAILED = Classified("error", "error")
+
+
+@attrs.frozen
+class IssuanceSummary:
+    certificate_id: uuid.UUID
+    status: str
+    message: str
+    next_renewal_at: dt.datetime | None = None
+
+
+def next_renewal(not_after: dt.datetime | None) -> dt.datetime | None:
+    """The planning timestamp: 30 days before expiry, when the expiry is known."""
+    return None if not_after is None else not_after - RENEWAL_LEAD
+
+
+def summary_of(certificate: Certificate, message: str) -> IssuanceSummary:
+    return IssuanceSummary(
+        certificate_id=certificate.id,
+        status=certificate.status,
+        message=message,
+        next_renewal_at=next_renewal(certificate.not_after),
+    )
+
+
+
+def store(
+    services: Services,
+    workspace: Workspace,
+    domain_id: uuid.UUID,
+    *,
+    trace_id: uuid.UUID,
+    state: ProviderState | None,
+    classified: Classified,
+    message: str,
+    new_request: bool,
+    certificate: Certificate | None = None,
+    claim: idem.Claim | None = None,
+) -> IssuanceSummary:
+    """One transaction: Certificate, Domain summary, event (new requests), idempotency record."""
+    store = services.store
+    now = services.clock.now()
+    with store.transaction():
+        row = operations.load(services, workspace, domain_id)  # deleted meanwhile: 404, nothing written
+        latest = store.certificates.latest(workspace.id, domain_id)
+        if certificate is not None:
+            existing = store.certificates.get(workspace.id, certificate.id)
+            if existing is None:
+                raise NotFound("Certificate not found.")
+        elif latest is not None and latest.status == "pending" and state is not None and latest.provider_hostname_id == state.hostname_id:
+            existing = latest  # the same provider hostname, still on its way: one record, not two
+        else:
+            existing = None
+        base = existing or _new_certificate(services, row, now)
+        if classified.certificate == "active" and state is not None and state.expires_at is not None and state.expires_at <= now:
+            classified = FAILED  # never shown as active past its expiry
+            message = (f"The certificate expired on {state.expires_at:%Y-%m-%d %H:%M} UTC and the edge provider has not "
+                       "renewed it; check the delegation CNAME (GET /v1/domains/:id/diagnosis), then issue again.")
+        updated = _apply(base, state, classified, message, now)
+        announce = events.to_announce(services, base, updated, new_request=new_request)
+        if announce is not None:
+            updated = attrs.evolve(updated, announced=(*updated.announced, announce))
+        if existing is None:
+            store.certificates.insert(updated)
+        else:
+            store.certificates.update(updated)
+        # A refresh of an older certificate must not overwrite the summary of the latest one.
+        if certificate is None or latest is None or latest.id == updated.id:
+            became_active = updated.status == "active" and base.not_before is None
+            store.domains.update(_domain_with(row, updated, state, classified, message, trace_id, now, became_active))
+        summary = summary_of(updated, message)
+        if announce is not None:
+            events.record(services, updated, announce)
+        if claim is not None:
+            idem.complete(services, claim, status_code=200, body=dumps(summary))
+    log.info("certificate %s of %s: %s / %s (trace %s)", updated.id, row.apex, updated.status, classified.domain, trace_id)
+    return summary
+
+
+def _new_certificate(services: Services, row: DomainRow, now: dt.datetime) -> Certificate:
+    return Certificate(
+        id=uuid.uuid4(),
+        workspace_id=row.workspace_id,
+        domain_id=row.id,
+        apex=row.apex,
+        wildcard=False,
+        issuer=DEFAULT_ISSUER,
+        status="pending",
+        provider=services.provider.name,
+        bundle_available=False,
+        created_at=now,
+    )
+
+
+def _apply(base: Certificate, state: ProviderState | None, classified: Classified, message: str, now: dt.datetime) -> Certificate:
+    certificate = attrs.evolve(
+        base,
+        status=classified.certificate,
+        not_before=base.not_before or (now if classified.certificate == "active" else None),
+        last_error=message if classified.certificate == "error" else None,
+    )
+    if state is None:
+        return certificate
+    return attrs.evolve(
+        certificate,
+        issuer=state.issuer or base.issuer,
+        not_after=state.expires_at or base.not_after,
+        provider_certificate_id=state.certificate_id or base.provider_certificate_id,
+        provider_hostname_id=state.hostname_id,
+        provider_ssl_id=state.ssl_id or base.provider_ssl_id,
+        provider_status=state.ssl_status,
+        provider_hostname_status=state.hostname_status,
+        last_checked_at=now,
+    )
+
+
+def _domain_with(
+    row: DomainRow,
+    certificate: Certificate,
+    state: ProviderState | None,
+    classified: Classified,
+    message: str,
+    trace_id: uuid.UUID,
+    now: dt.datetime,
+    became_active: bool,
+) -> DomainRow:
+    """The Domain's ``cert`` summary mirrors its latest certificate."""
+    failed = classified.domain in ("error", "blocked")
+    return attrs.evolve(
+        row,
+        cert_status=classified.domain,
+        cert_issuer=certificate.issuer if certificate.issuer != DEFAULT_ISSUER else None,
+        cert_not_after=certificate.not_after,
+        cert_next_renewal_at=next_renewal(certificate.not_after),
+        cert_last_issued_at=((state and state.issued_at) or now) if became_active else row.cert_last_issued_at,
+        cert_error=message if failed else None,
+        cert_trace_id=trace_id,
+        ops_status=records.ops_status(row.validation_status, classified.domain, drifted=bool(row.drift)),
+        # The provider's own statement of the delegation target wins over the one we derived.
+        delegation_target=(state and state.delegation_target) or row.delegation_target,
+        updated_at=now,
+    )
+
+
+def note_failure(services: Services, workspace: Workspace, domain_id: uuid.UUID, *, message: str, trace_id: uuid.UUID) -> None:
+    """No result from the provider: only the Domain's error state records the attempt."""
+    with services.store.transaction():
+        row = services.store.domains.get(workspace.id, domain_id)
+        if row is not None:
+            services.store.domains.update(
+                attrs.evolve(row, cert_error=message, cert_trace_id=trace_id, updated_at=services.clock.now())
+            )
+    log.warning("edge provider gave no result for domain %s: %s (trace %s)", domain_id, message, trace_id)

@@ -1,0 +1,58 @@
+"""The provider's request budget on PostgreSQL (store/shared.py ``take_call``): each workspace's
+share of it and the workspaces' turns hold across processes. Two Stores on one database stand for
+two service processes; the clock is the ``now`` each call is given."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from store import Store
+
+WINDOW = 60.0
+TURN = 0.05
+
+
+@pytest.fixture
+def processes(pg_database: str) -> Iterator[list[Store]]:
+    opened = [Store(url=pg_database) for _ in range(2)]
+    yield opened
+    for store in opened:
+        store.close()
+
+
+def take(store: Store, workspace: str | None, now: float, *, limit: int = 4, workspace_limit: int = 2,
+         background: bool = False) -> tuple[float, bool]:
+    with store.transaction(row_locked=True):
+        return store.shared.take_call("cloudflare:zone", now=now, window=WINDOW, limit=limit, background=background,
+                                      background_limit=limit, workspace=workspace, workspace_limit=workspace_limit,
+                                      patience=WINDOW, turn=TURN)
+
+
+def test_a_workspaces_share_holds_across_processes(processes):
+    a, b = processes
+    assert take(a, "w1", 1000) == (0, False)
+    assert take(b, "w1", 1010) == (0, False)
+    assert take(a, "w1", 1020) == (40, True)  # its share, not the budget: its first call leaves at 1060
+    assert take(b, "w2", 1020) == (0, False)  # the others keep the rest
+    assert take(b, None, 1020) == (0, False)  # a call made for no workspace is in nobody's share
+
+
+def test_a_freed_slot_goes_to_the_workspace_with_fewer_calls_waiting_in_another_process(processes):
+    a, b = processes
+    for now, workspace in ((1000, "w1"), (1001, "w1"), (1002, "w1"), (1003, "w2")):
+        assert take(a, workspace, now, workspace_limit=4) == (0, False)
+    assert take(a, "w1", 1004, workspace_limit=4) == (56, False)  # the budget is spent
+    assert take(b, "w2", 1005, workspace_limit=4) == (55, False)  # w2 waits too, in process b
+    assert take(a, "w1", 1060, workspace_limit=4) == (TURN, False)  # room, but w2 has had fewer calls
+    assert take(b, "w2", 1060, workspace_limit=4) == (0, False)
+    assert take(a, "w1", 1060 + TURN, workspace_limit=4) == pytest.approx((1001 + WINDOW - 1060 - TURN, False))
+
+
+def test_a_workspace_that_stopped_waiting_holds_up_no_one(processes):
+    a, b = processes
+    for now, workspace in ((1000, "w1"), (1001, "w1"), (1002, "w1"), (1003, "w2")):
+        assert take(a, workspace, now, workspace_limit=4) == (0, False)
+    assert take(b, "w2", 1005, workspace_limit=4) == (55, False)  # to look again at 1060 ...
+    assert take(a, "w1", 1062, workspace_limit=4) == (0, False)  # ... and it did not come back
