@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import sqlite_utils
 
 from store.accounts import AccountRepo
+from store.acme import AcmeRepo
 from store.api_keys import ApiKeyRepo
 from store.certificates import CertificateRepo
 from store.checkpoints import CEILING_PAGES, Checkpointer
@@ -95,6 +96,7 @@ class Store:
         self.sql = db
         "The connection the repositories use: SQLite's, or the PostgreSQL pool's for this thread."
         self.accounts = AccountRepo(db)
+        self.acme = AcmeRepo(db)
         self.api_keys = ApiKeyRepo(db)
         self.certificates = CertificateRepo(db)
         self.clients = ClientRepo(db)

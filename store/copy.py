@@ -21,7 +21,8 @@ import psycopg
 TABLES = (
     "workspaces", "users", "memberships", "api_keys", "invitations", "clients", "domains", "domain_tags",
     "certificates", "outbox_events", "idempotency_keys", "webhook_endpoints", "webhook_deliveries",
-    "webhook_attempts", "verification_links", "reminder_sends", "one_click_starts",
+    "webhook_attempts", "verification_links", "reminder_sends", "one_click_starts", "acme_accounts",
+    "acme_certificates", "acme_challenges",
 )
 #: Kept by triggers from the rows above; compared, not copied.
 DERIVED = ("domain_counts", "tag_counts")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from core.clock import SystemClock
 from core.wire import format_timestamp
+from store.schema_acme import ACME_SQLITE
 from store.schema_both import BOTH
 from store.schema_v1 import FIRST, Migration
 
@@ -198,6 +199,7 @@ MIGRATIONS.append(
 MIGRATIONS.append((14, "changes to domains told to every process", []))
 MIGRATIONS.append((15, "each workspace's share of the provider's budget", []))
 MIGRATIONS += BOTH
+MIGRATIONS.append(ACME_SQLITE)
 
 
 class SchemaTooNew(Exception):

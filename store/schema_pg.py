@@ -17,6 +17,7 @@ A database is never edited by hand: a new migration is added to both lists, with
 
 from __future__ import annotations
 
+from store.schema_acme import ACME_PG
 from store.schema_both import BOTH
 from store.schema_pg_shared import SHARED_MIGRATIONS, T
 from store.schema_v1 import Migration
@@ -359,3 +360,4 @@ MIGRATIONS_PG: list[Migration] = [
 
 MIGRATIONS_PG += SHARED_MIGRATIONS
 MIGRATIONS_PG += BOTH
+MIGRATIONS_PG.append(ACME_PG)

@@ -94,7 +94,7 @@ class TestErrors:
             ({"server": "x"}, "server: expected a table"),
             ({"dns": {"nameservers": ["1.1.1.1:99999"]}}, "dns.nameservers:"),
             ({"dns": {"timeout_seconds": "3"}}, "dns.timeout_seconds: Expected number, received string"),
-            ({"provider": {"kind": "aws"}}, 'provider.kind: must be "sandbox" or "cloudflare"'),
+            ({"provider": {"kind": "aws"}}, 'provider.kind: must be "sandbox", "cloudflare" or "acme"'),
             ({"server": {"trusted_proxies": ["proxy.local"]}}, "server.trusted_proxies:"),
             ({"network": {"allow_private_ranges": [10]}}, "network.allow_private_ranges.0:"),
             ({"webhooks": {"max_attempts": 0}}, "webhooks.max_attempts: must be positive"),

@@ -1,28 +1,17 @@
-"""Typed configuration: one frozen attrs class per TOML table.
-
-The key names are a contract with deployments and outside tests (architecture.md), so an
-unknown key, a wrong type or a value out of range stops start-up with one line naming the key.
-Every default here is repeated in ``config.example.toml``; a test keeps the two in step.
-"""
+"""The configuration's tables, one frozen attrs class each, but the edge provider's
+(core/config/providers.py): each field's default, its rule, and a line on what it is for."""
 
 from __future__ import annotations
 
-import difflib
-import tomllib
-from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import attrs
-import cattrs
-from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 
-from core import config_checks
-from core.config_checks import (
+from core.config.rules import (
+    ConfigError,
     _all,
     _check,
     _is_dc_id,
-    _is_glob_list,
     _is_http_url,
     _is_listen_address,
     _is_nameserver,
@@ -30,9 +19,6 @@ from core.config_checks import (
     _positive,
     is_loopback,
 )
-from core.wire import describe, iter_errors, register_strict_primitives
-
-ConfigError = config_checks.ConfigError  # where the rules raise it; imported from here everywhere else
 
 
 @attrs.frozen
@@ -91,51 +77,6 @@ class DnsConfig:
     nameservers: list[str] = attrs.field(factory=list, validator=_check("dns.nameservers", _all(_is_nameserver), 'must list "ip" or "ip:port" entries'))
     "Empty means the system resolvers."
     timeout_seconds: float = attrs.field(default=3.0, validator=_check("dns.timeout_seconds", _positive, "must be positive"))
-
-
-@attrs.frozen
-class CloudflareConfig:
-    api_base: str = attrs.field(default="https://api.cloudflare.com/client/v4", validator=_check("provider.cloudflare.api_base", _is_http_url, "must be an http(s) URL"))
-    zone_id: str = ""
-    api_token: str = ""
-    timeout_seconds: float = attrs.field(default=10.0, validator=_check("provider.cloudflare.timeout_seconds", _positive, "must be positive"))
-    "Connect and request timeout of each call."
-    retry_seconds: float = attrs.field(default=20.0, validator=_check("provider.cloudflare.retry_seconds", lambda v: v >= 0, "must be zero or more"))
-    "Total time one operation may spend waiting to retry 429s, 5xx answers and timeouts."
-    requests_per_window: int = attrs.field(default=1200, validator=_check("provider.cloudflare.requests_per_window", _positive, "must be positive"))
-    "Budget shared by every call to the API: at most this many requests in any ``window_seconds``."
-    window_seconds: float = attrs.field(default=300.0, validator=_check("provider.cloudflare.window_seconds", _positive, "must be positive"))
-
-
-@attrs.frozen
-class SandboxConfig:
-    activation_delay_seconds: float = attrs.field(default=10.0, validator=_check("provider.sandbox.activation_delay_seconds", lambda v: v >= 0, "must be zero or more"))
-    "A sandbox certificate is pending until a refresh this long after issuance."
-    fail_patterns: list[str] = attrs.field(factory=lambda: ["fail.*", "*.fail.*"], validator=_check("provider.sandbox.fail_patterns", _is_glob_list, "must list non-empty glob patterns"))
-    "Hostnames matching one of these globs fail validation (certificate ``error``)."
-    block_patterns: list[str] = attrs.field(factory=lambda: ["blocked.*", "*.blocked.*"], validator=_check("provider.sandbox.block_patterns", _is_glob_list, "must list non-empty glob patterns"))
-    "Hostnames matching one of these globs are blocked by the provider (certificate ``blocked``)."
-    simulate_dns: bool = False
-    "DEVELOPMENT ONLY: every domain's two records count as published once it is a little old."
-    simulate_dns_delay_seconds: float = attrs.field(default=5.0, validator=_check("provider.sandbox.simulate_dns_delay_seconds", lambda v: v >= 0, "must be zero or more"))
-    "How long after its creation a domain's records appear in the simulated DNS."
-
-
-#: CAA ``issue`` domains of the CAs Cloudflare for SaaS issues from (RFC 8659 issuer domain names).
-CLOUDFLARE_CAA_ISSUERS = ["letsencrypt.org", "pki.goog", "ssl.com"]
-
-
-@attrs.frozen
-class ProviderConfig:
-    kind: str = attrs.field(default="sandbox", validator=_check("provider.kind", lambda v: v in ("sandbox", "cloudflare"), 'must be "sandbox" or "cloudflare"'))
-    caa_issuers: list[str] = attrs.field(factory=lambda: list(CLOUDFLARE_CAA_ISSUERS), validator=_check("provider.caa_issuers", lambda v: bool(v) and _is_glob_list(v), "must list at least one CA domain"))
-    "CAA issuer domains the provider's CAs answer to; the pre-flight asks that one is allowed."
-    workspace_share: float = attrs.field(default=0.25, validator=_check("provider.workspace_share", lambda v: 0 < v <= 1, "must be above 0 and at most 1"))
-    """The most of the provider's request budget one workspace's calls may take in any window: of the
-    whole window for the calls someone waits on, of ``[lifecycle] provider_share`` for background
-    ones; 1 sets no limit (core/edge/pacing.py)."""
-    cloudflare: CloudflareConfig = attrs.Factory(CloudflareConfig)
-    sandbox: SandboxConfig = attrs.Factory(SandboxConfig)
 
 
 @attrs.frozen
@@ -255,134 +196,3 @@ class DomainConnectConfig:
     @property
     def enabled(self) -> bool:
         return bool(self.provider_id)
-
-
-@attrs.frozen
-class Config:
-    server: ServerConfig = attrs.Factory(ServerConfig)
-    storage: StorageConfig = attrs.Factory(StorageConfig)
-    oidc: OidcConfig = attrs.Factory(OidcConfig)
-    dns: DnsConfig = attrs.Factory(DnsConfig)
-    provider: ProviderConfig = attrs.Factory(ProviderConfig)
-    webhooks: WebhooksConfig = attrs.Factory(WebhooksConfig)
-    lifecycle: LifecycleConfig = attrs.Factory(LifecycleConfig)
-    network: NetworkConfig = attrs.Factory(NetworkConfig)
-    site_scan: SiteScanConfig = attrs.Factory(SiteScanConfig)
-    rate_limits: RateLimitsConfig = attrs.Factory(RateLimitsConfig)
-    smtp: SmtpConfig = attrs.Factory(SmtpConfig)
-    metrics: MetricsConfig = attrs.Factory(MetricsConfig)
-    logging: LoggingConfig = attrs.Factory(LoggingConfig)
-    domain_connect: DomainConnectConfig = attrs.Factory(DomainConnectConfig)
-
-    def __attrs_post_init__(self) -> None:
-        if self.oidc.issuer and not self.oidc.client_id:
-            raise ConfigError("oidc.client_id: required when oidc.issuer is set")
-        if not self.oidc.issuer and not (
-            is_loopback(self.server.host) and is_loopback(urlsplit(self.server.base_url).hostname or "")
-        ):
-            raise ConfigError(
-                "oidc.issuer: required unless server.host and server.base_url are loopback addresses "
-                "(the built-in development identity provider serves loopback only)"
-            )
-        if not self.oidc.issuer and not is_loopback(urlsplit(self.server.portal_url).hostname or ""):
-            raise ConfigError(
-                "oidc.issuer: required unless server.portal_url is a loopback address "
-                "(the built-in development identity provider serves loopback only)"
-            )
-        if not self.oidc.issuer and self.storage.url:
-            raise ConfigError(
-                "oidc.issuer: required when storage.url is set (the built-in development identity provider "
-                "keeps its sign-ins in one process; several processes need a real one)"
-            )
-        if not self.oidc.issuer and self.server.trusted_proxies:
-            raise ConfigError(
-                "oidc.issuer: required when server.trusted_proxies is set "
-                "(the built-in development identity provider serves loopback only, never behind a proxy)"
-            )
-        if self.provider.kind == "cloudflare":
-            if self.provider.sandbox.simulate_dns:
-                # Simulated DNS must never verify a real customer's hostname.
-                raise ConfigError('provider.sandbox.simulate_dns: only allowed when provider.kind is "sandbox"')
-            for key in ("zone_id", "api_token"):
-                if not getattr(self.provider.cloudflare, key):
-                    raise ConfigError(f"provider.cloudflare.{key}: required when provider.kind is \"cloudflare\"")
-        dc = self.domain_connect
-        if dc.enabled:
-            for key in ("service_id", "private_key_file", "key_host"):
-                if not getattr(dc, key):
-                    raise ConfigError(f"domain_connect.{key}: required when domain_connect.provider_id is set")
-            portal_host = (urlsplit(self.server.portal_url).hostname or "").lower()
-            if dc.redirect_domain and portal_host != dc.redirect_domain.lower():
-                raise ConfigError(f"domain_connect.redirect_domain: must be the host of server.portal_url ({portal_host}), "
-                                  "where DNS hosts send the customer back")
-
-    def bound_to(self, port: int) -> Config:
-        """The configuration as served on ``port``, the one actually bound. With ``server.port = 0``
-        the OS picks it after the configuration was read: a ``base_url`` or ``portal_url`` derived
-        from host and port would name port 0, and sign-in (issuer, redirect URI) would point at it.
-        Addresses set in the file are kept as they are."""
-        server = self.server
-        if server.port != 0 or port == 0:
-            return self
-        placeholder = ServerConfig(host=server.host, port=0)
-        bound = attrs.evolve(
-            server, port=port,
-            base_url="" if server.base_url == placeholder.base_url else server.base_url,
-            portal_url="" if server.portal_url == placeholder.portal_url else server.portal_url,
-        )
-        return attrs.evolve(self, server=bound)
-
-    @property
-    def redirect_uri(self) -> str:
-        """The OIDC redirect URI in force (the configured one or the portal's callback)."""
-        return self.oidc.redirect_uri or self.server.portal_url.rstrip("/") + "/auth/callback"
-
-
-_converter = cattrs.Converter(forbid_extra_keys=True)
-register_strict_primitives(_converter)
-
-
-def _unknown(shown: str, name: str, known: list[str]) -> str:
-    """An unknown key, with the key it most likely stands for when one is close (a typo)."""
-    near = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
-    return f"{shown} (did you mean {shown[: len(shown) - len(name)]}{near[0]}?)" if near else shown
-
-
-def _first_problem(exc: BaseException) -> str:
-    for path, leaf in iter_errors(exc):
-        if isinstance(leaf, ConfigError):
-            return str(leaf)
-        key = ".".join(str(p) for p in path)
-        if isinstance(leaf, ForbiddenExtraKeysError):
-            known = [field.name for field in attrs.fields(leaf.cl)]
-            return "unknown key " + ", ".join(_unknown(f"{key}.{k}" if key else k, k, known) for k in sorted(leaf.extra_fields))
-        if isinstance(leaf, AttributeError):
-            return f"{key}: expected a table"
-        return f"{key}: {describe(leaf)}"
-    return str(exc)
-
-
-def config_from_dict(data: dict[str, Any]) -> Config:
-    """Structure decoded TOML, raising ``ConfigError`` with the offending key."""
-    try:
-        return _converter.structure(data, Config)
-    except ConfigError:
-        raise
-    except ClassValidationError as exc:
-        raise ConfigError(_first_problem(exc)) from None
-
-
-def load_config(path: str | Path | None) -> Config:
-    """Read a TOML file; ``None`` gives the embedded defaults."""
-    if path is None:
-        return Config()
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"config path is a directory: {path}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    return config_from_dict(data)

@@ -1,0 +1,162 @@
+"""The edge provider's tables: which provider issues (``[provider] kind``) and each one's settings."""
+
+from __future__ import annotations
+
+import attrs
+
+from core.config.rules import (
+    ConfigError,
+    _all,
+    _check,
+    _is_dc_id,
+    _is_glob_list,
+    _is_http_url,
+    _is_listen_address,
+    _is_nameserver,
+    _positive,
+)
+
+
+@attrs.frozen
+class CloudflareConfig:
+    api_base: str = attrs.field(default="https://api.cloudflare.com/client/v4", validator=_check("provider.cloudflare.api_base", _is_http_url, "must be an http(s) URL"))
+    zone_id: str = ""
+    api_token: str = ""
+    timeout_seconds: float = attrs.field(default=10.0, validator=_check("provider.cloudflare.timeout_seconds", _positive, "must be positive"))
+    "Connect and request timeout of each call."
+    retry_seconds: float = attrs.field(default=20.0, validator=_check("provider.cloudflare.retry_seconds", lambda v: v >= 0, "must be zero or more"))
+    "Total time one operation may spend waiting to retry 429s, 5xx answers and timeouts."
+    requests_per_window: int = attrs.field(default=1200, validator=_check("provider.cloudflare.requests_per_window", _positive, "must be positive"))
+    "Budget shared by every call to the API: at most this many requests in any ``window_seconds``."
+    window_seconds: float = attrs.field(default=300.0, validator=_check("provider.cloudflare.window_seconds", _positive, "must be positive"))
+
+
+@attrs.frozen
+class SandboxConfig:
+    activation_delay_seconds: float = attrs.field(default=10.0, validator=_check("provider.sandbox.activation_delay_seconds", lambda v: v >= 0, "must be zero or more"))
+    "A sandbox certificate is pending until a refresh this long after issuance."
+    fail_patterns: list[str] = attrs.field(factory=lambda: ["fail.*", "*.fail.*"], validator=_check("provider.sandbox.fail_patterns", _is_glob_list, "must list non-empty glob patterns"))
+    "Hostnames matching one of these globs fail validation (certificate ``error``)."
+    block_patterns: list[str] = attrs.field(factory=lambda: ["blocked.*", "*.blocked.*"], validator=_check("provider.sandbox.block_patterns", _is_glob_list, "must list non-empty glob patterns"))
+    "Hostnames matching one of these globs are blocked by the provider (certificate ``blocked``)."
+    simulate_dns: bool = False
+    "DEVELOPMENT ONLY: every domain's two records count as published once it is a little old."
+    simulate_dns_delay_seconds: float = attrs.field(default=5.0, validator=_check("provider.sandbox.simulate_dns_delay_seconds", lambda v: v >= 0, "must be zero or more"))
+    "How long after its creation a domain's records appear in the simulated DNS."
+
+
+def _is_http_urls(values: list[str]) -> bool:
+    return all(isinstance(v, str) and _is_http_url(v) for v in values)
+
+
+@attrs.frozen
+class AcmeConfig:
+    """The service as the ACME client of a certificate authority (README, "Issuing from an ACME CA")."""
+
+    directory_url: str = attrs.field(default="", validator=_check("provider.acme.directory_url", lambda v: v == "" or _is_http_url(v), "must be empty or an http(s) URL"))
+    "The CA's ACME directory; required with ``kind = \"acme\"``."
+    fallback_directory_urls: list[str] = attrs.field(factory=list, validator=_check("provider.acme.fallback_directory_urls", _is_http_urls, "must list http(s) URLs"))
+    "CAs tried in order when the first cannot issue (outage, rate limit, server error), for hostnames whose CAA allows them."
+    contact_email: str = ""
+    "The account's contact (expiry and incident mail from the CA); empty registers none."
+    ca_bundle: str = ""
+    "PEM file trusted for the CA's HTTPS, for a test CA (Pebble); empty trusts the system's CAs."
+    eab_kid: str = ""
+    "External Account Binding key id, for CAs that require one (ZeroSSL, Google Trust Services...)."
+    eab_hmac_key: str = ""
+    "External Account Binding HMAC key (base64url), given with ``eab_kid``."
+    orders_per_window: int = attrs.field(default=300, validator=_check("provider.acme.orders_per_window", _positive, "must be positive"))
+    "New orders per account in any ``window_seconds`` (Let's Encrypt: 300 per 3 hours), paced like a provider's budget."
+    window_seconds: float = attrs.field(default=10800.0, validator=_check("provider.acme.window_seconds", _positive, "must be positive"))
+    timeout_seconds: float = attrs.field(default=10.0, validator=_check("provider.acme.timeout_seconds", _positive, "must be positive"))
+    "Each request to the CA."
+    wait_seconds: float = attrs.field(default=10.0, validator=_check("provider.acme.wait_seconds", lambda v: v >= 0, "must be zero or more"))
+    "How long a request waits for the CA to validate and issue before answering ``pending`` (a refresh finishes it)."
+
+
+#: Modes of publishing the DNS-01 challenge records.
+DELEGATION_MODES = ("builtin", "rfc2136")
+TSIG_ALGORITHMS = ("hmac-sha256", "hmac-sha384", "hmac-sha512")
+
+
+@attrs.frozen
+class DelegationDnsConfig:
+    """The zone the delegation CNAMEs point into, and who answers for it (``kind = "acme"``)."""
+
+    zone: str = attrs.field(default="", validator=_check("delegation_dns.zone", lambda v: v == "" or _is_dc_id(v), "must be a DNS name"))
+    "E.g. ``acme.saas.example``: each domain's ``_acme-challenge`` CNAME points to a name of its own under it."
+    listen: str = attrs.field(default="127.0.0.1:5353", validator=_check("delegation_dns.listen", lambda v: v != "" and _is_listen_address(v), 'must be "ip:port" (or "[ipv6]:port")'))
+    "Where the built-in authoritative server answers, UDP and TCP."
+    nameservers: list[str] = attrs.field(factory=list, validator=_check("delegation_dns.nameservers", _all(_is_dc_id), "must list DNS names"))
+    "The NS names it serves for the zone (the names the parent zone delegates it to)."
+    mode: str = attrs.field(default="builtin", validator=_check("delegation_dns.mode", lambda v: v in DELEGATION_MODES, 'must be "builtin" or "rfc2136"'))
+    "``builtin``: the service answers for the zone; ``rfc2136``: challenge records are written to ``server`` by dynamic update."
+    server: str = attrs.field(default="", validator=_check("delegation_dns.server", lambda v: v == "" or _is_nameserver(v), 'must be "ip" or "ip:port"'))
+    "The primary nameserver that takes RFC 2136 updates (``mode = \"rfc2136\"``)."
+    tsig_key_name: str = ""
+    "The TSIG key's name, as the nameserver knows it."
+    tsig_secret: str = ""
+    "The TSIG key's secret (base64)."
+    tsig_algorithm: str = attrs.field(default="hmac-sha256", validator=_check("delegation_dns.tsig_algorithm", lambda v: v in TSIG_ALGORITHMS, "must be hmac-sha256, hmac-sha384 or hmac-sha512"))
+
+
+@attrs.frozen
+class TlsTerminatorConfig:
+    """How certificates reach the TLS terminator (README, "Issuing from an ACME CA")."""
+
+    listen: str = attrs.field(default="127.0.0.1:8444", validator=_check("tls_terminator.listen", _is_listen_address, 'must be empty or "ip:port" (or "[ipv6]:port")'))
+    "The endpoints Caddy asks (``get_certificate http``, ``ask``): they hand out private keys, so loopback."
+    secret: str = ""
+    "The endpoints' own secret (the ``secret`` query parameter, or a bearer token); empty keeps them off."
+    files_dir: str = ""
+    "nginx and HAProxy: a PEM file per hostname is written here; empty writes none."
+    files_format: str = attrs.field(default="nginx", validator=_check("tls_terminator.files_format", lambda v: v in ("nginx", "haproxy"), 'must be "nginx" or "haproxy"'))
+    "``nginx``: ``<host>.crt`` (the chain) and ``<host>.key``; ``haproxy``: ``<host>.pem`` (chain, then key)."
+    reload_command: list[str] = attrs.field(factory=list, validator=_check("tls_terminator.reload_command", _all(lambda v: isinstance(v, str) and v != ""), "must list the command's words"))
+    "Run after files change, e.g. ``[\"nginx\", \"-s\", \"reload\"]``."
+    haproxy_runtime: str = ""
+    "HAProxy's runtime API (a unix socket path, or ``ip:port``): certificates are replaced in place."
+
+
+#: CAA ``issue`` domains of the CAs Cloudflare for SaaS issues from (RFC 8659 issuer domain names).
+CLOUDFLARE_CAA_ISSUERS = ["letsencrypt.org", "pki.goog", "ssl.com"]
+
+
+@attrs.frozen
+class ProviderConfig:
+    kind: str = attrs.field(default="sandbox", validator=_check("provider.kind", lambda v: v in ("sandbox", "cloudflare", "acme"), 'must be "sandbox", "cloudflare" or "acme"'))
+    caa_issuers: list[str] = attrs.field(factory=lambda: list(CLOUDFLARE_CAA_ISSUERS), validator=_check("provider.caa_issuers", lambda v: bool(v) and _is_glob_list(v), "must list at least one CA domain"))
+    "CAA issuer domains the provider's CAs answer to; the pre-flight asks that one is allowed."
+    workspace_share: float = attrs.field(default=0.25, validator=_check("provider.workspace_share", lambda v: 0 < v <= 1, "must be above 0 and at most 1"))
+    """The most of the provider's request budget one workspace's calls may take in any window: of the
+    whole window for the calls someone waits on, of ``[lifecycle] provider_share`` for background
+    ones; 1 sets no limit (core/edge/pacing.py)."""
+    cloudflare: CloudflareConfig = attrs.Factory(CloudflareConfig)
+    sandbox: SandboxConfig = attrs.Factory(SandboxConfig)
+    acme: AcmeConfig = attrs.Factory(AcmeConfig)
+
+
+def check_provider(provider: ProviderConfig, delegation: DelegationDnsConfig) -> None:
+    """What each provider needs from the other tables."""
+    if provider.kind != "sandbox" and provider.sandbox.simulate_dns:
+        # Simulated DNS must never verify a real customer's hostname.
+        raise ConfigError('provider.sandbox.simulate_dns: only allowed when provider.kind is "sandbox"')
+    if provider.kind == "cloudflare":
+        for key in ("zone_id", "api_token"):
+            if not getattr(provider.cloudflare, key):
+                raise ConfigError(f"provider.cloudflare.{key}: required when provider.kind is \"cloudflare\"")
+    if provider.kind != "acme":
+        return
+    if not provider.acme.directory_url:
+        raise ConfigError('provider.acme.directory_url: required when provider.kind is "acme"')
+    if bool(provider.acme.eab_kid) != bool(provider.acme.eab_hmac_key):
+        raise ConfigError("provider.acme.eab_hmac_key: eab_kid and eab_hmac_key go together")
+    if not delegation.zone:
+        raise ConfigError('delegation_dns.zone: required when provider.kind is "acme"')
+    if delegation.mode == "builtin" and not delegation.nameservers:
+        raise ConfigError('delegation_dns.nameservers: required when delegation_dns.mode is "builtin" (the NS names '
+                          "the parent zone delegates the zone to)")
+    if delegation.mode == "rfc2136":
+        for key in ("server", "tsig_key_name", "tsig_secret"):
+            if not getattr(delegation, key):
+                raise ConfigError(f'delegation_dns.{key}: required when delegation_dns.mode is "rfc2136"')
