@@ -13,6 +13,11 @@ import sqlite_utils
 
 from store._rows import from_ts, select, ts
 
+#: The purposes keys are encrypted for (``Keyring.encrypt(purpose, pem_or_jwk, bound_to=...)``):
+#: a certificate's key bound to its handle, an account's key bound to its directory URL.
+CERTIFICATE_KEY = "acme-certificate-key"
+ACCOUNT_KEY = "acme-account-key"
+
 
 @attrs.frozen
 class AcmeAccount:
