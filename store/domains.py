@@ -223,6 +223,11 @@ class DomainRepo:
         """Every workspace's domain for this hostname (the development DNS simulation only)."""
         return [from_columns(r) for r in select(self.db, f"{_SELECT} WHERE d.apex = ?", [apex])]
 
+    def targeting_elsewhere(self, zone: str, limit: int) -> list[DomainRow]:
+        """Domains whose delegation CNAME points outside ``zone`` (added under another provider)."""
+        rows = select(self.db, f"{_SELECT} WHERE d.delegation_target NOT LIKE ? LIMIT ?", [f"%.{zone}", limit])
+        return [from_columns(r) for r in rows]
+
     def delete(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> bool:
         cursor = self.db.execute("DELETE FROM domains WHERE id = ? AND workspace_id = ?", [uid(domain_id), uid(workspace_id)])
         if cursor.rowcount:

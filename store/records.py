@@ -102,6 +102,8 @@ class DomainRow:
     cert_issuer: str | None = None
     cert_not_after: dt.datetime | None = None
     cert_next_renewal_at: dt.datetime | None = None
+    cert_renew_at: dt.datetime | None = attrs.field(default=None, metadata=_internal)
+    "When the provider itself means to renew the certificate (ACME: in the CA's window); the checks look then."
     cert_last_issued_at: dt.datetime | None = None
     cert_error: str | None = None
     cert_trace_id: uuid.UUID | None = None

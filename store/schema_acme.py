@@ -6,6 +6,7 @@ authoritative server of the delegation zone (core/acme/, core/delegation_dns/).
   Certificate's ``providerHostnameId``): the order under way, the chain issued and its key
   (encrypted), when to renew it. A renewal replaces chain and key in place.
 - ``acme_challenges``: the DNS-01 TXT values the built-in server answers, until they expire.
+- ``domains.cert_renew_at``: when the provider means to renew the certificate (the schedule looks then).
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def _statements(text: str) -> list[str]:
             PRIMARY KEY (name, value)
         )""",
         "CREATE INDEX acme_challenges_expiry ON acme_challenges(expires_at)",
+        # When the provider itself means to renew the domain's certificate (ACME: inside the CA's
+        # renewal window): the background checks look then.
+        f"ALTER TABLE domains ADD COLUMN cert_renew_at {text}",
     ]
 
 

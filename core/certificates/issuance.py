@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core.certificates import caa, results
 from core.certificates import idempotency as idem
+from core.certificates import results
 from core.certificates.results import IssuanceSummary
 from core.certificates.states import classify, describe, revalidation_can_fix
+from core.dns import caa
 from core.domains import operations
 from core.edge import HostnameGone, ProviderRejected, ProviderState, ProviderUnavailable
 from core.edge.pacing import for_workspace
@@ -140,7 +141,7 @@ async def request_issuance(services: Services, workspace: Workspace, row: Domain
                            claim: idem.Claim | None = None) -> IssuanceSummary:
     """A new issuance request to the provider, its answer stored as reported with exactly one event."""
     trace_id = uuid.uuid4()
-    verdict = await caa.preflight(services.dns, row.apex, services.config.provider.caa_issuers)
+    verdict = await caa.preflight(services.dns, row.apex, await services.provider.caa_issuers())
     if not verdict.allowed:
         log.info("issuance of %s stopped by the CAA pre-flight (trace %s)", row.apex, trace_id)
         return await services.store.run(results.store, services, workspace, row.id, trace_id=trace_id, state=None,

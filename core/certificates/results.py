@@ -164,6 +164,7 @@ def _domain_with(
         cert_issuer=certificate.issuer if certificate.issuer != DEFAULT_ISSUER else None,
         cert_not_after=certificate.not_after,
         cert_next_renewal_at=next_renewal(certificate.not_after),
+        cert_renew_at=state.renew_at if state is not None else row.cert_renew_at,
         cert_last_issued_at=((state and state.issued_at) or now) if became_active else row.cert_last_issued_at,
         cert_error=message if failed else None,
         cert_trace_id=trace_id,

@@ -1,12 +1,13 @@
 """What the provider's two status fields mean for our states: decided here and nowhere else.
 
 Cloudflare reports a hostname ``status`` (ownership and routing) and an ``ssl.status`` (the
-certificate) that move independently; unknown values count as in progress, never as a crash.
+certificate) that move independently; unknown values count as in progress, never as a crash. The
+ACME provider (core/acme/) speaks the same words: ``invalid`` is an order its CA refused.
 
 | provider reports                                              | Certificate | Domain cert |
 |---------------------------------------------------------------|-------------|-------------|
 | hostname ``blocked`` or ``test_blocked``                      | error       | blocked     |
-| hostname ``moved``/``deleted``/``pending_deletion``/``test_failed``, or ssl ``*_timed_out``/``expired``/``deleted``/``pending_deletion``/``deactivating``/``inactive`` | error | error |
+| hostname ``moved``/``deleted``/``pending_deletion``/``test_failed``, or ssl ``*_timed_out``/``invalid``/``expired``/``deleted``/``pending_deletion``/``deactivating``/``inactive`` | error | error |
 | hostname ``active``/``active_redeploying`` and ssl ``active`` | active      | active      |
 | anything else, for a certificate that was active before       | pending     | renewing    |
 | anything else (``pending_validation``, unknown values, ...)    | pending     | pending     |
@@ -27,6 +28,8 @@ FAILED_SSL = frozenset({"expired", "deleted", "pending_deletion", "deactivating"
 ACTIVE_HOSTNAME = frozenset({"active", "active_redeploying"})
 #: Failures that a re-validation request (Cloudflare: a PATCH repeating the ssl method) can fix.
 RETRIGGERABLE_HOSTNAME = frozenset({"moved"})
+#: A validation the CA refused (ACME: an ``invalid`` order), which a new order can fix.
+FAILED_VALIDATION = frozenset({"invalid"})
 
 
 @attrs.frozen
@@ -38,7 +41,8 @@ class Classified:
 
 
 def ssl_timed_out(ssl_status: str | None) -> bool:
-    return ssl_status is not None and ssl_status.endswith("_timed_out")
+    """A validation that failed in a way validating again can fix: timed out (Cloudflare), refused (ACME)."""
+    return ssl_status is not None and (ssl_status.endswith("_timed_out") or ssl_status in FAILED_VALIDATION)
 
 
 def retriggerable(state: ProviderState) -> bool:

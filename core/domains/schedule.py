@@ -6,7 +6,7 @@ schedule is decided, from what the domain is waiting for.
 | records not both found, or verified with no certificate yet | after ``interval_seconds``, doubling up to ``max_interval_seconds`` | ``pending_days`` after creation or the last check a person asked for |
 | certificate pending or renewing | the same backoff | never (the provider ends it: active or failed) |
 | certificate failed | the same backoff (refreshed; a timed-out validation is validated again once the records are found) | as for records not found |
-| certificate active | every ``active_check_seconds``; daily from ``nextRenewalAt`` on; at ``notAfter`` at the latest | never |
+| certificate active | every ``active_check_seconds``; daily from ``nextRenewalAt`` on; at the provider's own renewal time (ACME); at ``notAfter`` at the latest | never |
 | certificate blocked | every ``active_check_seconds`` (drift only) | never |
 
 Every wait gets up to 20 % jitter, so domains created together (a bulk request) spread out. After
@@ -72,7 +72,8 @@ def after_check(before: DomainRow, row: DomainRow, config: LifecycleConfig, now:
         if row.cert_next_renewal_at is not None and now >= row.cert_next_renewal_at:
             interval = min(interval, DAY.total_seconds())  # inside the renewal window: daily
         due = now + _jittered(interval)
-        for moment in (row.cert_next_renewal_at, row.cert_not_after):  # its start, and the expiry, are not missed
+        # The window's start, the provider's own renewal time, and the expiry are never missed.
+        for moment in (row.cert_next_renewal_at, row.cert_renew_at, row.cert_not_after):
             if moment is not None and now < moment < due:
                 due = moment
     elif (what == "dns" or row.cert_status == "error") and now >= since + dt.timedelta(days=config.pending_days):

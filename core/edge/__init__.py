@@ -1,9 +1,10 @@
 """The edge provider that issues and installs certificates, behind one small interface.
 
-``[provider] kind`` picks the implementation: ``cloudflare`` (Cloudflare for SaaS custom
-hostnames) or ``sandbox`` (in-process, for development and tests). Both report the provider's
-own words (``hostname_status``, ``ssl_status``); what they mean for our states is decided in one
-place, ``core/certificates/states.py``, so an adapter never invents a status of ours.
+``[provider] kind`` picks the implementation (core/runtime/assembly.py): ``cloudflare``
+(Cloudflare for SaaS custom hostnames), ``sandbox`` (in-process, for development and tests), or
+``acme`` (the service as an ACME CA's client, core/acme/). Each reports in Cloudflare's words
+(``hostname_status``, ``ssl_status``); what they mean for our states is decided in one place,
+``core/certificates/states.py``, so an adapter never invents a status of ours.
 
 Also here: the provider with its calls counted for the metrics (``counted``) and, for development
 with the sandbox, DNS answers simulated from the stored domains (``simulated_dns``).
@@ -23,10 +24,7 @@ import attrs
 from core.errors import UpstreamError
 
 if TYPE_CHECKING:
-    from core.clock import Clock
-    from core.config import Config
-    from core.crypto import Keyring
-    from store import Store
+    from core.dns.caa import CaaIssuer
 
 
 @attrs.frozen
@@ -51,6 +49,8 @@ class ProviderState:
     "The provider's validation errors, in its words (hostname first, then certificate)."
     revalidated: bool = False
     "This is the answer to a request to validate again (``revalidate`` sent one), not a plain read."
+    renew_at: dt.datetime | None = None
+    "When the provider itself means to renew the certificate (ACME: inside the CA's renewal window)."
 
 
 class ProviderError(UpstreamError):
@@ -101,6 +101,9 @@ class EdgeProvider(Protocol):
     async def delegation_target(self, apex: str) -> str:
         """The CNAME target of ``_acme-challenge.<apex>`` that delegates DCV to the provider."""
 
+    async def caa_issuers(self) -> list[CaaIssuer]:
+        """The issuer domains (and accounts, RFC 8657) CAA must allow for the provider to issue."""
+
     async def issue(self, apex: str, *, trace_id: uuid.UUID) -> ProviderState:
         """Ask for a DV certificate for ``apex``; an existing custom hostname is adopted.
 
@@ -126,16 +129,3 @@ class EdgeProvider(Protocol):
 
     def close(self) -> None:
         """Release connections at shutdown."""
-
-
-def make_provider(config: Config, keyring: Keyring, clock: Clock, store: Store | None = None) -> EdgeProvider:
-    """The provider the configuration selects; ``store`` shares its request budget between
-    processes on PostgreSQL."""
-    if config.provider.kind == "cloudflare":
-        from core.edge.cloudflare import CloudflareProvider
-
-        return CloudflareProvider(config.provider.cloudflare, background_share=config.lifecycle.provider_share,
-                                  workspace_share=config.provider.workspace_share, store=store)
-    from core.edge.sandbox import SandboxProvider
-
-    return SandboxProvider(keyring, config.provider.sandbox, clock)

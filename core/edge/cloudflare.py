@@ -26,7 +26,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import attrs
 
-from core.config import CloudflareConfig
+from core.config import CLOUDFLARE_CAA_ISSUERS, CloudflareConfig
+from core.dns import caa
 from core.edge import (
     HostnameGone,
     ProviderBusy,
@@ -68,9 +69,11 @@ class DelegationUnavailable(ProviderUnavailable):
 class CloudflareProvider:
     name = "edge_provider_for_saas"
 
-    def __init__(self, config: CloudflareConfig, *, background_share: float = 1.0, workspace_share: float = 1.0,
+    def __init__(self, config: CloudflareConfig, *, caa_issuers: list[str] | None = None,
+                 background_share: float = 1.0, workspace_share: float = 1.0,
                  monotonic: Callable[[], float] = time.monotonic, store: Store | None = None) -> None:
         self.config = config
+        self._caa_issuers = caa.terms(caa_issuers if caa_issuers is not None else CLOUDFLARE_CAA_ISSUERS)
         self.pacer = Pacer(config.requests_per_window, config.window_seconds, background_share=background_share,
                            workspace_share=workspace_share, monotonic=monotonic)
         if store is not None and store.pg is not None:  # several processes spend one token's budget
@@ -89,6 +92,10 @@ class CloudflareProvider:
         self._http.close()
 
     # -- the operations of EdgeProvider ---------------------------------------------------------
+
+    async def caa_issuers(self) -> list[caa.CaaIssuer]:
+        """The CAs Cloudflare issues from, as ``[provider] caa_issuers`` lists them (it picks one after checking CAA)."""
+        return self._caa_issuers
 
     async def delegation_target(self, apex: str) -> str:
         if self._delegation_id is None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 from core.edge import EdgeProvider, HostnameGone, ProviderBusy, ProviderError, ProviderRejected, ProviderState
 
 if TYPE_CHECKING:
+    from core.dns.caa import CaaIssuer
     from core.metrics import Metrics
 
 T = TypeVar("T")
@@ -24,6 +25,9 @@ class CountedProvider:
 
     async def delegation_target(self, apex: str) -> str:
         return await self._counted("delegation_target", self.provider.delegation_target(apex))
+
+    async def caa_issuers(self) -> list[CaaIssuer]:
+        return await self.provider.caa_issuers()
 
     async def issue(self, apex: str, *, trace_id: uuid.UUID) -> ProviderState:
         return await self._counted("issue", self.provider.issue(apex, trace_id=trace_id))

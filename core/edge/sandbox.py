@@ -22,8 +22,9 @@ import uuid
 from typing import Any
 
 from core.clock import Clock
-from core.config import SandboxConfig
+from core.config import CLOUDFLARE_CAA_ISSUERS, SandboxConfig
 from core.crypto import Keyring
+from core.dns import caa
 from core.edge import ProviderState
 
 log = logging.getLogger(__name__)
@@ -37,12 +38,14 @@ CERTIFICATE_DAYS = 90
 class SandboxProvider:
     name = "edge_provider_for_saas"
 
-    def __init__(self, keyring: Keyring, config: SandboxConfig, clock: Clock) -> None:
+    def __init__(self, keyring: Keyring, config: SandboxConfig, clock: Clock, *,
+                 caa_issuers: list[str] | None = None) -> None:
         # Stable across restarts of one installation, different between installations,
         # like Cloudflare's per-zone delegation id.
         self.delegation_id = keyring.mac("sandbox-dcv", "delegation")[:16]
         self.config = config
         self.clock = clock
+        self._caa_issuers = caa.terms(caa_issuers if caa_issuers is not None else CLOUDFLARE_CAA_ISSUERS)
         self._issued: dict[str, tuple[str, dt.datetime]] = {}  # hostname id -> (apex, issued at)
         log.warning(
             "edge provider: SANDBOX; certificates are SIMULATED and none is publicly trusted "
@@ -51,6 +54,10 @@ class SandboxProvider:
 
     async def delegation_target(self, apex: str) -> str:
         return f"{apex}.{self.delegation_id}.{SANDBOX_DCV_ZONE}"
+
+    async def caa_issuers(self) -> list[caa.CaaIssuer]:
+        """As Cloudflare's: the pre-flight behaves as it will in production."""
+        return self._caa_issuers
 
     def _hostname_id(self, apex: str) -> str:
         return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{self.delegation_id}.{apex}"))

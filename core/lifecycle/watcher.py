@@ -32,10 +32,11 @@ import uuid
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from core.certificates import caa, issuance
+from core.certificates import issuance
 from core.certificates.states import revalidation_can_fix
 from core.clock import truncate_ms
 from core.config import Config
+from core.dns import caa
 from core.domains import schedule
 from core.domains.drift import CAA, announce, with_drift
 from core.edge import ProviderBusy, ProviderError
@@ -156,7 +157,7 @@ class LifecycleWatcher:
             return result.status, result.cached_for
         if kind == "active":
             result = await self._verify(workspace, row)
-            verdict = await caa.preflight(self.services.dns, row.apex, self.services.config.provider.caa_issuers)
+            verdict = await caa.preflight(self.services.dns, row.apex, await self.services.provider.caa_issuers())
             latest = await store.run(self._caa_drift, workspace, row, verdict)
             wait = result.cached_for
         else:

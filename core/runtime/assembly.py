@@ -7,15 +7,19 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
+from core.acme.provider import AcmeProvider
 from core.clock import Clock, SystemClock
 from core.config import Config
 from core.crypto import Keyring, load_or_create_master_key
+from core.delegation_dns import make_challenge_records
 from core.dns.authority import Authority
 from core.dns.lookups import DnsChecker, Resolver
 from core.domain_connect.discovery import SETTINGS_MAX_BYTES, Discoverer
 from core.domain_connect.signing import load_private_key
-from core.edge import make_provider
+from core.edge import EdgeProvider
+from core.edge.cloudflare import CloudflareProvider
 from core.edge.counted import CountedProvider
+from core.edge.sandbox import SandboxProvider
 from core.edge.simulated_dns import SimulatedDns
 from core.identity.api_keys import KeyCache
 from core.identity.dev_idp import DEFAULT_CLIENT_ID, DevIdentityProvider, load_key
@@ -79,7 +83,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         oidc=oidc,
         oidc_client=client,
         dev_idp=dev_idp,
-        provider=CountedProvider(make_provider(config, keyring, clock, store), metrics),
+        provider=CountedProvider(make_provider(config, keyring, clock, store, dns), metrics),
         dns=dns,
         trusted_proxies=[ipaddress.ip_network(p, strict=False) for p in config.server.trusted_proxies],
         outbound=outbound,
@@ -91,3 +95,17 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         domain_connect=discoverer,
         domain_connect_key=signing_key,
     )
+
+
+def make_provider(config: Config, keyring: Keyring, clock: Clock, store: Store, dns: Resolver) -> EdgeProvider:
+    """The provider ``[provider] kind`` selects; ``store`` shares its request budget between
+    processes on PostgreSQL (and keeps an ACME client's accounts, certificates and challenges)."""
+    kind, issuers = config.provider.kind, config.provider.caa_issuers
+    if kind == "cloudflare":
+        return CloudflareProvider(config.provider.cloudflare, caa_issuers=issuers,
+                                  background_share=config.lifecycle.provider_share,
+                                  workspace_share=config.provider.workspace_share, store=store)
+    if kind == "acme":
+        records = make_challenge_records(config, store, clock)
+        return AcmeProvider(config, keyring=keyring, clock=clock, store=store, dns=dns, records=records)
+    return SandboxProvider(keyring, config.provider.sandbox, clock, caa_issuers=issuers)

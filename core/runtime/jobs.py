@@ -1,5 +1,5 @@
 """The service's periodic jobs: webhook deliveries, the lifecycle's background checks, the purge
-of old Idempotency-Key records and the database's WAL checkpoints."""
+of old Idempotency-Key records, the database's WAL checkpoints, and the ACME provider's upkeep."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING
 
 from tornado.ioloop import IOLoop, PeriodicCallback
 
+from core.acme import upkeep
+from core.acme.provider import AcmeProvider
 from core.certificates import idempotency
+from core.edge.counted import CountedProvider
 from core.identity import api_keys
 from core.lifecycle.watcher import LifecycleWatcher
 from core.verification import one_click
@@ -25,6 +28,8 @@ PURGE_INTERVAL_SECONDS = 300
 SWEEP_SECONDS = 5.0
 #: How often the WAL is copied back into the database file, away from requests (store/checkpoints.py).
 CHECKPOINT_SECONDS = 1.0
+#: How often the ACME provider revokes the certificates of deleted domains (core/acme/upkeep.py).
+ACME_UPKEEP_SECONDS = 60.0
 
 
 def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], WebhookWorker]:
@@ -67,7 +72,19 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
         every = min(SWEEP_SECONDS, lifecycle.interval_seconds / 2)
         jobs["lifecycle"] = PeriodicCallback(watcher.tick, every * 1000, jitter=0.1)
         IOLoop.current().add_callback(watcher.tick)
+    acme = _acme(services)
+    if acme is not None:
+        async def acme_upkeep() -> None:
+            await upkeep.revoke_deleted(acme)
+
+        jobs["acme-upkeep"] = PeriodicCallback(acme_upkeep, ACME_UPKEEP_SECONDS * 1000, jitter=0.1)
+        IOLoop.current().add_callback(upkeep.point_at_zone, acme)
     for job in jobs.values():
         job.start()
     IOLoop.current().add_callback(worker.tick)
     return jobs, worker
+
+
+def _acme(services: Services) -> AcmeProvider | None:
+    provider = services.provider.provider if isinstance(services.provider, CountedProvider) else services.provider
+    return provider if isinstance(provider, AcmeProvider) else None

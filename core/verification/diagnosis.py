@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core import dns_hosts
-from core.certificates import caa
 from core.clock import by_minute
+from core.dns import caa
 from core.dns.authority import Walk, Zone
 from core.dns.chain import Chain, follow
 from core.dns.delegation import Delegation
@@ -170,7 +170,7 @@ async def _ask(services: Services, row: DomainRow) -> _Asked:
     queries = [(cname.host, "CNAME"), (txt.host, "TXT"), (cname.host, "TXT"), (cname.host, "A"), (cname.host, "AAAA")]
     resolvers = authority.each_resolver()
     walk, verdict_caa, answers = await asyncio.gather(
-        authority.walk(row.apex), caa.preflight(services.dns, row.apex, services.config.provider.caa_issuers),
+        authority.walk(row.apex), caa.preflight(services.dns, row.apex, await services.provider.caa_issuers()),
         asyncio.gather(*(checker.lookup_many(queries) for _, checker in resolvers)))
     zone = walk.zone
     # Their usual misplacements: asked of the zone's own servers only. Through a resolver, a "no"

@@ -16,9 +16,9 @@ import uuid
 import attrs
 import pytest
 
-from core.certificates import caa
 from core.clock import by_minute
 from core.config import DnsConfig
+from core.dns import caa
 from core.lifecycle.watcher import LifecycleWatcher
 from tests.helpers import mark_verified
 from tests.servers.dns_lab import LAME, PARTLY, SIGNED, SOA_MINIMUM, DnsLab, missing_tools

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.certificates.caa import preflight
 from core.config import DnsConfig
+from core.dns.caa import preflight
 from core.dns.lookups import DnsChecker
 
 ISSUERS = ["letsencrypt.org", "pki.goog", "ssl.com"]

@@ -65,6 +65,8 @@ class DnsLab:
         self.unserved: dict[str, list[tuple[str, str]]] = {
             LAME: [(f"ns1.{LAME}", SILENT), (f"ns2.{LAME}", REFUSING), (f"ns3.{LAME}", CLOSED)]}
         "Zones delegated to nameservers that do not serve them, by their parent."
+        self.stubs: dict[str, str] = {}
+        "Other zones Unbound asks one server for (``zone``: ``ip@port``): the service's delegation zone."
         self.serials: dict[str, int] = {}
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
         self._silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -208,6 +210,7 @@ class DnsLab:
     def _unbound_conf(self) -> str:
         stubs = "".join(f'stub-zone:\n  name: "{zone}."\n  stub-addr: 127.0.0.1@{self.nsd_port}\n'
                         for zone in self.records)
+        stubs += "".join(f'stub-zone:\n  name: "{zone}."\n  stub-addr: {address}\n' for zone, address in self.stubs.items())
         return (
             "server:\n"
             f"  interface: 127.0.0.1@{self.unbound_port}\n"

@@ -1,0 +1,112 @@
+"""The certificate authorities the service orders from, in the configured order, each with our account.
+
+Every call to a CA goes to this module's threads (the ``acme`` package blocks), one request at a
+time per call, and comes back as a ``CaDown`` (the CA could not take it: unreachable, 5xx, rate
+limited; another CA may) or a ``CaRefused`` (the CA answered about the hostname: a refusal to store)
+or its result. Each CA has an account of ours, created on first use with a key kept encrypted with
+the service's key (store/acme.py); a second process finding one kept uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, TypeVar
+
+import requests
+from acme import errors as acme_errors
+from acme import messages
+
+from core.acme import keys
+from core.acme.client import CaClient, problem, problem_type
+from core.clock import Clock
+from core.config import AcmeConfig
+from core.crypto import Keyring
+from store.acme import ACCOUNT_KEY, AcmeAccount
+
+if TYPE_CHECKING:
+    from store import Store
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Requests to CAs under way at once (each blocks a thread for its round trip).
+THREADS = 8
+#: Problem types that say the CA cannot take the request now, not that the hostname is refused.
+_DOWN = frozenset({"serverInternal", "rateLimited", "badNonce", "userActionRequired"})
+
+
+class CaDown(Exception):
+    """The CA could not take the request (unreachable, a server error, a rate limit): another may."""
+
+    def __init__(self, message: str, *, rate_limited: bool = False) -> None:
+        super().__init__(message)
+        self.rate_limited = rate_limited
+
+
+class CaRefused(Exception):
+    """The CA answered, and refused: about the hostname or the order, in its words."""
+
+
+class Ca:
+    """One configured CA: its client and our account there."""
+
+    def __init__(self, directory_url: str, config: AcmeConfig, *, executor: ThreadPoolExecutor) -> None:
+        self.directory_url = directory_url
+        self.config = config
+        self.client = CaClient(directory_url, ca_bundle=config.ca_bundle, timeout=config.timeout_seconds)
+        self._executor = executor
+        self.account_url: str | None = None
+        self._identities: tuple[str, ...] | None = None
+
+    async def call(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
+        """``fn`` in a worker thread, its failures sorted into ``CaDown`` and ``CaRefused``."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        except requests.RequestException as exc:
+            raise CaDown(f"{self.directory_url} could not be reached ({type(exc).__name__})") from None
+        except messages.Error as exc:
+            kind = problem_type(exc)
+            if kind in _DOWN:
+                raise CaDown(f"{self.directory_url} answered {problem(exc)}", rate_limited=kind == "rateLimited") from None
+            raise CaRefused(problem(exc)) from None
+        except acme_errors.Error as exc:
+            raise CaDown(f"{self.directory_url}: {problem(exc)}") from None
+
+    async def identities(self) -> tuple[str, ...]:
+        """Its issuer domains for CAA (``caaIdentities``), read once; empty when it names none."""
+        if self._identities is None:
+            self._identities = await self.call(self.client.caa_identities)
+        return self._identities
+
+    async def ready(self, store: Store, keyring: Keyring, clock: Clock) -> None:
+        """Our account there, registered once and kept (encrypted) for every process."""
+        if self.account_url is not None:
+            return
+        kept = await store.run(store.acme.account, self.directory_url)
+        if kept is None:
+            key_pem = keys.new_key_pem()
+            account_url = await self.call(self.client.register, keys.account_key(key_pem),
+                                          email=self.config.contact_email, eab_kid=self.config.eab_kid,
+                                          eab_hmac_key=self.config.eab_hmac_key)
+            sealed = keyring.encrypt(ACCOUNT_KEY, key_pem, bound_to=self.directory_url)
+            kept = await store.run(_keep, store, AcmeAccount(directory_url=self.directory_url, account_url=account_url,
+                                                             key_ciphertext=sealed, created_at=clock.now()))
+            log.info("ACME account at %s: %s", self.directory_url, kept.account_url)
+        key = keys.account_key(keyring.decrypt(ACCOUNT_KEY, kept.key_ciphertext, bound_to=self.directory_url))
+        await self.call(self.client.use, key, kept.account_url)
+        self.account_url = kept.account_url
+
+
+def _keep(store: Store, account: AcmeAccount) -> AcmeAccount:
+    with store.transaction():
+        return store.acme.add_account(account)
+
+
+def make_cas(config: AcmeConfig) -> tuple[list[Ca], ThreadPoolExecutor]:
+    """The configured CAs, the first one first, sharing one pool of threads."""
+    executor = ThreadPoolExecutor(THREADS, thread_name_prefix="acme")
+    urls = list(dict.fromkeys([config.directory_url, *config.fallback_directory_urls]))
+    return [Ca(url, config, executor=executor) for url in urls], executor

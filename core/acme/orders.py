@@ -1,0 +1,162 @@
+"""Taking an ACME order from placed to issued, one step at a time (RFC 8555 section 7.4).
+
+Each step reads the order and does the one thing its status calls for:
+
+| order        | the step                                                                              |
+|--------------|---------------------------------------------------------------------------------------|
+| ``pending``  | for each authorization still pending: publish the DNS-01 TXT value, tell the CA to validate |
+| ``ready``    | finalize it with a request for the order's own key                                   |
+| ``processing`` | nothing: the CA is issuing                                                          |
+| ``valid``    | download the chain: it becomes the certificate served, its key with it; the TXT values go |
+| ``invalid``  | note the CA's reasons (the order's, its challenges'); a new order may follow          |
+
+Steps are repeated with short pauses until the order is done or a deadline passes; whatever the
+step reached is stored at once (store/acme.py), so a refresh, in this process or another, takes it
+on from there. The TXT value is published where the domain's delegation CNAME points, which is
+what the CA finds following ``_acme-challenge.<hostname>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+
+from core.acme import keys
+from core.acme.cas import Ca, CaRefused
+from core.acme.client import Order
+from store.acme import CERTIFICATE_KEY, AcmeCertificate
+
+if TYPE_CHECKING:
+    from core.clock import Clock
+    from core.crypto import Keyring
+    from store import Store
+
+log = logging.getLogger(__name__)
+
+#: Pauses between steps: the CA validates in a second or two, issues in a few.
+PAUSES = (0.2, 0.5, 1.0, 1.0, 2.0)
+
+
+class Records(Protocol):
+    """Where DNS-01 TXT values are published (core/delegation_dns/)."""
+
+    async def publish(self, name: str, value: str) -> None: ...
+
+    async def withdraw(self, name: str, value: str) -> None: ...
+
+
+@attrs.frozen
+class Orders:
+    """What a step needs beyond the order: the store, keys, the clock and the records."""
+
+    store: Store
+    keyring: Keyring
+    clock: Clock
+    records: Records
+
+    async def save(self, certificate: AcmeCertificate) -> AcmeCertificate:
+        certificate = attrs.evolve(certificate, updated_at=self.clock.now())
+        await self.store.run(_put, self.store, certificate)
+        return certificate
+
+    async def until_done(self, ca: Ca, certificate: AcmeCertificate, target: str, deadline: float) -> AcmeCertificate:
+        """Steps until the order is no longer under way, or the loop's clock passes ``deadline``."""
+        loop = asyncio.get_running_loop()
+        for turn in range(1000):
+            certificate = await self.step(ca, certificate, target)
+            if certificate.order_url is None or loop.time() >= deadline:
+                return certificate
+            await asyncio.sleep(min(PAUSES[min(turn, len(PAUSES) - 1)], max(0.0, deadline - loop.time())))
+        return certificate
+
+    async def step(self, ca: Ca, certificate: AcmeCertificate, target: str) -> AcmeCertificate:
+        """One step of the order under way (see the module's table), stored."""
+        assert certificate.order_url is not None
+        order = await ca.call(ca.client.order, certificate.order_url)
+        if order.status == "pending":
+            await self._validate(ca, order, target)
+            return certificate
+        if order.status == "ready":
+            key_pem = self._order_key(certificate)
+            await ca.call(ca.client.finalize, order, keys.csr_pem(certificate.apex, key_pem))
+            return certificate
+        if order.status == "valid" and order.certificate:
+            chain = await ca.call(ca.client.download, order.certificate)
+            await self._withdraw(ca, order, target)
+            return await self.save(self._issued(certificate, chain))
+        if order.status == "invalid":
+            why = order.error or await self._reasons(ca, order) or "the certificate authority refused the order"
+            await self._withdraw(ca, order, target)
+            log.info("ACME order for %s at %s invalid: %s", certificate.apex, ca.directory_url, why)
+            return await self.save(attrs.evolve(
+                certificate, status="invalid", order_url=None, order_key_ciphertext=None, replaces=None, error=why))
+        return certificate  # processing: the CA is at work
+
+    def _order_key(self, certificate: AcmeCertificate) -> str:
+        assert certificate.order_key_ciphertext is not None
+        return self.keyring.decrypt(CERTIFICATE_KEY, certificate.order_key_ciphertext, bound_to=certificate.handle)
+
+    def _issued(self, certificate: AcmeCertificate, chain: str) -> AcmeCertificate:
+        """The certificate served from now on: the order's chain and key."""
+        not_before, not_after = keys.validity(chain)
+        return attrs.evolve(
+            certificate, status="valid", chain_pem=chain, key_ciphertext=certificate.order_key_ciphertext,
+            not_before=not_before, not_after=not_after, renew_at=None, ari_checked_at=None,
+            order_url=None, order_key_ciphertext=None, replaces=None, error=None,
+        )
+
+    async def _validate(self, ca: Ca, order: Order, target: str) -> None:
+        for url in order.authorizations:
+            challenge = await ca.call(ca.client.challenge, url)
+            if challenge.status != "pending":
+                continue  # valid already (reused), or failed: the order says so at the next step
+            if challenge.challenge_url is None or challenge.validation is None:
+                raise CaRefused(f"The certificate authority offers no DNS-01 challenge for {challenge.identifier}.")
+            if challenge.challenge_status == "pending":  # not answered yet: publish, then ask to validate
+                await self.records.publish(target, challenge.validation)
+                await ca.call(ca.client.answer, challenge)
+
+    async def _withdraw(self, ca: Ca, order: Order, target: str) -> None:
+        """The TXT values of the order's challenges are no longer needed (best effort: they expire anyway)."""
+        for url in order.authorizations:
+            try:
+                challenge = await ca.call(ca.client.challenge, url)
+                if challenge.validation is not None:
+                    await self.records.withdraw(target, challenge.validation)
+            except Exception as exc:  # noqa: BLE001 (the values expire by themselves: an order never fails for this)
+                log.info("the DNS-01 value for %s stays until it expires: %s", target, exc)
+
+    async def _reasons(self, ca: Ca, order: Order) -> str:
+        said = []
+        for url in order.authorizations:
+            challenge = await ca.call(ca.client.challenge, url)
+            if challenge.error:
+                said.append(challenge.error)
+        return "; ".join(said)
+
+
+def _put(store: Store, certificate: AcmeCertificate) -> None:
+    with store.transaction():
+        store.acme.put(certificate)
+
+
+def new_order_fields(keyring: Keyring, handle: str, order: Order, replaces: str | None,
+                     directory_url: str) -> dict[str, object]:
+    """The fields of a certificate with a new order under way: its URL, a new key, what it replaces."""
+    key_pem = keys.new_key_pem()
+    return {"order_url": order.url, "order_key_ciphertext": keyring.encrypt(CERTIFICATE_KEY, key_pem, bound_to=handle),
+            "replaces": replaces, "directory_url": directory_url, "error": None}
+
+
+def renewal_due(certificate: AcmeCertificate, now: dt.datetime) -> bool:
+    """Time to renew: its renewal time has come (or it has none yet and two thirds of its life passed)."""
+    if certificate.chain_pem is None or certificate.order_url is not None:
+        return False
+    if certificate.renew_at is not None:
+        return now >= certificate.renew_at
+    assert certificate.not_before is not None and certificate.not_after is not None
+    return now >= certificate.not_before + (certificate.not_after - certificate.not_before) * 2 / 3
