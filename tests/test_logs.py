@@ -85,7 +85,7 @@ class TestRequestContext:
         d = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
         mark_verified(services, d)
         r = await api.post(f"/v1/domains/{d['id']}/certificates/issue", {}, token=owner.token)
-        [line] = [line for line in buffer.getvalue().splitlines() if " core.certificates.issuance: certificate " in line]
+        [line] = [line for line in buffer.getvalue().splitlines() if " core.certificates.results: certificate " in line]
         assert line.endswith(f"[rid={r.headers['X-Request-Id']} ws={owner.workspace.id}]")
 
     @pytest.mark.gen_test
