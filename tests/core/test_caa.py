@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.config import DnsConfig
-from core.dns.caa import preflight
+from core.dns.caa import CaaIssuer, preflight
 from core.dns.lookups import DnsChecker
 
 ISSUERS = ["letsencrypt.org", "pki.goog", "ssl.com"]
@@ -66,8 +66,8 @@ class TestForbidden:
         assert not verdict.allowed
         assert verdict.message == (
             'The CAA records at example.com (0 issue "digicert.com") allow none of the certificate authorities '
-            "the edge provider uses, so the certificate cannot be issued. Add these records at example.com: "
-            'example.com. CAA 0 issue "letsencrypt.org"; example.com. CAA 0 issue "pki.goog"; '
+            "the service uses (for its account, by DNS-01), so the certificate cannot be issued. Add at "
+            'example.com: example.com. CAA 0 issue "letsencrypt.org"; example.com. CAA 0 issue "pki.goog"; '
             'example.com. CAA 0 issue "ssl.com".'
         )
 
@@ -82,3 +82,43 @@ class TestForbidden:
         dns.publish_caa("example.com", "tbs", "unknown", flags=128)
         verdict = await preflight(checker, "shop.example.com", ISSUERS)
         assert not verdict.allowed and "critical" in verdict.message
+
+
+ACCOUNT = "https://acme-v02.api.letsencrypt.org/acme/acct/123"
+OURS = [CaaIssuer("letsencrypt.org", ACCOUNT)]
+
+
+class TestAccountsAndMethods:
+    """RFC 8657: an ``issue`` record may bind its CA to one account and to validation methods."""
+
+    @pytest.mark.gen_test
+    async def test_a_record_bound_to_our_account_allows(self, checker, dns):
+        dns.publish_caa("example.com", "issue", f"letsencrypt.org; accounturi={ACCOUNT}")
+        assert (await preflight(checker, "shop.example.com", OURS)).allowed
+
+    @pytest.mark.gen_test
+    async def test_a_record_bound_to_another_account_forbids(self, checker, dns):
+        dns.publish_caa("example.com", "issue", "letsencrypt.org; accounturi=https://acme-v02.api.letsencrypt.org/acme/acct/9")
+        assert not (await preflight(checker, "shop.example.com", OURS)).allowed
+
+    @pytest.mark.gen_test
+    async def test_a_record_allowing_dns_01_allows(self, checker, dns):
+        dns.publish_caa("example.com", "issue", "letsencrypt.org; validationmethods=http-01,dns-01")
+        assert (await preflight(checker, "shop.example.com", OURS)).allowed
+
+    @pytest.mark.gen_test
+    async def test_a_record_allowing_only_other_methods_forbids(self, checker, dns):
+        dns.publish_caa("example.com", "issue", "letsencrypt.org; validationmethods=http-01")
+        assert not (await preflight(checker, "shop.example.com", OURS)).allowed
+
+    @pytest.mark.gen_test
+    async def test_records_bound_to_accounts_are_answered_with_the_exact_record_to_add(self, checker, dns):
+        dns.publish_caa("example.com", "issue", "letsencrypt.org; accounturi=https://acme-v02.api.letsencrypt.org/acme/acct/9")
+        verdict = await preflight(checker, "shop.example.com", OURS)
+        assert f'example.com. CAA 0 issue "letsencrypt.org; accounturi={ACCOUNT}; validationmethods=dns-01"' in verdict.message
+
+    @pytest.mark.gen_test
+    async def test_the_verdict_names_the_issuers_the_records_permit(self, checker, dns):
+        dns.publish_caa("example.com", "issue", "pki.goog")
+        verdict = await preflight(checker, "shop.example.com", [*OURS, CaaIssuer("pki.goog")])
+        assert verdict.permitted == ("pki.goog",)
