@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from core.metrics import Metrics
     from core.outbound.guard import OutboundClient
     from core.ratelimit import RateLimiter
+    from core.tls_terminator.index import CertificateIndex
     from store import Store
 
 
@@ -60,6 +61,8 @@ class Services:
     "What zones' DNS hosts offer for one-click set-up, while ``[domain_connect]`` is configured."
     domain_connect_key: RSAPrivateKey | None = None
     "The key that signs one-click apply URLs."
+    tls_terminator: CertificateIndex | None = None
+    "The certificates handed to the TLS terminator, while ``[tls_terminator]`` has a secret or a files folder."
 
     def close(self) -> None:
         self.provider.close()

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import logging
 import signal
 import socket
 from pathlib import Path
 
 import tornado.web
+from tornado.ioloop import IOLoop
 from tornado.netutil import bind_sockets
 
 import handlers
@@ -20,7 +22,7 @@ from core.hostnames import public_suffixes
 from core.runtime.jobs import start_jobs
 from core.services import Services
 from core.webhooks.worker import WebhookWorker
-from handlers import idp
+from handlers import idp, tls_terminator
 from handlers.base import BaseHandler
 from handlers.limits import LimitedHTTPServer
 from handlers.log import log_request, route_label
@@ -66,19 +68,22 @@ def make_app(services: Services) -> tornado.web.Application:
     return app
 
 
-def bind(config: Config) -> tuple[list[socket.socket], list[socket.socket]]:
-    """The listening sockets (the service's, and the metrics address's if set); a port in use is
-    a one-line start-up error, like a config mistake."""
+def bind(config: Config) -> tuple[list[socket.socket], list[socket.socket], list[socket.socket]]:
+    """The listening sockets (the service's, the metrics address's if set, and the TLS terminator
+    endpoints' while they have a secret); a port in use is a one-line start-up error, like a config
+    mistake."""
     sockets = _bind("server.port", "server.host", config.server.host, config.server.port)
-    if not config.metrics.listen:
-        return sockets, []
-    host, port = parse_nameserver(config.metrics.listen)
-    try:
-        return sockets, _bind("metrics.listen", "metrics.listen", host, port)
-    except ConfigError:
-        for sock in sockets:
-            sock.close()
-        raise
+    extra: list[list[socket.socket]] = []
+    terminator = config.tls_terminator
+    for key, listen in (("metrics.listen", config.metrics.listen),
+                        ("tls_terminator.listen", terminator.listen if terminator.secret else "")):
+        try:
+            extra.append(_bind(key, key, *parse_nameserver(listen)) if listen else [])
+        except ConfigError:
+            for sock in sockets + [s for bound in extra for s in bound]:
+                sock.close()
+            raise
+    return sockets, extra[0], extra[1]
 
 
 def _bind(port_key: str, host_key: str, host: str, port: int) -> list[socket.socket]:
@@ -101,12 +106,14 @@ async def drain(worker: WebhookWorker) -> None:
         await asyncio.sleep(0.05)
 
 
-async def serve(config: Config, services: Services, sockets: list[socket.socket], metrics_sockets: list[socket.socket]) -> None:
+async def serve(config: Config, services: Services, sockets: list[socket.socket], metrics_sockets: list[socket.socket],
+                terminator_sockets: list[socket.socket] | None = None) -> None:
     app = make_app(services)
     server = LimitedHTTPServer(app)
     server.add_sockets(sockets)
     log.info("listening on http://%s:%d (base_url %s)", config.server.host, config.server.port, config.server.base_url)
     metrics_server = serve_metrics(services, metrics_sockets)
+    terminator_server = serve_tls_terminator(services, terminator_sockets or [])
     jobs, worker = start_jobs(services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -118,8 +125,9 @@ async def serve(config: Config, services: Services, sockets: list[socket.socket]
     for job in jobs.values():
         job.stop()
     server.stop()
-    if metrics_server is not None:
-        metrics_server.stop()
+    for other in (metrics_server, terminator_server):
+        if other is not None:
+            other.stop()
     await drain(worker)
     await server.close_all_connections()
 
@@ -137,3 +145,20 @@ def serve_metrics(services: Services, sockets: list[socket.socket]) -> LimitedHT
     return server
 
 
+
+
+def serve_tls_terminator(services: Services, sockets: list[socket.socket]) -> LimitedHTTPServer | None:
+    """The TLS terminator's endpoints on ``[tls_terminator] listen``, apart from the main port: they
+    hand out private keys (handlers/tls_terminator.py)."""
+    if not sockets or services.tls_terminator is None:
+        return None
+    settings = services.config.tls_terminator
+    server = LimitedHTTPServer(tls_terminator.make_app(services.tls_terminator, settings.secret))
+    server.add_sockets(sockets)
+    IOLoop.current().add_callback(services.tls_terminator.refresh)  # loaded before the first handshake asks
+    host, _ = parse_nameserver(settings.listen)
+    if not ipaddress.ip_address(host).is_loopback:
+        log.warning("tls_terminator.listen %s is not a loopback address: its endpoints hand out private keys, "
+                    "keep it reachable by the TLS terminator alone", settings.listen)
+    log.info("TLS terminator endpoints on http://%s/caddy/", settings.listen)
+    return server

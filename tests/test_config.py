@@ -238,6 +238,31 @@ class TestServe:
         errors = [line for line in result.stderr.splitlines() if " INFO " not in line and " WARNING " not in line]
         assert errors == [f"start-up error: server.port: 127.0.0.1:{port} is already in use; stop the other program or choose another port"]
 
+    def test_the_tls_terminator_listen_address_in_use_is_one_line_and_exit_2(self, tmp_path):
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            path = tmp_path / "c.toml"
+            path.write_text(f'[server]\nport = 0\n[storage]\npath = "x.sqlite3"\nsecret_key_file = "k"\n'
+                            f'[tls_terminator]\nlisten = "127.0.0.1:{port}"\nsecret = "s3cret"\n')
+            result = subprocess.run([sys.executable, str(ROOT / "app.py"), "--config", str(path)], cwd=tmp_path,
+                                    capture_output=True, text=True, timeout=30, check=False)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        errors = [line for line in result.stderr.splitlines() if " INFO " not in line and " WARNING " not in line]
+        assert errors == [f"start-up error: tls_terminator.listen: 127.0.0.1:{port} is already in use; stop the other program or choose another port"]
+
+    def test_without_a_secret_the_tls_terminator_endpoints_do_not_listen(self, tmp_path):
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()  # were the endpoints on, this address in use would stop start-up
+            port = taken.getsockname()[1]
+            path = tmp_path / "c.toml"
+            path.write_text(f'[server]\nport = 0\n[storage]\npath = "x.sqlite3"\nsecret_key_file = "k"\n'
+                            f'[tls_terminator]\nlisten = "127.0.0.1:{port}"\n')
+            proc, _ = self.start(["--config", str(path)], tmp_path)
+            assert self.stop(proc) == 0
+
     def test_version(self, tmp_path):
         result = subprocess.run([sys.executable, str(ROOT / "app.py"), "--version"], cwd=tmp_path,
                                 capture_output=True, text=True, timeout=30, check=False)

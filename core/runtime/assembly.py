@@ -30,6 +30,7 @@ from core.metrics import Metrics
 from core.outbound.guard import OutboundClient
 from core.ratelimit import RateLimiter
 from core.services import Services
+from core.tls_terminator.index import CertificateIndex
 from store import Store
 
 
@@ -74,6 +75,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         discoverer = Discoverer(config.domain_connect, dns, own, clock)
     else:
         store.one_click.forget_offers()  # offers found while it was on are not offered any more
+    terminator = config.tls_terminator
     return Services(
         config=config,
         store=store,
@@ -94,6 +96,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         used_signin_states=UsedStates(store),
         domain_connect=discoverer,
         domain_connect_key=signing_key,
+        tls_terminator=CertificateIndex(store, keyring, clock) if terminator.secret or terminator.files_dir else None,
     )
 
 

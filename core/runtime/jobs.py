@@ -1,5 +1,6 @@
 """The service's periodic jobs: webhook deliveries, the lifecycle's background checks, the purge
-of old Idempotency-Key records, the database's WAL checkpoints, and the ACME provider's upkeep."""
+of old Idempotency-Key records, the database's WAL checkpoints, the TLS terminator's files and the
+ACME provider's upkeep."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from core.certificates import idempotency
 from core.edge.counted import CountedProvider
 from core.identity import api_keys
 from core.lifecycle.watcher import LifecycleWatcher
+from core.tls_terminator.files import FILES_SECONDS, FilesJob
 from core.verification import one_click
 from core.webhooks.worker import WebhookWorker
 from store import OUTBOX_CHANNEL
@@ -66,6 +68,10 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
             await IOLoop.current().run_in_executor(thread, checkpointer.run)
 
         jobs["checkpoint"] = PeriodicCallback(checkpoint, CHECKPOINT_SECONDS * 1000)
+    if services.tls_terminator is not None and services.config.tls_terminator.files_dir:
+        files = FilesJob(services.tls_terminator, services.config.tls_terminator)
+        jobs["tls-files"] = PeriodicCallback(files.tick, FILES_SECONDS * 1000)
+        IOLoop.current().add_callback(files.tick)
     lifecycle = services.config.lifecycle
     if lifecycle.enabled:
         watcher = LifecycleWatcher(services)

@@ -1,0 +1,16 @@
+"""Issued ACME certificates handed to the TLS terminator that serves customers' hostnames (README,
+"Certificates to the TLS terminator"): Caddy asks for them at handshake time, nginx and HAProxy
+read files.
+
+- ``index``: the newest issued certificate of each hostname with its key decrypted, in memory, so a
+  handshake costs a dict lookup; reloaded when the stored certificates change, in any process.
+- ``secret``: the endpoints' own secret, compared in constant time.
+- ``files``: the folder of PEM files for nginx and HAProxy, kept equal to the index, and the
+  reload command run after a change; ``haproxy``: HAProxy's runtime API, which replaces a loaded
+  certificate in place.
+
+The endpoints themselves are HTTP, in handlers/tls_terminator.py, on a listener of their own.
+
+May import: store/ and the base modules of core/ (crypto, clock, config). No capability package:
+what is served is what core/acme/ stored, read through the store.
+"""

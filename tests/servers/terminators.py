@@ -1,0 +1,190 @@
+"""What the TLS terminator tests share: certificates stored as core/acme/ stores them, a TLS client
+that tells which certificate a server presented, and Debian's nginx and HAProxy on loopback,
+running the repository's deploy/ files (paths and ports replaced, nothing else).
+
+``issue`` makes a ``trustme`` leaf for a hostname and stores it in ``acme_certificates`` the way
+the ACME client does: the chain (leaf first), and the key encrypted with the service's keyring,
+bound to the handle. It returns the leaf, whose ``body`` is what the endpoint must answer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import attrs
+import trustme
+from cryptography import x509
+
+from core.crypto import Keyring
+from store import Store
+from store.acme import CERTIFICATE_KEY, AcmeCertificate
+from tests.servers.service import free_port
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+NGINX = shutil.which("nginx") or (shutil.which("nginx", path="/usr/sbin"))
+HAPROXY = shutil.which("haproxy") or (shutil.which("haproxy", path="/usr/sbin"))
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+@attrs.frozen
+class Issued:
+    handle: str
+    hostname: str
+    chain: bytes
+    key: bytes
+
+    @property
+    def body(self) -> bytes:
+        return self.chain + self.key
+
+    @property
+    def serial(self) -> int:
+        return x509.load_pem_x509_certificate(self.chain).serial_number
+
+
+def issue(store: Store, keyring: Keyring, ca: trustme.CA, hostname: str, *, handle: str | None = None,
+          not_after: dt.datetime = NOW + dt.timedelta(days=90)) -> Issued:
+    """A certificate for ``hostname`` stored as issued (``store`` used directly: test code)."""
+    leaf = ca.issue_cert(hostname)
+    handle = handle or f"acme-{uuid.uuid4().hex[:12]}"
+    chain = b"".join(blob.bytes() for blob in leaf.cert_chain_pems)
+    key = leaf.private_key_pem.bytes()
+    store.acme.put(AcmeCertificate(
+        handle=handle, apex=hostname, directory_url="https://acme.test/directory", status="valid",
+        created_at=NOW, updated_at=dt.datetime.now(dt.UTC), chain_pem=chain.decode(),
+        key_ciphertext=keyring.encrypt(CERTIFICATE_KEY, key.decode(), bound_to=handle),
+        not_before=not_after - dt.timedelta(days=90), not_after=not_after,
+    ))
+    return Issued(handle, hostname, chain, key)
+
+
+def presented(port: int, server_name: str, ca: trustme.CA) -> x509.Certificate:
+    """The certificate a TLS server on 127.0.0.1:``port`` presents for ``server_name`` (SNI), checked
+    against ``ca`` and the name; ``ssl.SSLError`` when the handshake fails."""
+    context = ssl.create_default_context(cadata=ca.cert_pem.bytes().decode())
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock, \
+            context.wrap_socket(sock, server_hostname=server_name) as tls:
+        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
+
+
+def world_readable_folder(prefix: str) -> Path:
+    """A folder outside pytest's (which is 0700 to root): nginx's workers, as www-data, reach it."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder.chmod(0o755)
+    return folder
+
+
+def certificates_folder(parent: Path, group: str) -> Path:
+    """The files folder as README tells an operator to make it: the service's, in the terminator's
+    group, setgid so that the files written in it take that group (``install -d -g www-data -m 2750``)."""
+    folder = parent / "tls"
+    folder.mkdir()
+    shutil.chown(folder, group=group)
+    folder.chmod(0o2750)
+    return folder
+
+
+class Nginx:
+    """Debian's nginx in the foreground running deploy/nginx-customers.conf, inside a minimal main
+    configuration, its workers as www-data (as Debian's own configuration has them)."""
+
+    SITE = ROOT / "deploy" / "nginx-customers.conf"
+
+    def __init__(self, folder: Path, certificates: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.main = folder / "nginx.conf"
+        site = self.SITE.read_text()
+        for deployed, here in (("/var/lib/cps/tls/", f"{certificates}/"), ("listen 443 ssl;", f"listen 127.0.0.1:{self.port} ssl;")):
+            assert deployed in site, deployed
+            site = site.replace(deployed, here)
+        (folder / "site.conf").write_text(site)
+        temp = folder / "temp"
+        temp.mkdir()
+        self.main.write_text(
+            f"user www-data www-data;\npid {folder}/nginx.pid;\nerror_log {folder}/error.log notice;\n"
+            "events { worker_connections 64; }\nhttp {\n    access_log off;\n"
+            + "".join(f"    {kind}_temp_path {temp}/{kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+            + f"    include {folder}/site.conf;\n}}\n"
+        )
+        self.process: subprocess.Popen | None = None
+
+    def command(self, *args: str) -> list[str]:
+        assert NGINX is not None
+        return [NGINX, "-c", str(self.main), "-p", str(self.folder), *args]
+
+    def test_config(self) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.command("-t"), capture_output=True, text=True, timeout=30, check=False)
+
+    def start(self) -> Nginx:
+        self.process = subprocess.Popen(self.command("-g", "daemon off;"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_for_port(self.port, self.process, self.folder / "error.log")
+        return self
+
+    def log(self) -> str:
+        path = self.folder / "error.log"
+        return path.read_text() if path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+class HAProxy:
+    """Debian's HAProxy in the foreground running deploy/haproxy-customers.cfg."""
+
+    CONFIG = ROOT / "deploy" / "haproxy-customers.cfg"
+
+    def __init__(self, folder: Path, certificates: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.socket = folder / "admin.sock"
+        config = self.CONFIG.read_text()
+        for deployed, here in (("/var/lib/cps/tls/", f"{certificates}/"), ("bind :443 ", f"bind 127.0.0.1:{self.port} "),
+                               ("/run/haproxy/admin.sock", str(self.socket)), ("    user haproxy\n", ""),
+                               ("    group haproxy\n", ""), ("    log /dev/log local0\n", "")):
+            assert deployed in config, deployed
+            config = config.replace(deployed, here)
+        self.config = folder / "haproxy.cfg"
+        self.config.write_text(config)
+        self.output = folder / "haproxy.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> HAProxy:
+        assert HAPROXY is not None
+        with self.output.open("ab") as out:
+            self.process = subprocess.Popen([HAPROXY, "-db", "-f", str(self.config)], stdout=out, stderr=subprocess.STDOUT)
+        _wait_for_port(self.port, self.process, self.output)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise RuntimeError("did not start:\n" + (log.read_text() if log.exists() else "")) from None
+            time.sleep(0.05)
+
+
+def mode(path: Path) -> int:
+    return os.stat(path).st_mode & 0o7777

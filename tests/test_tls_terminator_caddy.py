@@ -1,0 +1,145 @@
+"""Caddy serving customers' hostnames with the service's certificates: Debian's Caddy (2.6.2, which
+has ``get_certificate http``) running deploy/Caddyfile.customers as it is, only its ``{$...}``
+placeholders filled, in front of ``python app.py`` with ``[tls_terminator]`` on. A real TLS
+handshake with the customer's hostname as SNI gets the certificate the ACME client stored (here
+written to the service's database by the test, as a second process would); a name without one
+fails the handshake, and Caddy does not go on to obtain a certificate itself.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import ssl
+import subprocess
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+import trustme
+
+from core.crypto import Keyring, load_or_create_master_key
+from store import Store
+from tests.servers.caddy import CADDY, ROOT, fetch
+from tests.servers.service import ServiceProcess, free_port
+from tests.servers.terminators import Issued, issue, presented
+
+pytestmark = pytest.mark.skipif(CADDY is None, reason="caddy is not installed (apt-get install caddy)")
+CADDYFILE = ROOT / "deploy" / "Caddyfile.customers"
+SECRET = secrets.token_hex(24)
+HOST = "shop.customer.test"
+
+
+class Stack(NamedTuple):
+    service: ServiceProcess
+    caddy: CustomersCaddy
+    issued: Issued
+    "The certificate stored before the service started."
+    store: Store
+    "The service's database, opened by the test as the ACME client's process would."
+    keyring: Keyring
+
+
+class CustomersCaddy:
+    def __init__(self, folder: Path, *, terminator: str, upstream: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.https_port = free_port()
+        self.log = folder / "caddy.log"
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(folder),
+            "XDG_DATA_HOME": str(folder / "data"),
+            "XDG_CONFIG_HOME": str(folder / "config"),
+            "CPS_CADDY_ADMIN": "off",
+            "CPS_BIND": "127.0.0.1",
+            "CPS_HTTP_PORT": str(free_port()),
+            "CPS_HTTPS_PORT": str(self.https_port),
+            "CPS_TLS_TERMINATOR": terminator,
+            "CPS_TLS_SECRET": SECRET,
+            "CPS_APP_UPSTREAM": upstream,
+        }
+        self.folder = folder
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> CustomersCaddy:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen([CADDY, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"],
+                                            cwd=self.folder, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while "serving initial configuration" not in self.log.read_text():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.stop()
+                raise RuntimeError("caddy did not start:\n" + self.log.read_text())
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def ca():
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, ca):
+    folder = tmp_path_factory.mktemp("caddy-customers")
+    terminator = free_port()
+    service = ServiceProcess(folder, dns_address="127.0.0.1:9", extra=(
+        f'[tls_terminator]\nlisten = "127.0.0.1:{terminator}"\nsecret = "{SECRET}"\n'
+        "[lifecycle]\nenabled = false\n[logging]\nlevel = \"debug\"\n"
+    ))
+    # The ACME client's side: a certificate stored in the service's database, from another process.
+    store = Store(service.database)
+    keyring = Keyring(load_or_create_master_key(folder / "secret.key"))
+    issued = issue(store, keyring, ca, HOST)
+    service.start()
+    caddy = CustomersCaddy(folder / "caddy", terminator=f"http://127.0.0.1:{terminator}", upstream=f"127.0.0.1:{service.port}")
+    try:
+        caddy.start()
+    except BaseException:
+        service.stop()
+        raise
+    yield Stack(service, caddy, issued, store, keyring)
+    caddy.stop()
+    service.stop()
+    store.close()
+
+
+def test_a_handshake_with_the_customers_hostname_gets_our_certificate(stack, ca):
+    assert presented(stack.caddy.https_port, HOST, ca).serial_number == stack.issued.serial
+
+
+def test_a_request_to_the_customers_hostname_reaches_the_application(stack, ca):
+    context = ssl.create_default_context(cadata=ca.cert_pem.bytes().decode())
+    r = fetch(f"https://{HOST}:{stack.caddy.https_port}", "GET", "/healthz", context=context)
+    assert r.status == 200  # the application here is the service itself
+
+
+def test_a_certificate_issued_while_caddy_runs_is_served(stack, ca):
+    """Stored by another process after the service loaded its index: found at the first handshake
+    that misses it (once the index is a second old)."""
+    time.sleep(1.1)  # ordering, not timing: the index must be older than the one-second check interval
+    issued = issue(stack.store, stack.keyring, ca, "new.customer.test")
+    assert presented(stack.caddy.https_port, "new.customer.test", ca).serial_number == issued.serial
+
+
+def test_an_unknown_hostname_fails_the_handshake_and_caddy_obtains_nothing(stack, ca):
+    with pytest.raises(ssl.SSLError):
+        presented(stack.caddy.https_port, "unknown.customer.test", ca)
+    log = stack.caddy.log.read_text()
+    assert "unknown.customer.test" in log  # Caddy asked (and was refused) ...
+    assert "obtaining certificate" not in log and "tls.obtain" not in log  # ... and obtained nothing itself
+
+
+def test_the_secret_is_not_in_the_services_log(stack, ca):
+    presented(stack.caddy.https_port, HOST, ca)
+    with pytest.raises(ssl.SSLError):
+        presented(stack.caddy.https_port, "unknown.customer.test", ca)
+    time.sleep(0.2)  # INFO and DEBUG lines are flushed within 0.1 s
+    text = stack.service.log.read_text()
+    assert "/caddy/certificate" in text and SECRET not in text
