@@ -188,7 +188,7 @@ class CaClient:
 
     def _get(self, url: str) -> Any:
         """POST-as-GET, as RFC 8555 asks for every resource but the directory and ARI."""
-        return self.client._post_as_get(url)  # noqa: SLF001
+        return self.client._post_as_get(url)
 
 
 def _order(url: str, data: dict[str, Any]) -> Order:
