@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     raise_open_files_limit()
     try:
-        sockets, metrics_sockets = bind(config)
+        sockets, metrics_sockets, dns_sockets = bind(config)
     except ConfigError as exc:
         print(f"start-up error: {exc}", file=sys.stderr)
         return 2
@@ -109,12 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         services = open_services(config)
     except (ConfigError, SecretKeyError) as exc:
-        for sock in sockets + metrics_sockets:
+        for sock in sockets + metrics_sockets + dns_sockets:
             sock.close()
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(serve(config, services, sockets, metrics_sockets))
+        asyncio.run(serve(config, services, sockets, metrics_sockets, dns_sockets))
     finally:
         services.close()  # after the loop ended: no request or job can reach the store any more
     return 0

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from core.clock import Clock
     from core.config import Config
     from core.crypto import Keyring
+    from core.delegation_dns import ChallengeRecords
     from core.dns.authority import Authority
     from core.dns.lookups import Resolver
     from core.domain_connect.discovery import Discoverer
@@ -60,6 +61,8 @@ class Services:
     "What zones' DNS hosts offer for one-click set-up, while ``[domain_connect]`` is configured."
     domain_connect_key: RSAPrivateKey | None = None
     "The key that signs one-click apply URLs."
+    challenge_records: ChallengeRecords | None = None
+    "Where the ACME client publishes its DNS-01 values, with ``[provider] kind = \"acme\"``."
 
     def close(self) -> None:
         self.provider.close()

@@ -16,6 +16,8 @@ from tornado.netutil import bind_sockets
 import handlers
 from core.addresses import parse_nameserver
 from core.config import Config, ConfigError
+from core.delegation_dns import answers_itself
+from core.delegation_dns import server as delegation_dns
 from core.hostnames import public_suffixes
 from core.runtime.jobs import start_jobs
 from core.services import Services
@@ -66,19 +68,21 @@ def make_app(services: Services) -> tornado.web.Application:
     return app
 
 
-def bind(config: Config) -> tuple[list[socket.socket], list[socket.socket]]:
-    """The listening sockets (the service's, and the metrics address's if set); a port in use is
-    a one-line start-up error, like a config mistake."""
+def bind(config: Config) -> tuple[list[socket.socket], list[socket.socket], list[socket.socket]]:
+    """The listening sockets: the service's, the metrics address's if set, the delegation zone's
+    DNS server's if it runs; a port in use is a one-line start-up error, like a config mistake."""
     sockets = _bind("server.port", "server.host", config.server.host, config.server.port)
-    if not config.metrics.listen:
-        return sockets, []
-    host, port = parse_nameserver(config.metrics.listen)
+    metrics_sockets: list[socket.socket] = []
     try:
-        return sockets, _bind("metrics.listen", "metrics.listen", host, port)
+        if config.metrics.listen:
+            host, port = parse_nameserver(config.metrics.listen)
+            metrics_sockets = _bind("metrics.listen", "metrics.listen", host, port)
+        dns_sockets = delegation_dns.bind(config.delegation_dns.listen) if answers_itself(config) else []
     except ConfigError:
-        for sock in sockets:
+        for sock in sockets + metrics_sockets:
             sock.close()
         raise
+    return sockets, metrics_sockets, dns_sockets
 
 
 def _bind(port_key: str, host_key: str, host: str, port: int) -> list[socket.socket]:
@@ -101,12 +105,14 @@ async def drain(worker: WebhookWorker) -> None:
         await asyncio.sleep(0.05)
 
 
-async def serve(config: Config, services: Services, sockets: list[socket.socket], metrics_sockets: list[socket.socket]) -> None:
+async def serve(config: Config, services: Services, sockets: list[socket.socket], metrics_sockets: list[socket.socket],
+                dns_sockets: list[socket.socket]) -> None:
     app = make_app(services)
     server = LimitedHTTPServer(app)
     server.add_sockets(sockets)
     log.info("listening on http://%s:%d (base_url %s)", config.server.host, config.server.port, config.server.base_url)
     metrics_server = serve_metrics(services, metrics_sockets)
+    dns_server = await serve_delegation_dns(services, dns_sockets)
     jobs, worker = start_jobs(services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -120,6 +126,8 @@ async def serve(config: Config, services: Services, sockets: list[socket.socket]
     server.stop()
     if metrics_server is not None:
         metrics_server.stop()
+    if dns_server is not None:
+        await dns_server.stop()
     await drain(worker)
     await server.close_all_connections()
 
@@ -137,3 +145,12 @@ def serve_metrics(services: Services, sockets: list[socket.socket]) -> LimitedHT
     return server
 
 
+async def serve_delegation_dns(services: Services, sockets: list[socket.socket]) -> delegation_dns.DelegationServer | None:
+    """The delegation zone's authoritative server, on ``[delegation_dns] listen``, UDP and TCP."""
+    if not sockets:
+        return None
+    config = services.config.delegation_dns
+    dns_server = delegation_dns.DelegationServer(config, services.store, services.clock, sockets)
+    await dns_server.start()
+    log.info("answering DNS for %s on %s (UDP and TCP)", config.zone, config.listen)
+    return dns_server

@@ -10,6 +10,7 @@ from pathlib import Path
 from core.clock import Clock, SystemClock
 from core.config import Config
 from core.crypto import Keyring, load_or_create_master_key
+from core.delegation_dns.records import make_challenge_records
 from core.dns.authority import Authority
 from core.dns.lookups import DnsChecker, Resolver
 from core.domain_connect.discovery import SETTINGS_MAX_BYTES, Discoverer
@@ -70,6 +71,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         discoverer = Discoverer(config.domain_connect, dns, own, clock)
     else:
         store.one_click.forget_offers()  # offers found while it was on are not offered any more
+    challenges = make_challenge_records(config, store, clock) if config.provider.kind == "acme" else None
     return Services(
         config=config,
         store=store,
@@ -90,4 +92,5 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         used_signin_states=UsedStates(store),
         domain_connect=discoverer,
         domain_connect_key=signing_key,
+        challenge_records=challenges,
     )

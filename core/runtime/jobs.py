@@ -1,5 +1,5 @@
 """The service's periodic jobs: webhook deliveries, the lifecycle's background checks, the purge
-of old Idempotency-Key records and the database's WAL checkpoints."""
+of old Idempotency-Key records (and expired challenge values) and the database's WAL checkpoints."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from tornado.ioloop import IOLoop, PeriodicCallback
 
 from core.certificates import idempotency
+from core.delegation_dns.records import purge_expired
 from core.identity import api_keys
 from core.lifecycle.watcher import LifecycleWatcher
 from core.verification import one_click
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from core.services import Services
 
 #: How often Idempotency-Key records older than their retention are purged (and portal forms'
-#: secrets older than theirs, which is ten minutes, and expired one-click states).
+#: secrets older than theirs, which is ten minutes, expired one-click states and DNS-01 values).
 PURGE_INTERVAL_SECONDS = 300
 #: The longest the lifecycle waits between looks for due checks (shorter when interval_seconds is).
 SWEEP_SECONDS = 5.0
@@ -45,6 +46,7 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
     def purge() -> None:
         idempotency.purge(services)
         one_click.purge(services)
+        purge_expired(services.store, services.clock)
 
     async def purge_idempotency() -> None:
         await services.store.run(purge)
