@@ -24,7 +24,8 @@ from core.crypto import SecretKeyError
 from core.runtime import cli, commands
 from core.runtime.assembly import build_services
 from core.services import Services
-from handlers.server import bind, serve
+from handlers.listeners import bind
+from handlers.server import serve
 from store.inspection import database_error, redacted
 from store.migrations import SchemaTooNew
 
@@ -99,22 +100,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     raise_open_files_limit()
     try:
-        sockets, metrics_sockets, terminator_sockets = bind(config)
+        bound = bind(config)
     except ConfigError as exc:
         print(f"start-up error: {exc}", file=sys.stderr)
         return 2
     # Bound before the services are built: with port 0, the addresses they sign in with (the
     # development issuer, the redirect URI) must name the port the OS picked.
-    config = config.bound_to(sockets[0].getsockname()[1])
+    config = config.bound_to(bound.server[0].getsockname()[1])
     try:
         services = open_services(config)
     except (ConfigError, SecretKeyError) as exc:
-        for sock in sockets + metrics_sockets + terminator_sockets:
-            sock.close()
+        bound.close()
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(serve(config, services, sockets, metrics_sockets, terminator_sockets))
+        asyncio.run(serve(config, services, bound))
     finally:
         services.close()  # after the loop ended: no request or job can reach the store any more
     return 0

@@ -6,6 +6,9 @@ A package per capability, each named for what a person looks for, over a small b
   errors, the wire format, user text, cursors, e-mail addresses and hostnames, logs, metrics, rate
   limits and the ``Services`` container. It imports no package of ``core/``.
 - ``dns/``: lookups, and the zone's own nameservers for the diagnosis.
+- ``delegation_dns/``: the delegation zone's DNS-01 challenge records: the built-in authoritative
+  server that answers them, or RFC 2136 updates to the operator's nameserver (beside ``dns/``,
+  neither importing the other).
 - ``domains/``: the records a domain publishes, its API shape, creating and changing domains, the
   query, clients, the portal's DNS instructions.
 - ``outbound/``: every request to a destination a user names (the guard and its policy), the HTTP

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from core.clock import Clock
     from core.config import Config
     from core.crypto import Keyring
+    from core.delegation_dns import ChallengeRecords
     from core.dns.authority import Authority
     from core.dns.lookups import Resolver
     from core.domain_connect.discovery import Discoverer
@@ -63,6 +64,8 @@ class Services:
     "The key that signs one-click apply URLs."
     tls_terminator: CertificateIndex | None = None
     "The certificates handed to the TLS terminator, while ``[tls_terminator]`` has a secret or a files folder."
+    challenge_records: ChallengeRecords | None = None
+    "Where the ACME client publishes its DNS-01 values, with ``[provider] kind = \"acme\"``."
 
     def close(self) -> None:
         self.provider.close()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 import attrs
 
 from core.config.rules import (
@@ -74,6 +77,13 @@ class AcmeConfig:
     "How long a request waits for the CA to validate and issue before answering ``pending`` (a refresh finishes it)."
 
 
+def _is_base64(value: str) -> bool:
+    try:
+        return bool(base64.b64decode(value, validate=True))
+    except binascii.Error:
+        return False
+
+
 #: Modes of publishing the DNS-01 challenge records.
 DELEGATION_MODES = ("builtin", "rfc2136")
 TSIG_ALGORITHMS = ("hmac-sha256", "hmac-sha384", "hmac-sha512")
@@ -93,9 +103,9 @@ class DelegationDnsConfig:
     "``builtin``: the service answers for the zone; ``rfc2136``: challenge records are written to ``server`` by dynamic update."
     server: str = attrs.field(default="", validator=_check("delegation_dns.server", lambda v: v == "" or _is_nameserver(v), 'must be "ip" or "ip:port"'))
     "The primary nameserver that takes RFC 2136 updates (``mode = \"rfc2136\"``)."
-    tsig_key_name: str = ""
+    tsig_key_name: str = attrs.field(default="", validator=_check("delegation_dns.tsig_key_name", lambda v: v == "" or _is_dc_id(v), "must be a DNS name"))
     "The TSIG key's name, as the nameserver knows it."
-    tsig_secret: str = ""
+    tsig_secret: str = attrs.field(default="", validator=_check("delegation_dns.tsig_secret", lambda v: v == "" or _is_base64(v), "must be the key's secret in base64, as keymgr or tsig-keygen prints it"))
     "The TSIG key's secret (base64)."
     tsig_algorithm: str = attrs.field(default="hmac-sha256", validator=_check("delegation_dns.tsig_algorithm", lambda v: v in TSIG_ALGORITHMS, "must be hmac-sha256, hmac-sha384 or hmac-sha512"))
 
@@ -156,6 +166,10 @@ def check_provider(provider: ProviderConfig, delegation: DelegationDnsConfig) ->
     if delegation.mode == "builtin" and not delegation.nameservers:
         raise ConfigError('delegation_dns.nameservers: required when delegation_dns.mode is "builtin" (the NS names '
                           "the parent zone delegates the zone to)")
+    inside = [ns for ns in delegation.nameservers if f".{ns}".lower().endswith(f".{delegation.zone}".lower())]
+    if delegation.mode == "builtin" and inside:
+        raise ConfigError(f"delegation_dns.nameservers: {inside[0]} is inside the zone {delegation.zone}, which "
+                          "answers no address records: name nameservers outside it (e.g. in its parent zone)")
     if delegation.mode == "rfc2136":
         for key in ("server", "tsig_key_name", "tsig_secret"):
             if not getattr(delegation, key):

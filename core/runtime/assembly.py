@@ -11,7 +11,8 @@ from core.acme.provider import AcmeProvider
 from core.clock import Clock, SystemClock
 from core.config import Config
 from core.crypto import Keyring, load_or_create_master_key
-from core.delegation_dns import make_challenge_records
+from core.delegation_dns import ChallengeRecords
+from core.delegation_dns.records import make_challenge_records
 from core.dns.authority import Authority
 from core.dns.lookups import DnsChecker, Resolver
 from core.domain_connect.discovery import SETTINGS_MAX_BYTES, Discoverer
@@ -76,6 +77,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     else:
         store.one_click.forget_offers()  # offers found while it was on are not offered any more
     terminator = config.tls_terminator
+    challenges = make_challenge_records(config, store, clock) if config.provider.kind == "acme" else None
     return Services(
         config=config,
         store=store,
@@ -85,7 +87,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         oidc=oidc,
         oidc_client=client,
         dev_idp=dev_idp,
-        provider=CountedProvider(make_provider(config, keyring, clock, store, dns), metrics),
+        provider=CountedProvider(make_provider(config, keyring, clock, store, dns, challenges), metrics),
         dns=dns,
         trusted_proxies=[ipaddress.ip_network(p, strict=False) for p in config.server.trusted_proxies],
         outbound=outbound,
@@ -97,18 +99,21 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         domain_connect=discoverer,
         domain_connect_key=signing_key,
         tls_terminator=CertificateIndex(store, keyring, clock) if terminator.secret or terminator.files_dir else None,
+        challenge_records=challenges,
     )
 
 
-def make_provider(config: Config, keyring: Keyring, clock: Clock, store: Store, dns: Resolver) -> EdgeProvider:
+def make_provider(config: Config, keyring: Keyring, clock: Clock, store: Store, dns: Resolver,
+                  challenges: ChallengeRecords | None) -> EdgeProvider:
     """The provider ``[provider] kind`` selects; ``store`` shares its request budget between
-    processes on PostgreSQL (and keeps an ACME client's accounts, certificates and challenges)."""
+    processes on PostgreSQL (and keeps an ACME client's accounts, certificates and challenges,
+    published through ``challenges``)."""
     kind, issuers = config.provider.kind, config.provider.caa_issuers
     if kind == "cloudflare":
         return CloudflareProvider(config.provider.cloudflare, caa_issuers=issuers,
                                   background_share=config.lifecycle.provider_share,
                                   workspace_share=config.provider.workspace_share, store=store)
     if kind == "acme":
-        records = make_challenge_records(config, store, clock)
-        return AcmeProvider(config, keyring=keyring, clock=clock, store=store, dns=dns, records=records)
+        assert challenges is not None
+        return AcmeProvider(config, keyring=keyring, clock=clock, store=store, dns=dns, records=challenges)
     return SandboxProvider(keyring, config.provider.sandbox, clock, caa_issuers=issuers)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from core.certificates import idempotency
 from core.config import ConfigError
 from core.crypto import SecretKeyError, read_master_key
+from core.delegation_dns import ChallengeRecordsError
+from core.delegation_dns.records import check_lines as delegation_dns_lines
 from core.emails import normalise_email
 from core.errors import ApiError, ValidationError
 from core.identity import api_keys
@@ -70,6 +72,12 @@ def check_config(config: Config) -> list[str]:
         tls_context(config.network.ca_bundle)  # what the outbound client loads at start-up: it refuses the same
     except ConfigError as exc:
         raise CommandError(f"check-config: {exc}") from None
+    try:
+        delegation = delegation_dns_lines(config)
+    except ConfigError as exc:
+        raise CommandError(f"check-config: {exc}") from None
+    except ChallengeRecordsError as exc:
+        raise CommandError(f"check-config: delegation_dns.server: {exc}") from None
     issuer = config.oidc.issuer or f"{config.server.base_url}/idp (the built-in development provider)"
     return [
         "configuration OK",
@@ -80,6 +88,7 @@ def check_config(config: Config) -> list[str]:
         f"  identity provider {issuer}",
         f"  edge provider {config.provider.kind}",
         f"  DNS resolvers {', '.join(config.dns.nameservers) or '(the system resolver)'}",
+        *delegation,
     ]
 
 

@@ -1,6 +1,6 @@
 """The service's periodic jobs: webhook deliveries, the lifecycle's background checks, the purge
-of old Idempotency-Key records, the database's WAL checkpoints, the TLS terminator's files and the
-ACME provider's upkeep."""
+of old Idempotency-Key records (and expired challenge values), the database's WAL checkpoints, the TLS
+terminator's files and the ACME provider's upkeep."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tornado.ioloop import IOLoop, PeriodicCallback
 from core.acme import upkeep
 from core.acme.provider import AcmeProvider
 from core.certificates import idempotency
+from core.delegation_dns.records import purge_expired
 from core.edge.counted import CountedProvider
 from core.identity import api_keys
 from core.lifecycle.watcher import LifecycleWatcher
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from core.services import Services
 
 #: How often Idempotency-Key records older than their retention are purged (and portal forms'
-#: secrets older than theirs, which is ten minutes, and expired one-click states).
+#: secrets older than theirs, which is ten minutes, expired one-click states and DNS-01 values).
 PURGE_INTERVAL_SECONDS = 300
 #: The longest the lifecycle waits between looks for due checks (shorter when interval_seconds is).
 SWEEP_SECONDS = 5.0
@@ -52,6 +53,7 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
     def purge() -> None:
         idempotency.purge(services)
         one_click.purge(services)
+        purge_expired(services.store, services.clock)
 
     async def purge_idempotency() -> None:
         await services.store.run(purge)

@@ -1,0 +1,154 @@
+"""The built-in authoritative server's sockets: UDP and TCP on ``[delegation_dns] listen``.
+
+Both are bound with ``SO_REUSEPORT``, so that every service process on a machine binds the same
+address and the kernel spreads queries between them; any of them answers the same (answers.py).
+TCP carries several queries per connection (RFC 7766), each framed by its 2-byte length; an idle
+connection is closed after ``IDLE_SECONDS``, and past ``MAX_CONNECTIONS`` new ones are closed at
+once. UDP queries waiting for the store past ``MAX_PENDING`` are dropped: a resolver asks again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+import struct
+from typing import TYPE_CHECKING, cast
+
+from core.addresses import parse_nameserver
+from core.config import ConfigError
+from core.delegation_dns.answers import Answers
+
+if TYPE_CHECKING:
+    from core.clock import Clock
+    from core.config import DelegationDnsConfig
+    from store import Store
+
+log = logging.getLogger("delegation_dns")
+
+IDLE_SECONDS = 10.0
+MAX_CONNECTIONS = 256
+MAX_PENDING = 1024
+LISTEN_BACKLOG = 128
+
+
+def bind(listen: str) -> list[socket.socket]:
+    """A UDP and a TCP socket bound to ``listen`` (not yet listening), or a one-line ``ConfigError``."""
+    host, port = parse_nameserver(listen)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sockets: list[socket.socket] = []
+    try:
+        for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+            sock = socket.socket(family, kind)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if kind == socket.SOCK_STREAM:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.setblocking(False)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise ConfigError(_bind_error(listen, port, exc)) from None
+    return sockets
+
+
+def _bind_error(listen: str, port: int, exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return (f"delegation_dns.listen: {listen} is already in use by another program (the service's processes "
+                "share it only when they run as one user); stop that program or choose another address")
+    if exc.errno == errno.EACCES and port < 1024:
+        return (f"delegation_dns.listen: cannot listen on {listen}: {exc.strerror}; a port below 1024 needs the "
+                "capability CAP_NET_BIND_SERVICE, or listen on a higher port and redirect port 53 to it (README, "
+                "\"The delegation zone's DNS\")")
+    return f"delegation_dns.listen: cannot listen on {listen}: {exc.strerror}"
+
+
+class DelegationServer:
+    """Answers on the sockets ``bind`` made, from ``start`` until ``stop``."""
+
+    def __init__(self, config: DelegationDnsConfig, store: Store, clock: Clock, sockets: list[socket.socket], *,
+                 idle_seconds: float = IDLE_SECONDS, max_connections: int = MAX_CONNECTIONS) -> None:
+        self.answers = Answers(config, store, clock)
+        self.sockets = sockets
+        self.idle_seconds = idle_seconds
+        self.max_connections = max_connections
+        self._udp: _Udp | None = None
+        self._tcp: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        udp, tcp = self.sockets
+        loop = asyncio.get_running_loop()
+        _, self._udp = await loop.create_datagram_endpoint(lambda: _Udp(self.answers), sock=udp)
+        self._tcp = await asyncio.start_server(self._serve, sock=tcp, backlog=LISTEN_BACKLOG)
+
+    async def stop(self) -> None:
+        """Stop answering: queries in progress are abandoned (the resolver asks again)."""
+        if self._tcp is not None:
+            self._tcp.close()
+        if self._udp is not None:
+            self._udp.close()
+        tasks = [*self._connections, *(self._udp.pending if self._udp else ())]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is None or len(self._connections) >= self.max_connections:
+            writer.close()
+            return
+        self._connections.add(task)
+        try:
+            while True:
+                async with asyncio.timeout(self.idle_seconds):
+                    (size,) = struct.unpack("!H", await reader.readexactly(2))
+                    answer = await _answered(self.answers, await reader.readexactly(size), udp=False)
+                    if answer is None:  # not a query: nothing more to say to this client
+                        return
+                    writer.write(struct.pack("!H", len(answer)) + answer)
+                    await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            return
+        except asyncio.CancelledError:  # stop(): ended here, since asyncio (3.11) logs a cancelled handler
+            return
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+
+class _Udp(asyncio.DatagramProtocol):
+    def __init__(self, answers: Answers) -> None:
+        self.answers = answers
+        self.pending: set[asyncio.Task[None]] = set()
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: tuple[str | int, ...]) -> None:
+        if len(self.pending) >= MAX_PENDING:
+            return
+        task = asyncio.ensure_future(self._answer(data, addr))
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def _answer(self, data: bytes, addr: tuple[str | int, ...]) -> None:
+        answer = await _answered(self.answers, data, udp=True)
+        if answer is not None and self.transport is not None:
+            self.transport.sendto(answer, addr)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def _answered(answers: Answers, wire: bytes, *, udp: bool) -> bytes | None:
+    """The answer, or none when building it failed: a bug is logged, and the server goes on."""
+    try:
+        return await answers.answer(wire, udp=udp)
+    except Exception:
+        log.exception("delegation DNS: no answer to a query")
+        return None
