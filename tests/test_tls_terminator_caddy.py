@@ -8,12 +8,8 @@ fails the handshake, and Caddy does not go on to obtain a certificate itself.
 
 from __future__ import annotations
 
-import os
-import secrets
 import ssl
-import subprocess
 import time
-from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -21,13 +17,11 @@ import trustme
 
 from core.crypto import Keyring, load_or_create_master_key
 from store import Store
-from tests.servers.caddy import CADDY, ROOT, fetch
+from tests.servers.caddy import CADDY, fetch
 from tests.servers.service import ServiceProcess, free_port
-from tests.servers.terminators import Issued, issue, presented
+from tests.servers.terminators import SECRET, CustomersCaddy, Issued, issue, presented
 
 pytestmark = pytest.mark.skipif(CADDY is None, reason="caddy is not installed (apt-get install caddy)")
-CADDYFILE = ROOT / "deploy" / "Caddyfile.customers"
-SECRET = secrets.token_hex(24)
 HOST = "shop.customer.test"
 
 
@@ -39,45 +33,6 @@ class Stack(NamedTuple):
     store: Store
     "The service's database, opened by the test as the ACME client's process would."
     keyring: Keyring
-
-
-class CustomersCaddy:
-    def __init__(self, folder: Path, *, terminator: str, upstream: str) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.https_port = free_port()
-        self.log = folder / "caddy.log"
-        self.env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(folder),
-            "XDG_DATA_HOME": str(folder / "data"),
-            "XDG_CONFIG_HOME": str(folder / "config"),
-            "CPS_CADDY_ADMIN": "off",
-            "CPS_BIND": "127.0.0.1",
-            "CPS_HTTP_PORT": str(free_port()),
-            "CPS_HTTPS_PORT": str(self.https_port),
-            "CPS_TLS_TERMINATOR": terminator,
-            "CPS_TLS_SECRET": SECRET,
-            "CPS_APP_UPSTREAM": upstream,
-        }
-        self.folder = folder
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> CustomersCaddy:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen([CADDY, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"],
-                                            cwd=self.folder, env=self.env, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while "serving initial configuration" not in self.log.read_text():
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                self.stop()
-                raise RuntimeError("caddy did not start:\n" + self.log.read_text())
-            time.sleep(0.05)
-        return self
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,7 @@ import attrs
 from core.acme import keys
 from core.acme.cas import Ca, CaDown, CaRefused, make_cas
 from core.acme.orders import Orders, Records, new_order_fields, renewal_due
-from core.dns import caa
+from core.dns import caa, chain
 from core.edge import HostnameGone, ProviderBusy, ProviderRejected, ProviderState, ProviderUnavailable
 from core.edge.pacing import Pacer
 from store.acme import AcmeCertificate
@@ -108,6 +108,7 @@ class AcmeProvider:
     # -- the operations of EdgeProvider -------------------------------------------------------------
 
     async def issue(self, apex: str, *, trace_id: uuid.UUID) -> ProviderState:
+        await self._check_delegation(apex)
         now = self.clock.now()
         certificate = AcmeCertificate(handle=uuid.uuid4().hex, apex=apex, directory_url="", status="pending",
                                       created_at=now, updated_at=now)
@@ -120,7 +121,7 @@ class AcmeProvider:
             certificate = await self._finish(certificate)
         elif certificate.status == "valid":
             certificate = await self._renewal_window(certificate)
-            if renewal_due(certificate, self.clock.now()):
+            if renewal_due(certificate, self.clock.now()) and await self._delegated(apex):
                 replaces = keys.ari_id(certificate.chain_pem) if certificate.chain_pem else None
                 log.info("renewing %s (trace %s)", apex, trace_id)
                 certificate = await self._finish(await self._new_order(certificate, replaces=replaces, trace_id=trace_id))
@@ -130,12 +131,28 @@ class AcmeProvider:
         """A refused order, and the records are right now: a new order."""
         certificate = await self._load(hostname_id)
         if certificate.order_url is None and certificate.status == "invalid":
+            await self._check_delegation(apex)
             replaces = keys.ari_id(certificate.chain_pem) if certificate.chain_pem else None
             certificate = await self._finish(await self._new_order(certificate, replaces=replaces, trace_id=trace_id))
             return attrs.evolve(await self._state(certificate), revalidated=True)
         return await self.refresh(hostname_id, apex=apex, trace_id=trace_id)
 
     # -- orders --------------------------------------------------------------------------------
+
+    async def _delegated(self, apex: str) -> bool:
+        """Whether ``_acme-challenge.<apex>`` leads to the domain's target now, as the CA will find
+        it: no order is placed otherwise, so a validation bound to fail never counts against the
+        CA's limits. A renewal is left for later; drift says why (core/domains/drift.py)."""
+        owner, target = f"_acme-challenge.{apex}", self.target(apex)
+        found = await self.dns.lookup(owner, "CNAME")
+        if found.outcome != "found":
+            return False
+        return (await chain.follow(self.dns, owner, found.values[0], target)).end == "target"
+
+    async def _check_delegation(self, apex: str) -> None:
+        if not await self._delegated(apex):
+            raise ProviderRejected(f"The CNAME at _acme-challenge.{apex} does not lead to {self.target(apex)}, so no "
+                                   "order was placed with the certificate authority; publish it, then check again.")
 
     async def _new_order(self, certificate: AcmeCertificate, *, replaces: str | None,
                          trace_id: uuid.UUID) -> AcmeCertificate:

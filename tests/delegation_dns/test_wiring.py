@@ -15,6 +15,7 @@ import dns.rcode
 import pytest
 
 from core.config import AcmeConfig, Config, DelegationDnsConfig, ProviderConfig
+from core.delegation_dns import TXT_TTL
 from core.delegation_dns.records import purge_expired
 from core.runtime.assembly import build_services
 from core.runtime.commands import CommandError, check_config
@@ -63,7 +64,7 @@ def test_the_services_publish_to_the_operators_nameserver_in_rfc2136_mode(config
         asyncio.run(services.challenge_records.publish(name, TOKEN))
     finally:
         services.close()
-    assert [rrset.to_text() for rrset in nameserver.query(name, "TXT").answer] == [f'{name}. 60 IN TXT "{TOKEN}"']
+    assert [rrset.to_text() for rrset in nameserver.query(name, "TXT").answer] == [f'{name}. {TXT_TTL} IN TXT "{TOKEN}"']
 
 
 def test_values_nobody_withdrew_are_purged_after_their_hour(config, clock):

@@ -10,15 +10,22 @@ is read from its management interface (``root_pem``).
 
 ``stop`` and ``start`` again give an outage; Pebble forgets everything between runs. With
 ``eab`` it requires External Account Binding with those (kid, base64url key) pairs.
+
+Debian's Pebble 2.4 has no renewal information (ARI, RFC 9773) and names no ``caaIdentities``:
+``Directory`` stands in front of its directory to add both (a fake ARI endpoint, as the issue allows),
+serving the window a test sets; every other resource is Pebble's own, reached directly.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import http.server
 import json
 import os
 import shutil
 import ssl
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -35,14 +42,17 @@ def missing() -> str | None:
 
 
 class Pebble:
-    def __init__(self, folder: Path, *, dns_server: str, eab: dict[str, str] | None = None) -> None:
+    def __init__(self, folder: Path, *, dns_server: str, eab: dict[str, str] | None = None,
+                 ca: trustme.CA | None = None) -> None:
+        """``ca``: the throwaway CA its HTTPS certificate comes from (another Pebble's, so that one
+        bundle trusts both)."""
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.dns_server = dns_server
         self.eab = eab or {}
         self.port, self.management_port = free_port(), free_port()
         self.directory_url = f"https://127.0.0.1:{self.port}/dir"
-        ca = trustme.CA()
+        self.ca = ca = ca or trustme.CA()
         leaf = ca.issue_cert("127.0.0.1", "localhost")
         self.ca_bundle = folder / "pebble-ca.pem"
         ca.cert_pem.write_to_path(str(self.ca_bundle))
@@ -83,6 +93,11 @@ class Pebble:
             self.process.wait(timeout=10)
         self.process = None
 
+    def certificate_status(self, serial: int) -> str:
+        """``Valid`` or ``Revoked``, as Pebble's management interface says of a serial number."""
+        found = json.loads(self._get(f"https://127.0.0.1:{self.management_port}/cert-status-by-serial/{serial:x}"))
+        return str(found["Status"])
+
     def root_pem(self) -> str:
         """The root Pebble issues from this run (it makes a new one each start)."""
         return self._get(f"https://127.0.0.1:{self.management_port}/roots/0").decode()
@@ -90,3 +105,67 @@ class Pebble:
     def _get(self, url: str) -> bytes:
         with urllib.request.urlopen(url, context=self._ssl, timeout=5) as answer:
             return bytes(answer.read())
+
+
+class Directory:
+    """Pebble's directory with ``renewalInfo`` and ``meta.caaIdentities`` added, on HTTPS of its own."""
+
+    def __init__(self, pebble: Pebble, *, caa_identities: list[str] | None = None) -> None:
+        self.pebble = pebble
+        self.caa_identities = caa_identities
+        self.window: tuple[dt.datetime, dt.datetime] | None = None
+        "The renewal window served for a certificate not in ``windows``; None: 404."
+        self.windows: dict[str, tuple[dt.datetime, dt.datetime]] = {}
+        "Windows by certificate id (RFC 9773 section 4.1)."
+        self.asked: list[str] = []
+        "The certificate ids renewal information was asked for."
+        directory = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/dir":
+                    data = json.loads(pebble._get(pebble.directory_url))
+                    data["renewalInfo"] = f"{directory.url}/renewal-info"
+                    if directory.caa_identities is not None:
+                        data.setdefault("meta", {})["caaIdentities"] = directory.caa_identities
+                    self._send(200, data)
+                elif self.path.startswith("/renewal-info/") and directory.window_of(self.path.rsplit("/", 1)[1]):
+                    directory.asked.append(self.path.rsplit("/", 1)[1])
+                    start, end = directory.window_of(directory.asked[-1])
+                    self._send(200, {"suggestedWindow": {"start": start.isoformat().replace("+00:00", "Z"),
+                                                         "end": end.isoformat().replace("+00:00", "Z")}},
+                               retry_after="21600")
+                else:
+                    self._send(404, {"type": "about:blank"})
+
+            def _send(self, status: int, body: object, retry_after: str | None = None) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                if retry_after:
+                    self.send_header("Retry-After", retry_after)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        pebble.ca.issue_cert("127.0.0.1").configure_cert(context)
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self._server.server_address[1]}"
+        self.directory_url = f"{self.url}/dir"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def start(self) -> Directory:
+        self._thread.start()
+        return self
+
+    def window_of(self, certificate_id: str) -> tuple[dt.datetime, dt.datetime] | None:
+        return self.windows.get(certificate_id, self.window)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

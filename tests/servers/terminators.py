@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import secrets
 import shutil
 import socket
 import ssl
@@ -27,9 +28,13 @@ from cryptography import x509
 from core.crypto import Keyring
 from store import Store
 from store.acme import CERTIFICATE_KEY, AcmeCertificate
+from tests.servers.caddy import CADDY
 from tests.servers.service import free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+CADDYFILE = ROOT / "deploy" / "Caddyfile.customers"
+#: The ``[tls_terminator] secret`` of the services these tests run.
+SECRET = secrets.token_hex(24)
 NGINX = shutil.which("nginx") or (shutil.which("nginx", path="/usr/sbin"))
 HAPROXY = shutil.which("haproxy") or (shutil.which("haproxy", path="/usr/sbin"))
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -67,10 +72,10 @@ def issue(store: Store, keyring: Keyring, ca: trustme.CA, hostname: str, *, hand
     return Issued(handle, hostname, chain, key)
 
 
-def presented(port: int, server_name: str, ca: trustme.CA) -> x509.Certificate:
+def presented(port: int, server_name: str, ca: trustme.CA | str) -> x509.Certificate:
     """The certificate a TLS server on 127.0.0.1:``port`` presents for ``server_name`` (SNI), checked
-    against ``ca`` and the name; ``ssl.SSLError`` when the handshake fails."""
-    context = ssl.create_default_context(cadata=ca.cert_pem.bytes().decode())
+    against ``ca`` (or a root's PEM) and the name; ``ssl.SSLError`` when the handshake fails."""
+    context = ssl.create_default_context(cadata=ca if isinstance(ca, str) else ca.cert_pem.bytes().decode())
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock, \
             context.wrap_socket(sock, server_hostname=server_name) as tls:
         return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
@@ -188,3 +193,42 @@ def _wait_for_port(port: int, process: subprocess.Popen, log: Path) -> None:
 
 def mode(path: Path) -> int:
     return os.stat(path).st_mode & 0o7777
+
+
+class CustomersCaddy:
+    def __init__(self, folder: Path, *, terminator: str, upstream: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.https_port = free_port()
+        self.log = folder / "caddy.log"
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(folder),
+            "XDG_DATA_HOME": str(folder / "data"),
+            "XDG_CONFIG_HOME": str(folder / "config"),
+            "CPS_CADDY_ADMIN": "off",
+            "CPS_BIND": "127.0.0.1",
+            "CPS_HTTP_PORT": str(free_port()),
+            "CPS_HTTPS_PORT": str(self.https_port),
+            "CPS_TLS_TERMINATOR": terminator,
+            "CPS_TLS_SECRET": SECRET,
+            "CPS_APP_UPSTREAM": upstream,
+        }
+        self.folder = folder
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> CustomersCaddy:
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen([CADDY, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"],
+                                            cwd=self.folder, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while "serving initial configuration" not in self.log.read_text():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.stop()
+                raise RuntimeError("caddy did not start:\n" + self.log.read_text())
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
