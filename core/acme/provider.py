@@ -120,8 +120,11 @@ class AcmeProvider:
         if certificate.order_url is not None:
             certificate = await self._finish(certificate)
         elif certificate.status == "valid":
-            certificate = await self._renewal_window(certificate)
-            if renewal_due(certificate, self.clock.now()) and await self._delegated(apex):
+            # A certificate from a CA no longer configured (staging, before production) is replaced now.
+            known = any(ca.directory_url == certificate.directory_url for ca in self.cas)
+            if known:
+                certificate = await self._renewal_window(certificate)
+            if (not known or renewal_due(certificate, self.clock.now())) and await self._delegated(apex):
                 replaces = keys.ari_id(certificate.chain_pem) if certificate.chain_pem else None
                 log.info("renewing %s (trace %s)", apex, trace_id)
                 certificate = await self._finish(await self._new_order(certificate, replaces=replaces, trace_id=trace_id))

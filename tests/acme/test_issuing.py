@@ -209,6 +209,25 @@ class TestRenewal:
         assert row.cert_renew_at == served(services, "planned.lab.com").renew_at
 
 
+class TestStagingThenProduction:
+    @pytest.mark.gen_test(timeout=SLOW)
+    async def test_a_certificate_from_a_ca_no_longer_configured_is_replaced_at_the_next_refresh(
+            self, api, world, acme_lab, services):
+        caller, created = await add(api, world, "staging.lab.com")
+        acme_lab.publish_records(created)
+        await verify(api, caller, created)
+        first = served(services, "staging.lab.com")
+
+        def staged(store):
+            with store.transaction():
+                store.acme.put(attrs.evolve(first, directory_url="https://acme-staging.example/directory"))
+        await services.store.run(staged, services.store)
+        latest = services.store.certificates.latest(caller.workspace.id, uuid.UUID(created["id"]))
+        await api.post(f"/v1/certificates/{latest.id}/refresh", token=caller.token)
+        renewed = served(services, "staging.lab.com")
+        assert renewed.chain_pem != first.chain_pem and renewed.directory_url == acme_lab.directory.directory_url
+
+
 class TestDeletedDomains:
     @pytest.mark.gen_test(timeout=SLOW)
     async def test_a_deleted_domains_certificate_is_revoked_and_forgotten(self, api, world, acme_lab, services, clock):

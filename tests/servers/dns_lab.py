@@ -130,6 +130,11 @@ class DnsLab:
         self.records[zone].append(line)
         self._reload(zone)
 
+    def publish_many(self, zone: str, lines: list[str]) -> None:
+        """``publish`` for many lines, with one reload."""
+        self.records[zone] += lines
+        self._reload(zone)
+
     def remove(self, zone: str, name: str) -> None:
         """Remove every record at ``name`` and reload."""
         self.records[zone] = [line for line in self.records[zone] if not line.startswith(name + ". ")]
