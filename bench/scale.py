@@ -46,8 +46,8 @@ from core.config import Config, OidcConfig, StorageConfig
 from core.domains import operations, records
 from core.identity import accounts, api_keys
 from core.runtime.assembly import build_services
-from store.migrations import MIGRATIONS
 from store.records import DomainRow
+from store.sqlite.schema import MIGRATIONS
 
 CACHE = pg.CACHE
 FILTERED = {"certStatus": "active", "tags": ["vip"]}

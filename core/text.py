@@ -1,4 +1,6 @@
-"""What text the API takes from people, and how it quotes their text back.
+"""What text the API takes from people, and how it quotes their text back; and e-mail addresses
+as the service compares and accepts them (one rule for sign-up, sign-in, team invitations, a
+domain's contact and a verification link's recipient).
 
 Short text (tags, the domain query ``q``, webhook event names) must be printable, as Python's
 ``str.isprintable`` says: no control characters (C0, DEL, C1), no format characters (zero-width
@@ -13,6 +15,8 @@ character at all). Notes keep everything else, newlines and tabs included.
 """
 
 from __future__ import annotations
+
+import re
 
 #: ``PrintableText.pattern`` in the OpenAPI document: every assigned character of the Basic
 #: Multilingual Plane that ``printable`` refuses, as ranges JSON Schema (ECMA-262) can write.
@@ -53,3 +57,15 @@ def shown(text: str, limit: int = SHOWN_MAX) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+def normalise_email(email: str) -> str:
+    """E-mail addresses compare case-insensitively here (providers differ on the local part)."""
+    return email.strip().lower()
+
+
+def valid_email(email: str) -> bool:
+    """A deliberately loose check: one @, a dot in the domain, no spaces, at most 254 characters."""
+    return len(email) <= 254 and bool(_EMAIL.match(email))

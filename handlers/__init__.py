@@ -1,23 +1,18 @@
-"""HTTP edge: parse, authenticate, authorize, call one core function, render."""
+"""HTTP edge: parse, authenticate, authorize, call one core function, render. The JSON API is in
+``api/``, the portal's pages in ``portal/``; beside them, what both share (``base``: the handlers'
+base classes; ``log``, ``limits``, ``static``), the operational endpoints (``health``, ``metrics``),
+the TLS terminator's endpoints (``tls_terminator``), and serving (``server``, ``listeners``)."""
 
 from __future__ import annotations
 
-from handlers import (
-    account,
+from handlers import health, metrics
+from handlers.api import (
     api_keys,
     auth,
     certificates,
     clients,
     domains,
-    health,
     meta,
-    metrics,
-    pages,
-    portal,
-    portal_connect,
-    portal_domain,
-    portal_team,
-    portal_webhooks,
     site_scan,
     team,
     verification_links,
@@ -25,6 +20,12 @@ from handlers import (
     workspaces,
 )
 from handlers.base import ApiNotFoundHandler
+from handlers.portal import account, pages
+from handlers.portal import base as portal
+from handlers.portal import connect as portal_connect
+from handlers.portal import domain as portal_domain
+from handlers.portal import team as portal_team
+from handlers.portal import webhooks as portal_webhooks
 
 # Tornado tries the routes in order and no two match the same path, so the busiest come first:
 # a GET of a domain matched the 16th pattern it tried before.

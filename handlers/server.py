@@ -16,11 +16,12 @@ from core.hostnames import public_suffixes
 from core.runtime.jobs import start_jobs
 from core.services import Services
 from core.webhooks.worker import WebhookWorker
-from handlers import idp, listeners
+from handlers import listeners
 from handlers.base import BaseHandler
 from handlers.limits import LimitedHTTPServer
 from handlers.log import log_request, route_label
-from handlers.pages import PageNotFoundHandler
+from handlers.portal import idp
+from handlers.portal.pages import PageNotFoundHandler
 from handlers.static import StaticHandler
 
 log = logging.getLogger("app")

@@ -4,7 +4,7 @@ SQLite by default: one connection, used from the event loop's thread. WAL journa
 ``synchronous=NORMAL``: a crash of the process never loses a committed transaction and never
 leaves a half-written one; only a power cut may roll back the last commits, and the database
 stays consistent. With ``[storage] url`` naming PostgreSQL, the same repositories run on a pool of
-connections (store/postgres.py), which several service processes share.
+connections (store/postgres/pool.py), which several service processes share.
 
 Callers do their reads and writes in a unit of work, ``await store.run(fn, ...)``: a plain
 function that runs whole, inline on SQLite and in a worker thread on PostgreSQL.
@@ -26,7 +26,6 @@ from store.accounts import AccountRepo
 from store.acme import AcmeRepo
 from store.api_keys import ApiKeyRepo
 from store.certificates import CertificateRepo
-from store.checkpoints import CEILING_PAGES, Checkpointer
 from store.clients import ClientRepo
 from store.domain_rows import register_functions
 from store.domains import DOMAINS_CHANNEL, DomainRepo
@@ -37,12 +36,13 @@ from store.migrations import SchemaTooNew, apply_migrations
 from store.one_click import OneClickRepo
 from store.outbox import OutboxRepo
 from store.shared import SharedRepo
+from store.sqlite.checkpoints import CEILING_PAGES, Checkpointer
 from store.team import TeamRepo
 from store.verification_links import VerificationLinkRepo
 from store.webhooks import WebhookRepo
 
 if TYPE_CHECKING:
-    from store.postgres import PgDb
+    from store.postgres.pool import PgDb
 
 T = TypeVar("T")
 
@@ -61,7 +61,7 @@ def _create_private(path: Path) -> None:
 def unavailable_reason(exc: BaseException | None) -> str | None:
     """Why the database cannot be used right now, for the errors that are the machine's, not a bug."""
     if not isinstance(exc, sqlite3.OperationalError):
-        postgres = sys.modules.get("store.postgres")  # imported only when a url names PostgreSQL
+        postgres = sys.modules.get("store.postgres.pool")  # imported only when a url names PostgreSQL
         return None if postgres is None else postgres.unavailable_reason(exc)
     text = str(exc).lower()
     for marker, reason in (
@@ -87,7 +87,7 @@ class Store:
         self._units = 0
         self.pg: PgDb | None = None
         if url:
-            from store.postgres import PgDb  # psycopg is loaded only for PostgreSQL
+            from store.postgres.pool import PgDb  # psycopg is loaded only for PostgreSQL
 
             self.pg = PgDb(url)
             db: Any = self.pg
@@ -156,7 +156,7 @@ class Store:
         PostgreSQL it would block the loop, and is refused (OutsideUnitOfWork) unless ``exempt()``
         says the tests themselves are calling; on SQLite it is reported, so the tests find such
         calls on either backend."""
-        from store.postgres import on_the_loop  # for the tests only, which have psycopg anyway
+        from store.postgres.pool import on_the_loop  # for the tests only, which have psycopg anyway
 
         if self.pg is not None:
             self.pg.exempt = exempt
@@ -235,7 +235,7 @@ class Store:
 
     def checkpoint_elsewhere(self) -> Checkpointer | None:
         """A checkpointer for a background thread, commits no longer checkpointing below the
-        ceiling (store/checkpoints.py); none for an in-memory database, which has no WAL."""
+        ceiling (store/sqlite/checkpoints.py); none for an in-memory database, which has no WAL."""
         if self.pg is not None or self.path == ":memory:":
             return None
         if self._checkpointer is None:

@@ -38,7 +38,7 @@ def from_uid(value: str | None) -> uuid.UUID | None:
 
 
 def postgres(db: Any) -> bool:
-    """Whether the repositories' connection is PostgreSQL's (store/postgres.py), for the few
+    """Whether the repositories' connection is PostgreSQL's (store/postgres/pool.py), for the few
     statements spelled differently there."""
     return getattr(db, "dialect", "sqlite") == "postgresql"
 

@@ -11,11 +11,11 @@ import sqlite_utils
 
 from store._rows import postgres, select, uid
 from store.domain_rows import from_columns, to_columns
+from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 from store.records import DomainRow
 from store.row_cache import RowCache
-from store.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 
-#: Notified by a trigger (store/schema_pg_shared.py) with a domain's id when its row is updated or
+#: Notified by a trigger (store/postgres/schema_shared.py) with a domain's id when its row is updated or
 #: deleted on PostgreSQL: every process drops it from its cache.
 DOMAINS_CHANNEL = "cps_domains"
 

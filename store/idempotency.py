@@ -79,7 +79,7 @@ class IdempotencyRepo:
         return cursor.rowcount
 
     def forget_form_secrets(self, *, created_before: dt.datetime) -> int:
-        """Drop the secrets portal forms keep for a duplicate submission (handlers/forms.py)."""
+        """Drop the secrets portal forms keep for a duplicate submission (handlers/portal/forms.py)."""
         if postgres(self.db):
             sql = """UPDATE idempotency_keys SET response = (response::jsonb - 'secret')::text
                      WHERE method = 'FORM' AND created_at < ? AND (response::jsonb ->> 'secret') IS NOT NULL"""

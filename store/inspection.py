@@ -16,7 +16,8 @@ from urllib.parse import unquote
 
 import attrs
 
-from store.migrations import MIGRATIONS, SchemaTooNew, latest_version
+from store.migrations import SchemaTooNew, latest_version
+from store.sqlite.schema import MIGRATIONS
 
 #: Passwords shorter than this are not searched for outside quotes: they would match ordinary
 #: words, and libpq quotes every value it echoes.
@@ -70,7 +71,7 @@ def inspect_postgres(url: str) -> Summary:
     be reached or read, and ``SchemaTooNew`` as ``inspect`` does."""
     import psycopg
 
-    from store.schema_pg import MIGRATIONS_PG
+    from store.postgres.schema import MIGRATIONS_PG
 
     with psycopg.connect(url, connect_timeout=5) as conn:
         conn.read_only = True

@@ -137,7 +137,7 @@ class DnsHostSeen:
 
     zone: str
     host: str
-    "A key of core/dns_hosts.py, or empty when the nameservers match no host known there."
+    "A key of core/domains/dns_hosts.py, or empty when the nameservers match no host known there."
     checked_at: dt.datetime
     offer: OneClickOffer | None = None
     problem: str | None = None

@@ -3,7 +3,7 @@ costs no query.
 
 On SQLite the service is the only writer and every write of its own drops the rows it wrote, so
 what is kept is exact. On PostgreSQL other processes write too: each tells the others what it
-changed (a trigger's ``NOTIFY``, store/schema_pg_shared.py), and rows are kept and served only
+changed (a trigger's ``NOTIFY``, store/postgres/schema_shared.py), and rows are kept and served only
 while this process is listening (``live``). Lookups and fills run on the event loop and in units
 of work's threads at once, hence the lock.
 

@@ -11,8 +11,8 @@ authoritative server of the delegation zone (core/acme/, core/delegation_dns/).
 
 from __future__ import annotations
 
-from store.schema_pg_shared import T
-from store.schema_v1 import Migration
+from store.postgres.schema_shared import T
+from store.sqlite.schema_v1 import Migration
 
 
 def _statements(text: str) -> list[str]:

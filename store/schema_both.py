@@ -1,9 +1,9 @@
 """Migrations whose statements are the same on SQLite and PostgreSQL: one list, appended to both
-(store/migrations.py, store/schema_pg.py)."""
+(store/migrations.py, store/postgres/schema.py)."""
 
 from __future__ import annotations
 
-from store.schema_v1 import Migration
+from store.sqlite.schema_v1 import Migration
 
 BOTH: list[Migration] = [
     # Background checks claimed by workspaces in turn (store/lifecycle.py): the workspaces with a

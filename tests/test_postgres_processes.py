@@ -404,7 +404,7 @@ def test_a_database_restart_is_503_storage_unavailable_meanwhile_and_nothing_is_
             down = time.monotonic()
             postgres_server.kill()  # the database goes away under load, transactions open
             # Asked while it is away, and it stays away longer than a request waits for a
-            # connection (store/postgres.py POOL_WAIT).
+            # connection (store/postgres/pool.py POOL_WAIT).
             meanwhile = list(clients.map(create, (a, b), ("meanwhile-a", "meanwhile-b")))
             postgres_server.restart()
             up = time.monotonic()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from core import dns_hosts
+from core.domains import dns_hosts
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 

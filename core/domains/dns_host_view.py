@@ -1,5 +1,5 @@
 """A domain's DNS host as the API and the pages show it: where to type our two records, in the
-form that host's panel wants them (core/dns_hosts.py), and whether one-click set-up is offered."""
+form that host's panel wants them (core/domains/dns_hosts.py), and whether one-click set-up is offered."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from core import dns_hosts
+from core.domains import dns_hosts
 from core.domains.records import DELEGATION_PREFIX, OWNERSHIP_PREFIX, OWNERSHIP_VALUE_PREFIX
 from store.records import DomainRow
 
@@ -47,7 +47,7 @@ class DnsHostView:
     gotchas: list[str]
     checked_at: dt.datetime
     key: str | None = None
-    "The DNS host's id (core/dns_hosts.py); absent when its nameservers match no host the service knows."
+    "The DNS host's id (core/domains/dns_hosts.py); absent when its nameservers match no host the service knows."
     name: str | None = None
     help_url: str | None = None
     one_click: OneClick | None = None

@@ -2,7 +2,7 @@
 verification page: each name in full and as the customer's DNS panel asks for it.
 
 When the zone's DNS host is known (core/verification/dns_host.py), the name and value are in the
-form that host's panel wants (core/dns_hosts.py), with its gotchas. Until then the zone is the
+form that host's panel wants (core/domains/dns_hosts.py), with its gotchas. Until then the zone is the
 registrable domain (a guess: most customers manage that zone) and the name is relative to it.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-from core import dns_hosts
+from core.domains import dns_hosts
 from core.domains.dns_host_view import DnsHostView, PanelRecord
 from core.domains.records import DnsRecord
 from core.domains.shape import Domain
@@ -39,7 +39,7 @@ class DnsInstructions:
     host: DnsHostView | None = None
     "Where the zone is hosted, once found."
     host_known: bool = False
-    "The zone's nameservers are those of a DNS host in core/dns_hosts.py."
+    "The zone's nameservers are those of a DNS host in core/domains/dns_hosts.py."
 
 
 def _view(record: DnsRecord, panel: PanelRecord) -> RecordView:

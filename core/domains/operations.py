@@ -14,12 +14,11 @@ import orjson
 
 from core import hostnames
 from core.domains import schedule
+from core.domains.ids import uuid7
 from core.domains.records import DelegationRecord, delegation_record, ops_status, ownership_record
 from core.domains.shape import Domain, present, render
-from core.emails import valid_email
 from core.errors import NotFound, ValidationError
-from core.ids import uuid7
-from core.text import printable, shown
+from core.text import printable, shown, valid_email
 from core.wire import dump
 from store.records import DomainRow, Workspace
 

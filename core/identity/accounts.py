@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from core.emails import normalise_email
 from core.errors import Forbidden, NotFound
+from core.text import normalise_email
 from store.records import Membership, User, Workspace
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from joserfc import jwt
 from joserfc.jwk import RSAKey
 
 from core.clock import Clock
-from core.emails import normalise_email, valid_email
+from core.text import normalise_email, valid_email
 
 log = logging.getLogger(__name__)
 

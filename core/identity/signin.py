@@ -19,9 +19,9 @@ from authlib.oauth2.auth import ClientAuth
 from authlib.oauth2.rfc6749.parameters import prepare_token_request
 from tornado.httpclient import HTTPClientError, HTTPRequest
 
-from core.emails import normalise_email
 from core.errors import Forbidden, InvalidGrant, UpstreamError, ValidationError
 from core.identity import accounts
+from core.text import normalise_email
 
 if TYPE_CHECKING:
     from core.services import Services

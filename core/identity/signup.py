@@ -12,9 +12,9 @@ import attrs
 
 from core import hostnames
 from core.domains import operations, shape
-from core.emails import normalise_email, valid_email
 from core.errors import ValidationError
 from core.identity import accounts
+from core.text import normalise_email, valid_email
 
 if TYPE_CHECKING:
     from core.services import Services

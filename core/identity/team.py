@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core.emails import normalise_email, valid_email
 from core.errors import Conflict, Forbidden, NotFound, ValidationError
 from core.identity.scopes import ROLES
-from core.text import shown
+from core.text import normalise_email, shown, valid_email
 from store.records import Invitation, Member
 
 if TYPE_CHECKING:

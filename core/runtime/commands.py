@@ -19,10 +19,10 @@ from core.config import ConfigError
 from core.crypto import SecretKeyError, read_master_key
 from core.delegation_dns import ChallengeRecordsError
 from core.delegation_dns.records import check_lines as delegation_dns_lines
-from core.emails import normalise_email
 from core.errors import ApiError, ValidationError
 from core.identity import api_keys
 from core.outbound.guard import tls_context
+from core.text import normalise_email
 from core.wire import parse_timestamp
 from store import inspection
 from store.migrations import SchemaTooNew, latest_version
@@ -155,13 +155,13 @@ def backup(services: Services, target: str) -> list[str]:
 
 def copy_to_postgres(services: Services, url: str) -> list[str]:
     """This SQLite database's rows, from a snapshot taken through the backup API (the service may
-    run meanwhile), copied into the empty PostgreSQL database ``url`` (store/copy.py)."""
+    run meanwhile), copied into the empty PostgreSQL database ``url`` (store/postgres/copy.py)."""
     if services.store.pg is not None:
         raise CommandError("copy-to-postgres: [storage] url already names PostgreSQL; the command copies the SQLite "
                            "file at [storage] path: run it with the configuration that names that file")
     if not url.startswith(("postgresql://", "postgres://")):
         raise CommandError('copy-to-postgres: the database URL must start with "postgresql://"')  # never echoed: it holds a password
-    from store import copy as copying  # loads psycopg: only here, not in every SQLite process
+    from store.postgres import copy as copying  # loads psycopg: only here, not in every SQLite process
 
     shown = inspection.redacted(url)
     with copying.temporary_folder() as folder:

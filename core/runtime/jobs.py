@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 PURGE_INTERVAL_SECONDS = 300
 #: The longest the lifecycle waits between looks for due checks (shorter when interval_seconds is).
 SWEEP_SECONDS = 5.0
-#: How often the WAL is copied back into the database file, away from requests (store/checkpoints.py).
+#: How often the WAL is copied back into the database file, away from requests (store/sqlite/checkpoints.py).
 CHECKPOINT_SECONDS = 1.0
 #: How often the ACME provider revokes the certificates of deleted domains (core/acme/upkeep.py).
 ACME_UPKEEP_SECONDS = 60.0

@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core import dns_hosts
 from core.clock import by_minute
 from core.dns import caa
 from core.dns.authority import Walk, Zone
@@ -55,6 +54,7 @@ from core.dns.chain import Chain, follow
 from core.dns.delegation import Delegation
 from core.dns.lookups import Lookup, Resolver
 from core.dns.probe import negative_ttl
+from core.domains import dns_hosts
 from core.domains.operations import load
 from core.domains.records import delegation_record, ownership_record
 from core.verification import dns_host
@@ -119,7 +119,7 @@ class Diagnosis:
     findings: list[Finding]
     provider: ProviderView | None = None
     dns_host_name: str | None = None
-    "The zone's DNS host, when its nameservers are those of a host the service knows (core/dns_hosts.py)."
+    "The zone's DNS host, when its nameservers are those of a host the service knows (core/domains/dns_hosts.py)."
 
 
 @attrs.frozen

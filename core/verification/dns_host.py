@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core import dns_hosts
 from core.dns.authority import Walk
+from core.domains import dns_hosts
 from core.domains.dns_host_view import needs_records
 from core.errors import StorageUnavailable
 from core.hostnames import zone_of

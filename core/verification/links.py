@@ -32,9 +32,9 @@ import attrs
 from core import cursors, logs
 from core.domains import shape
 from core.domains.shape import CertSummary, Validation
-from core.emails import normalise_email, valid_email
 from core.errors import ApiError, Conflict, NotFound, UpstreamError, ValidationError
 from core.outbound import mail
+from core.text import normalise_email, valid_email
 from core.verification import checks as verification
 from core.verification import diagnosis, reminders
 from core.verification.checks import VerifyResult

@@ -63,7 +63,7 @@ class TestEnvelope:
         assert (r.status, r.code) == (400, "validation_error")
 
     # The envelope is the handler's, whatever the backend; on PostgreSQL a database that goes away
-    # is the machine's state, a 503 (store/postgres.py unavailable_reason), not a surprise.
+    # is the machine's state, a 503 (store/postgres/pool.py unavailable_reason), not a surprise.
     @pytest.mark.sqlite_only
     @pytest.mark.gen_test
     async def test_an_unexpected_failure_is_500_with_a_request_id_and_no_traceback(self, api, world, services, caplog):

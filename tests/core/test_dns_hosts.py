@@ -1,4 +1,4 @@
-"""core.dns_hosts: the zone's NS records name its DNS host, and each host's panel gets our records'
+"""core.domains.dns_hosts: the zone's NS records name its DNS host, and each host's panel gets our records'
 names and CNAME target in the form it expects."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from core.dns_hosts import HOSTS, by_key, cname_target, identify, record_name
+from core.domains.dns_hosts import HOSTS, by_key, cname_target, identify, record_name
 
 #: Name-server sets as DNS hosts hand them out, one per host (two where a host has two families).
 SAMPLES = [

@@ -1,11 +1,11 @@
-"""core.ids: version 7 UUIDs, ordered by creation time, still random enough to be unique."""
+"""core.domains.ids: version 7 UUIDs, ordered by creation time, still random enough to be unique."""
 
 from __future__ import annotations
 
 import time
 import uuid
 
-from core.ids import uuid7
+from core.domains.ids import uuid7
 
 
 def test_the_id_is_a_version_7_rfc_9562_uuid():

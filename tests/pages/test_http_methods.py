@@ -14,7 +14,7 @@ from tornado.web import RequestHandler
 
 import handlers
 from core.config import MetricsConfig, OidcConfig, ServerConfig
-from handlers import idp
+from handlers.portal import idp
 
 SOME_ID = str(uuid.uuid4())
 

@@ -1,4 +1,4 @@
-"""The portal's actions on a domain, its verification links and API keys (handlers/portal_domain.py)
+"""The portal's actions on a domain, its verification links and API keys (handlers/portal/domain.py)
 and the HTTPS test on the DNS page: each as a browser without JavaScript uses it, checked against
 what the API then says."""
 

@@ -7,7 +7,7 @@ import shutil
 import sqlite3
 
 from store import Store
-from store.checkpoints import CEILING_PAGES
+from store.sqlite.checkpoints import CEILING_PAGES
 
 
 def write_some(store: Store) -> None:

@@ -1,4 +1,4 @@
-"""store.copy: a SQLite database's rows land in an empty PostgreSQL database, all or nothing."""
+"""store.postgres.copy: a SQLite database's rows land in an empty PostgreSQL database, all or nothing."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from store import Store
-from store.copy import TABLES, CopyRefused, copy, snapshot
 from store.domains import DomainFilter
+from store.postgres.copy import TABLES, CopyRefused, copy, snapshot
 from store.records import DomainRow, Membership, User, Workspace
 
 NOW = dt.datetime(2026, 11, 26, tzinfo=dt.UTC)

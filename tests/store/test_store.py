@@ -9,8 +9,9 @@ import pytest
 
 from store import Store
 from store._rows import select
-from store.migrations import MIGRATIONS, apply_migrations
-from store.schema_pg import MIGRATIONS_PG
+from store.migrations import apply_migrations
+from store.postgres.schema import MIGRATIONS_PG
+from store.sqlite.schema import MIGRATIONS
 from tests.store.conftest import BACKENDS
 
 #: What a statement the database refuses raises, on either backend.

@@ -18,8 +18,8 @@ from store import domains as domains_module
 from store.domain_rows import fold, search_text
 from store.domains import DomainFilter
 from store.migrations import apply_migrations
+from store.postgres.text_index import phrase as text_match
 from store.records import DomainRow, Workspace
-from store.text_index import phrase as text_match
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 WORDS = ["shop", "école", "ÉCOLE", "straße", "STRASSE", "über", "vip", "eu-west", "100%", "a_b", "日本語", "ﬁle",

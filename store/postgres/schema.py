@@ -17,10 +17,10 @@ A database is never edited by hand: a new migration is added to both lists, with
 
 from __future__ import annotations
 
+from store.postgres.schema_shared import SHARED_MIGRATIONS, T
 from store.schema_acme import ACME_PG
 from store.schema_both import BOTH
-from store.schema_pg_shared import SHARED_MIGRATIONS, T
-from store.schema_v1 import Migration
+from store.sqlite.schema_v1 import Migration
 
 _COUNT_TRIGGERS = [
     # domain_tags copies the domain's statuses; domain_counts and tag_counts count them.

@@ -1,13 +1,13 @@
 """The portal's actions on one domain and on API keys beyond creating them: edit a domain's notes,
 tags and client, delete it (after a page that says what that does), revoke or e-mail again a verification
 link listed on its DNS page, and rotate an API key. The HTTPS scan is a read-only ``?scan=1`` of
-the DNS page itself (handlers/portal.py).
+the DNS page itself (handlers/portal/base.py).
 
 Each goes through the core function of the API call it stands for, with that call's roles and
 rate-limit bucket, so the portal can do nothing the API would refuse: owners, admins and operators
 change domains and links, owners and admins rotate keys, ``read_only`` gets a 403 page. Another
 workspace's domain, link or key is a 404 page. Every POST is one action per submitted form and
-answers 303 (handlers/forms.py).
+answers 303 (handlers/portal/forms.py).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from core.errors import ApiError, NotFound
 from core.identity import api_keys
 from core.identity.scopes import MANAGERS, WRITERS
 from core.verification import links as verification_links
-from handlers.forms import Outcome
-from handlers.pages import refusal_text
-from handlers.portal import PortalHandler, path_id
+from handlers.portal.base import PortalHandler, path_id
+from handlers.portal.forms import Outcome
+from handlers.portal.pages import refusal_text
 from store.records import DomainRow
 
 

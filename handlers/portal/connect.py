@@ -18,8 +18,8 @@ from tornado.web import HTTPError, authenticated
 from core.errors import ApiError
 from core.identity.scopes import WRITERS
 from core.verification import one_click
-from handlers.pages import PageHandler, refusal_text
-from handlers.portal import PortalHandler
+from handlers.portal.base import PortalHandler
+from handlers.portal.pages import PageHandler, refusal_text
 
 COOKIE = "cps_one_click"
 

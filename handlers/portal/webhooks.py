@@ -23,9 +23,9 @@ from core.errors import ApiError, NotFound, ValidationError
 from core.identity.scopes import MANAGERS
 from core.webhooks import deliveries, endpoints
 from core.wire import parse_timestamp
-from handlers.forms import Outcome
-from handlers.pages import refusal_text
-from handlers.portal import PortalHandler, path_id
+from handlers.portal.base import PortalHandler, path_id
+from handlers.portal.forms import Outcome
+from handlers.portal.pages import refusal_text
 from store.records import WebhookEndpoint
 
 API_PATH = "/v1/webhooks"  # the rate-limit bucket every action here counts in

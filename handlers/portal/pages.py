@@ -1,10 +1,10 @@
 """Server-rendered portal pages (Jinja2, autoescaped): the base page handler, the home page with
-the sign-up form, sign-in and sign-out (the account page: handlers/account.py).
+the sign-up form, sign-in and sign-out (the account page: handlers/portal/account.py).
 
 A signed-in person's session is their OpenID Connect ID token, kept in a signed, HttpOnly,
 SameSite=Lax cookie (``Secure`` when ``portal_url`` is https) and verified on every page exactly
 as an API bearer is. Every form carries Tornado's XSRF token and, on a signed-in page, a one-time
-token that makes it act once (handlers/forms.py). Pages load nothing from outside the service and
+token that makes it act once (handlers/portal/forms.py). Pages load nothing from outside the service and
 work without JavaScript; ``static/portal.js`` only adds copy buttons and disables a form's buttons
 while it is sending.
 """
@@ -30,8 +30,8 @@ from core import logs
 from core.errors import ApiError, NotFound
 from core.identity import portal_signin, signin, signup, workspaces
 from core.identity.auth import Caller, Principal, act_in, identify
-from handlers import forms
 from handlers.base import BaseHandler
+from handlers.portal import forms
 from store.records import User
 
 SESSION_COOKIE = "cps_session"
@@ -41,7 +41,7 @@ FLASH_COOKIE = "cps_flash"
 SIGNED_UP_COOKIE = "cps_signed_up"
 
 TEMPLATES = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent.parent / "templates"),
+    loader=jinja2.FileSystemLoader(Path(__file__).resolve().parents[2] / "templates"),
     autoescape=True,
 )
 #: Status values as a customer reads them; the API's raw values stay in the API.
@@ -146,7 +146,7 @@ class PageHandler(BaseHandler):
                                secure=self.secure_cookies)
 
     async def act(self, action: Callable[[], Awaitable[forms.Outcome]], *, in_workspace: bool = True) -> None:
-        """Run a form's action once per submitted form (handlers/forms.py) and redirect to what it
+        """Run a form's action once per submitted form (handlers/portal/forms.py) and redirect to what it
         says (303: the page is then fetched with GET, so a reload repeats nothing)."""
         outcome = await forms.run_once(self, action, in_workspace=in_workspace)
         if outcome.message:

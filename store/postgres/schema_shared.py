@@ -4,7 +4,7 @@ one process keeps that state in memory."""
 
 from __future__ import annotations
 
-from store.schema_v1 import Migration
+from store.sqlite.schema_v1 import Migration
 
 T = 'TEXT COLLATE "C"'
 "Text compared byte by byte, as SQLite compares it."

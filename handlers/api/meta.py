@@ -6,7 +6,7 @@ from pathlib import Path
 
 from handlers.base import ApiHandler
 
-OPENAPI_PATH = Path(__file__).resolve().parent.parent / "static" / "openapi.json"
+OPENAPI_PATH = Path(__file__).resolve().parents[2] / "static" / "openapi.json"
 
 
 class OpenApiHandler(ApiHandler):

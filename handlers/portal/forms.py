@@ -20,7 +20,7 @@ import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 from tornado.web import HTTPError
@@ -29,8 +29,11 @@ from core.certificates import idempotency
 from core.errors import Conflict
 
 if TYPE_CHECKING:
+    from tornado.httputil import HTTPServerRequest
+
+    from core.identity.auth import Principal
     from core.services import Services
-    from handlers.pages import PageHandler
+    from store.records import User
 
 #: How long a rendered form can be submitted; a form older than that is answered "reload".
 FORM_SECONDS = 24 * 3600
@@ -43,6 +46,19 @@ REVEAL_COOKIE = "cps_reveal"
 FIELD = "intent"
 _SEAL = "portal-form"
 _REVEAL = "portal-reveal"
+
+
+class FormPage(Protocol):
+    """What a form's action needs of the page that received it (handlers/portal/pages.py's ``PageHandler``)."""
+
+    services: Services
+    user: User | None
+    principal: Principal | None
+    request: HTTPServerRequest
+
+    def get_body_argument(self, name: str, default: None, strip: bool = ...) -> str | None: ...
+
+    def get_body_arguments(self, name: str) -> list[str]: ...
 
 
 @attrs.frozen
@@ -82,7 +98,7 @@ def check_token(services: Services, token: str, *, user_id: str, workspace_id: s
         raise StaleForm("workspace")
 
 
-async def run_once(handler: PageHandler, action: Callable[[], Awaitable[Outcome]], *, in_workspace: bool = True) -> Outcome:
+async def run_once(handler: FormPage, action: Callable[[], Awaitable[Outcome]], *, in_workspace: bool = True) -> Outcome:
     """The action's outcome: run now, or the one a submission of the same form already had.
     ``in_workspace=False`` for a person's own forms (leave, accept, decline), which may act on
     another workspace than the one shown."""

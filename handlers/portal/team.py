@@ -16,9 +16,9 @@ from core.errors import ApiError, NotFound
 from core.identity import team
 from core.identity.auth import Principal
 from core.identity.scopes import MANAGERS, ROLES
-from handlers.forms import Outcome
-from handlers.pages import refusal_text
-from handlers.portal import PortalHandler, path_id
+from handlers.portal.base import PortalHandler, path_id
+from handlers.portal.forms import Outcome
+from handlers.portal.pages import refusal_text
 from store.records import Invitation, Member
 
 #: Roles as the page names them, with what each may do (the spec's Authentication rules).

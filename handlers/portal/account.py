@@ -11,8 +11,8 @@ from tornado.web import HTTPError
 from core.errors import ApiError
 from core.identity import portal_signin, workspaces
 from core.identity.scopes import MANAGERS
-from handlers import forms
-from handlers.pages import SESSION_COOKIE, PageHandler, refusal_text
+from handlers.portal import forms
+from handlers.portal.pages import SESSION_COOKIE, PageHandler, refusal_text
 
 
 class _AccountPage(PageHandler):

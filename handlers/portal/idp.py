@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from core.identity.dev_idp import AuthorizeError, DevIdentityProvider, InvalidEmail, TokenError
-from handlers.pages import PageHandler
+from handlers.portal.pages import PageHandler
 
 
 class _IdpHandler(PageHandler):

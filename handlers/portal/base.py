@@ -26,8 +26,8 @@ from core.outbound import site_scan
 from core.verification import checks as verification
 from core.verification import diagnosis, dns_host, one_click
 from core.verification import links as verification_links
-from handlers.forms import Outcome
-from handlers.pages import PageHandler, refusal_text
+from handlers.portal.forms import Outcome
+from handlers.portal.pages import PageHandler, refusal_text
 from store.records import Client, DomainRow, Workspace
 
 if TYPE_CHECKING:
