@@ -74,7 +74,7 @@ async def served_after_publishing(service, caddy, token, lab, pebble, samples: i
             domain = json.loads(body)
             started = time.perf_counter()
             lab.publish_many(CUSTOMERS, records(domain))
-            status, body, _ = await client.call("POST", f"/v1/domains/{domain['id']}/verify-delegation")
+            _, body, _ = await client.call("POST", f"/v1/domains/{domain['id']}/verify-delegation")
             assert json.loads(body)["certificate"]["status"] == "active", body
             root = pebble.root_pem()
             while True:
