@@ -70,7 +70,7 @@ async def served_after_publishing(service, caddy, token, lab, pebble, samples: i
     try:
         for n in range(samples):
             apex = f"served{n}.{CUSTOMERS}"
-            status, body, _ = await client.call("POST", "/v1/domains", {"apex": apex})
+            _, body, _ = await client.call("POST", "/v1/domains", {"apex": apex})
             domain = json.loads(body)
             started = time.perf_counter()
             lab.publish_many(CUSTOMERS, records(domain))
