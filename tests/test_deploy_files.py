@@ -1,4 +1,4 @@
-"""deploy/cps.service, the systemd unit of README "Deploying it for real": the hardening it
+"""deploy/cps.service, the systemd unit of docs/operating/systemd.md: the hardening it
 promises, read from the file, and systemd's own verdict on it (systemd-analyze verify and
 security), where systemd-analyze is installed."""
 
@@ -17,7 +17,7 @@ from handlers.server import DRAIN_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "deploy" / "cps.service"
-#: The installed layout the unit names (README): the venv's interpreter, the checkout, the config.
+#: The installed layout the unit names (docs/operating/systemd.md): the venv's interpreter, the checkout, the config.
 INTERPRETER = "/opt/cps/.venv/bin/python"
 APP = "/opt/cps/app.py"
 CONFIG = "/etc/cps/config.toml"

@@ -1,5 +1,5 @@
 """Behind a real reverse proxy: Debian's Caddy on loopback, running deploy/Caddyfile (the
-configuration README "Behind a reverse proxy" shows) in front of ``python app.py``, HTTPS from
+configuration docs/operating/reverse-proxy.md shows) in front of ``python app.py``, HTTPS from
 Caddy's local CA, which the clients here trust.
 
 Through it: the portal's sign-in with a real OpenID Connect provider (oidc-provider-mock) and its
@@ -7,8 +7,8 @@ Through it: the portal's sign-in with a real OpenID Connect provider (oidc-provi
 is in ``server.trusted_proxies`` (two clients, two buckets; a client cannot pass for another);
 the service's ``X-Request-Id`` reaching the client; and the 1 MiB body limit answered as it is
 directly. The clients are 127.0.0.2, 127.0.0.3, ... (see tests/servers/caddy.py); each test uses
-addresses of its own, so the rate-limit buckets of one test never meet another's. And the README
-shows deploy/Caddyfile and deploy/nginx.conf as they are.
+addresses of its own, so the rate-limit buckets of one test never meet another's. And the docs
+show deploy/Caddyfile and deploy/nginx.conf as they are.
 """
 
 from __future__ import annotations
@@ -284,8 +284,9 @@ class TestBodyLimits:
         assert b'"code":"unauthorized"' in proxied.body
 
 
-def test_the_readme_shows_the_proxy_configurations_as_they_are():
-    """What an operator copies from README "Behind a reverse proxy" is what this file runs."""
-    readme = (ROOT / "README.md").read_text()
-    shown = {path: f"```{fence}\n{path.read_text()}```\n" in readme for path, fence in ((CADDYFILE, "caddyfile"), (NGINX_CONF, "nginx"))}
+def test_the_docs_show_the_proxy_configurations_as_they_are():
+    """What an operator copies from "Behind a reverse proxy" (docs/operating/reverse-proxy.md) is what this
+    file runs."""
+    page = (ROOT / "docs" / "operating" / "reverse-proxy.md").read_text()
+    shown = {path: f"```{fence}\n{path.read_text()}```\n" in page for path, fence in ((CADDYFILE, "caddyfile"), (NGINX_CONF, "nginx"))}
     assert [str(path.relative_to(ROOT)) for path, found in shown.items() if not found] == []

@@ -1,4 +1,4 @@
-"""Upgrades and downgrades (README, "Deploying it for real"): migrations run at start; a database a
+"""Upgrades and downgrades (docs/operating/upgrades.md): migrations run at start; a database a
 newer version migrated stops start-up in one line naming both versions, exit code 2, before
 anything is written; ``check-config`` says whether start-up would migrate."""
 

@@ -1,6 +1,7 @@
-"""The README's "Seeing deliveries on one machine" works as written: its shell blocks are run, in
-order, by bash in an empty folder, with the browserless sign-in block of First steps where the
-recipe says so. Only the ports change (free ones, so a busy port on the machine cannot fail it)."""
+"""The webhooks page's "Seeing deliveries on one machine" (docs/webhooks.md) works as written: its shell
+blocks are run, in order, by bash in an empty folder, with the browserless sign-in block of the README's
+walk (the same in Getting started) where the recipe says so. Only the ports change (free ones, so a busy
+port on the machine cannot fail it)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.servers.service import free_port
-from tests.test_readme import README, first_steps
+from tests.test_readme import browserless_sign_in
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None or shutil.which("curl") is None,
@@ -31,13 +32,9 @@ for i in $(seq 100); do [ "$(grep -c 'signature ok' hook.out)" -ge 2 ] && break;
 
 
 def recipe() -> list[str]:
-    section = README.split("### Seeing deliveries on one machine", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "webhooks.md").read_text()
+    section = page.split("## Seeing deliveries on one machine", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)
-
-
-def browserless_sign_in() -> str:
-    [block] = [b for b in re.findall(r"```sh\n(.*?)```", first_steps(), flags=re.DOTALL) if "oidc/exchange" in b]
-    return block
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +43,7 @@ def ran(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("recipe")
     start, calls = recipe()
     ports = {"8080": str(free_port()), "5353": str(free_port()), "8443": str(free_port())}
-    sign_in_at = "# (here: the browserless sign-in block of First steps, which sets $TOKEN)\n"
+    sign_in_at = "# (here: the browserless sign-in block of Getting started, which sets $TOKEN)\n"
     assert sign_in_at in calls
     calls = calls.replace(sign_in_at, browserless_sign_in())
     script = "\n".join([
@@ -76,7 +73,7 @@ def ran(tmp_path_factory):
     return tmp_path
 
 
-def test_the_readme_recipe_shows_signed_deliveries_on_one_machine(ran):
+def test_the_recipe_shows_signed_deliveries_on_one_machine(ran):
     out = (ran / "hook.out").read_text()
     lines = [line for line in out.splitlines() if "signature" in line]
     assert [line.split()[:3] for line in lines] == [["cert.issue_pending", "signature", "ok"],

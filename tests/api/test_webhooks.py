@@ -24,7 +24,7 @@ from core.webhooks.worker import WebhookWorker, retry_delay
 from tests.helpers import mark_verified
 from tests.servers.https import HttpsReceiver
 
-README = Path(__file__).resolve().parent.parent.parent / "README.md"
+WEBHOOKS_PAGE = Path(__file__).resolve().parent.parent.parent / "docs" / "webhooks.md"
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +61,12 @@ def worker(services):
 
 
 def readme_verifier():
-    """The receiver snippet of the README, run exactly as written there."""
-    text = README.read_text()
-    section = text[text.index("### Verifying a delivery"):]
+    """The receiver snippet of the docs' "Verifying a delivery", run exactly as written there."""
+    text = WEBHOOKS_PAGE.read_text()
+    section = text[text.index("## Verifying a delivery"):]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 -- the README snippet itself is under test
+    exec(compile(code, "docs/webhooks.md", "exec"), namespace)  # noqa: S102 -- the docs' snippet itself is under test
     return namespace["verify_webhook"]
 
 

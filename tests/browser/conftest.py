@@ -1,4 +1,5 @@
-"""Shared by the browser tests: where the README's screenshots go, and axe-core.
+"""Shared by the browser tests: where the documentation's screenshots go (docs/screenshots links to
+them), and axe-core.
 
 axe-core (the accessibility rules a reviewer runs) comes from npm's registry, installed once into a
 cache folder outside the checkout and injected by the test: the page never loads it itself, and

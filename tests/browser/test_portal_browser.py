@@ -2,9 +2,9 @@
 downloaded). The service runs as ``python app.py --config FILE`` with the built-in development
 identity provider, the sandbox provider, and the test DNS server as its resolver.
 
-The screenshots the README shows are taken here; they are written to tests/browser/screenshots/
-when ``UPDATE_SCREENSHOTS=1`` is set (otherwise to the test's temporary folder, so a test run
-leaves the checkout unchanged).
+The screenshots the documentation shows (docs/portal.md) are taken here; they are written to
+tests/browser/screenshots/ when ``UPDATE_SCREENSHOTS=1`` is set (otherwise to the test's temporary
+folder, so a test run leaves the checkout unchanged).
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ PUBLIC_PAGES = [
     ("sign-in failed", "/auth/callback?code=stale&state=stale"),
     ("identity provider", "/login"),
 ]
-#: The README's screenshots, at both widths: tests/browser/screenshots/<name>-<width name>.png.
+#: The documentation's screenshots (docs/portal.md), at both widths: tests/browser/screenshots/<name>-<width name>.png.
 SCREENSHOTS = [("domains", "domains"), ("dns active", "dns"), ("link page", "link-page"), ("keys", "keys"),
                ("webhooks", "webhooks"), ("team", "team"), ("domain delete", "domain-delete")]
 

@@ -1,6 +1,6 @@
 """Debian's Caddy (``apt-get install caddy``) as the reverse proxy in front of a service process.
 
-It runs the repository's ``deploy/Caddyfile``, the one README "Behind a reverse proxy" shows, as it
+It runs the repository's ``deploy/Caddyfile``, the one docs/operating/reverse-proxy.md shows, as it
 is: only its ``{$...}`` placeholders are filled, from Caddy's environment. The site is a name under
 ``.localhost``, which Caddy certifies with its own local CA (never a public one, and never added to
 this machine's trust store: the Caddyfile says ``skip_install_trust``); clients trust that CA's root

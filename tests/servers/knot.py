@@ -1,6 +1,6 @@
 """Knot DNS (``knotd``, Debian package knot) on loopback: the primary nameserver of one zone that
-takes RFC 2136 updates signed with one TSIG key, as an operator's would be (README, "The
-delegation zone's DNS"). Its configuration is the README's, with the test's folder and port.
+takes RFC 2136 updates signed with one TSIG key, as an operator's would be (docs/acme.md, "The
+delegation zone's DNS"). Its configuration is the one shown there, with the test's folder and port.
 
 Started in a temporary folder on a free port; ready once it answers the zone's SOA.
 """

@@ -89,7 +89,7 @@ def world_readable_folder(prefix: str) -> Path:
 
 
 def certificates_folder(parent: Path, group: str) -> Path:
-    """The files folder as README tells an operator to make it: the service's, in the terminator's
+    """The files folder as docs/acme.md tells an operator to make it: the service's, in the terminator's
     group, setgid so that the files written in it take that group (``install -d -g www-data -m 2750``)."""
     folder = parent / "tls"
     folder.mkdir()
