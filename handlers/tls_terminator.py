@@ -1,5 +1,5 @@
 """The TLS terminator's endpoints, on ``[tls_terminator] listen`` only (never on the main port):
-what Caddy asks at handshake time (README, "Certificates to the TLS terminator").
+what Caddy asks at handshake time (docs/acme.md, "Certificates to the TLS terminator").
 
 - ``GET /caddy/certificate?server_name=<host>``: Caddy's ``get_certificate http``. 200 with the
   chain and the private key (PEM), or 404 for a name with no certificate: never 204, which tells

@@ -54,7 +54,7 @@ def _is_http_urls(values: list[str]) -> bool:
 
 @attrs.frozen
 class AcmeConfig:
-    """The service as the ACME client of a certificate authority (README, "Issuing from an ACME CA")."""
+    """The service as the ACME client of a certificate authority (docs/acme.md)."""
 
     directory_url: str = attrs.field(default="", validator=_check("provider.acme.directory_url", lambda v: v == "" or _is_http_url(v), "must be empty or an http(s) URL"))
     "The CA's ACME directory; required with ``kind = \"acme\"``."
@@ -112,7 +112,7 @@ class DelegationDnsConfig:
 
 @attrs.frozen
 class TlsTerminatorConfig:
-    """How certificates reach the TLS terminator (README, "Issuing from an ACME CA")."""
+    """How certificates reach the TLS terminator (docs/acme.md)."""
 
     listen: str = attrs.field(default="127.0.0.1:8444", validator=_check("tls_terminator.listen", _is_listen_address, 'must be empty or "ip:port" (or "[ipv6]:port")'))
     "The endpoints Caddy asks (``get_certificate http``, ``ask``): they hand out private keys, so loopback."

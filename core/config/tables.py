@@ -88,7 +88,7 @@ class WebhooksConfig:
 
 @attrs.frozen
 class LifecycleConfig:
-    """The background checks of core/lifecycle/ (README, "Lifecycle")."""
+    """The background checks of core/lifecycle/ (docs/concepts.md, "Lifecycle")."""
 
     enabled: bool = True
     interval_seconds: float = attrs.field(default=60, validator=_check("lifecycle.interval_seconds", _positive, "must be positive"))
@@ -172,7 +172,7 @@ class LoggingConfig:
 
 @attrs.frozen
 class DomainConnectConfig:
-    """One-click DNS set-up at the customer's DNS host (README, "One-click DNS set-up")."""
+    """One-click DNS set-up at the customer's DNS host (docs/one-click.md)."""
 
     provider_id: str = attrs.field(default="", validator=_check("domain_connect.provider_id", lambda v: v == "" or _is_dc_id(v), "must be 1-63 of A-Z a-z 0-9 _ . - (a domain you own)"))
     "Empty: one-click set-up off. Else the template's providerId, registered with Domain Connect."

@@ -60,7 +60,7 @@ def _bind_error(listen: str, port: int, exc: OSError) -> str:
                 "share it only when they run as one user); stop that program or choose another address")
     if exc.errno == errno.EACCES and port < 1024:
         return (f"delegation_dns.listen: cannot listen on {listen}: {exc.strerror}; a port below 1024 needs the "
-                "capability CAP_NET_BIND_SERVICE, or listen on a higher port and redirect port 53 to it (README, "
+                "capability CAP_NET_BIND_SERVICE, or listen on a higher port and redirect port 53 to it (docs/acme.md, "
                 "\"The delegation zone's DNS\")")
     return f"delegation_dns.listen: cannot listen on {listen}: {exc.strerror}"
 

@@ -1,1 +1,1 @@
-"""One-click DNS set-up through Domain Connect (README, "One-click DNS set-up"): the service-provider side."""
+"""One-click DNS set-up through Domain Connect (docs/one-click.md): the service-provider side."""

@@ -14,7 +14,7 @@ attacker's choosing. So:
   workspaces together.
 
 A discovery refused by a limit is ``unknown`` and not cached: it is asked again at the next look.
-The counts are per process (README, "More than one machine").
+The counts are per process (docs/operating/postgresql.md).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ OPS_STATUSES = ("active", "action_needed", "blocked", "pending")
 
 
 def ops_status(validation_status: str, cert_status: str, *, drifted: bool = False, waiting: bool = False) -> str:
-    """The one place opsStatus is decided (README, "opsStatus").
+    """The one place opsStatus is decided (docs/concepts.md, "opsStatus").
 
     blocked: the provider blocked the certificate. action_needed: DNS not verified, the
     certificate failed, or a verified domain's delegation or CAA drifted (the next renewal would

@@ -1,4 +1,4 @@
-"""When the background checks look at a domain next (README, "Lifecycle"): the one place the
+"""When the background checks look at a domain next (docs/concepts.md, "Lifecycle"): the one place the
 schedule is decided, from what the domain is waiting for.
 
 | the domain | checked | stops |

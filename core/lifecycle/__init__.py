@@ -1,1 +1,1 @@
-"""Watching domains and certificates in the background (README, "Lifecycle")."""
+"""Watching domains and certificates in the background (docs/concepts.md, "Lifecycle")."""

@@ -178,7 +178,7 @@ def copy_to_postgres(services: Services, url: str) -> list[str]:
         f"copied to {shown}; every table's rows counted on both sides:",
         *(f"  {table}: {count}" for table, count in copied.items()),
         ("next: stop the service, copy again into an emptied database if anything was written since, "
-         "then set [storage] url (README \"More than one machine\")"),
+         "then set [storage] url (docs/operating/postgresql.md)"),
     ]
 
 

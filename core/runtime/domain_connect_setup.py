@@ -1,4 +1,4 @@
-"""The operator's side of one-click set-up (README, "One-click DNS set-up"): the template to
+"""The operator's side of one-click set-up (docs/one-click.md): the template to
 submit to Domain Connect's templates repository, the public-key records to publish, and the check
 that the published key is the one the service signs with.
 

@@ -1,4 +1,4 @@
-"""Issued ACME certificates handed to the TLS terminator that serves customers' hostnames (README,
+"""Issued ACME certificates handed to the TLS terminator that serves customers' hostnames (docs/acme.md,
 "Certificates to the TLS terminator"): Caddy asks for them at handshake time, nginx and HAProxy
 read files.
 

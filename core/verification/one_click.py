@@ -6,7 +6,7 @@ someone who may act for the domain asks (a member on the DNS page, the holder of
 link, an API client with a verify scope), never stored and never e-mailed, and each start is
 logged with who asked.
 
-Why so careful (README, "One-click DNS set-up"): anyone may add someone else's hostname to their
+Why so careful (docs/one-click.md): anyone may add someone else's hostname to their
 own workspace, so a validly signed URL can be sent to the real owner as a phishing link; their DNS
 host would then show our operator's name on its consent screen. The signature only stops third
 parties from changing the values. The mitigations kept here: a short-lived, one-use state bound to
@@ -53,7 +53,7 @@ class OneClickUrl:
     provider_name: str
     "The DNS host, in its own words."
     state: str = attrs.field(metadata={INTERNAL: True})
-    "Also kept in the starting browser: Cloudflare does not send it back (README)."
+    "Also kept in the starting browser: Cloudflare does not send it back (docs/one-click.md)."
 
 
 @attrs.frozen

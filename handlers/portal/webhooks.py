@@ -64,7 +64,7 @@ class WebhooksHandler(PortalHandler):
 
     @property
     def transitions(self) -> bool:
-        """Whether events beyond the spec's are sent (README, Webhooks): the pages say which."""
+        """Whether events beyond the spec's are sent (docs/webhooks.md): the pages say which."""
         return self.services.config.lifecycle.events == "transitions"
 
     def event_choices(self) -> tuple[tuple[str, str], ...]:

@@ -1,7 +1,7 @@
 """Moving up: a SQLite database's rows copied into an empty PostgreSQL database.
 
 The rows come from a snapshot (SQLite's backup API), so the service may keep running while it is
-taken; writes after the snapshot are not copied, which is why the README says to stop the service
+taken; writes after the snapshot are not copied, which is why docs/operating/postgresql.md says to stop the service
 first for the final copy. Everything is copied in one PostgreSQL transaction: a copy that fails
 leaves the database as empty as it was. The counters the triggers keep (domain_counts,
 tag_counts) are rebuilt by the triggers as the rows arrive and then compared with the source's;
