@@ -37,11 +37,13 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
+    """The OpenAPI document beside the pages, for generators and for reading whole."""
     files.append(File.generated(config, "openapi.json", abs_src_path=str(OPENAPI)))
     return files
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    """Each marker replaced by what its file holds now; every page's tables read as GitHub reads them."""
     if API_MARKER in markdown:
         markdown = markdown.replace(API_MARKER, api_reference(json.loads(OPENAPI.read_text())))
     if CONFIG_MARKER in markdown:
@@ -50,14 +52,15 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
 
 
 def github_table_pipes(markdown: str) -> str:
-    """A pipe in a table cell's code span is written ``\\|`` for GitHub, which shows the pages too; Python-Markdown
-    needs no escape there, and would show the backslash."""
+    """A pipe in a table cell's code span is written ``\\|`` for GitHub, which shows these pages too;
+    Python-Markdown needs no escape there, and would show the backslash."""
     def unescape(code: re.Match[str]) -> str:
         return code.group(0).replace("\\|", "|")
     return re.sub(r"^\|.*$", lambda row: re.sub(r"`[^`]*`", unescape, row.group(0)), markdown, flags=re.MULTILINE)
 
 
 def api_reference(doc: dict[str, Any]) -> str:
+    """The operations by tag, in the document's order, then the shared parameters and the schemas."""
     operations = [(path, method, item.get("parameters", []), op)
                   for path, item in doc["paths"].items() for method, op in item.items() if method in METHODS]
     tags = [tag["name"] for tag in doc.get("tags", [])]
@@ -75,13 +78,14 @@ def api_reference(doc: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def operation(doc: dict[str, Any], path: str, method: str, shared: list[Any], op: dict[str, Any]) -> str:
+def operation(doc: dict[str, Any], path: str, method: str, path_parameters: list[Any], op: dict[str, Any]) -> str:
+    """One operation's section, its ``operationId`` the anchor that links to it."""
     lines = [f"### {op['summary']} {{#{op['operationId']}}}\n", f"`{method.upper()} {path}`"
              + (" (deprecated)" if op.get("deprecated") else "") + "\n"]
     if op.get("description"):
         lines.append(op["description"] + "\n")
     lines.append(who(op) + "\n")
-    parameters = shared + op.get("parameters", [])
+    parameters = path_parameters + op.get("parameters", [])
     if parameters:
         lines += ["| parameter | in | required | type | description |", "|---|---|---|---|---|"]
         for given in parameters:
@@ -124,6 +128,7 @@ def who(op: dict[str, Any]) -> str:
 
 
 def schema_section(name: str, schema: dict[str, Any]) -> str:
+    """One schema's section: its description, then each field (or what it is, when it has none)."""
     lines = [f"### `{name}` {{#{anchor(name)}}}\n"]
     if schema.get("description"):
         lines.append(schema["description"] + "\n")
@@ -153,7 +158,7 @@ def type_of(schema: dict[str, Any]) -> str:
     if "const" in schema:
         return f"`{json.dumps(schema['const'])}`"
     if "enum" in schema:
-        return "one of " + ", ".join(f"`{value}`" for value in schema["enum"])
+        return "one of " + ", ".join(f"`{v if isinstance(v, str) else json.dumps(v)}`" for v in schema["enum"])
     types = schema.get("type", "any")
     words = []
     for kind in types if isinstance(types, list) else [types]:
@@ -177,6 +182,7 @@ def resolve(doc: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
 
 
 def anchor(schema_name: str) -> str:
+    """The anchor of a schema's section, apart from the operations' (an operation and a schema may share a name)."""
     return f"schema-{schema_name}"
 
 
