@@ -59,6 +59,8 @@ class Ca:
         self.client = CaClient(directory_url, ca_bundle=config.ca_bundle, timeout=config.timeout_seconds)
         self._executor = executor
         self.account_url: str | None = None
+        "Our account's URL there, once known (CAA ``accounturi``)."
+        self._signing = False
         self._identities: tuple[str, ...] | None = None
 
     async def call(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
@@ -83,7 +85,7 @@ class Ca:
 
     async def ready(self, store: Store, keyring: Keyring, clock: Clock) -> None:
         """Our account there, registered once and kept (encrypted) for every process."""
-        if self.account_url is not None:
+        if self._signing:
             return
         kept = await store.run(store.acme.account, self.directory_url)
         if kept is None:
@@ -97,7 +99,7 @@ class Ca:
             log.info("ACME account at %s: %s", self.directory_url, kept.account_url)
         key = keys.account_key(keyring.decrypt(ACCOUNT_KEY, kept.key_ciphertext, bound_to=self.directory_url))
         await self.call(self.client.use, key, kept.account_url)
-        self.account_url = kept.account_url
+        self.account_url, self._signing = kept.account_url, True
 
 
 def _keep(store: Store, account: AcmeAccount) -> AcmeAccount:

@@ -102,6 +102,10 @@ class AcmeProvider:
         our account there once known."""
         issuers = []
         for ca in self.cas:
+            if ca.account_url is None:  # an account another process (or an earlier run) registered
+                kept = await self.store.run(self.store.acme.account, ca.directory_url)
+                if kept is not None:
+                    ca.account_url = kept.account_url
             issuers += self._issuers_of(ca, await self._identities(ca))
         return issuers
 
