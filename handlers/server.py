@@ -20,7 +20,7 @@ from handlers import listeners
 from handlers.base import BaseHandler
 from handlers.limits import LimitedHTTPServer
 from handlers.log import log_request, route_label
-from handlers.portal import idp
+from handlers.portal import idp, simulated_dns_host
 from handlers.portal.pages import PageNotFoundHandler
 from handlers.static import StaticHandler
 
@@ -33,7 +33,8 @@ DRAIN_SECONDS = 10
 def make_app(services: Services) -> tornado.web.Application:
     """The Tornado application with every route bound to the shared services."""
     deps = {"services": services}
-    active = handlers.routes + (idp.routes if services.dev_idp is not None else [])
+    active = (handlers.routes + (idp.routes if services.dev_idp is not None else [])
+              + (simulated_dns_host.routes if services.config.domain_connect.simulate else []))
     routes = [(pattern, handler, deps) for pattern, handler in active]
     app = tornado.web.Application(
         routes,

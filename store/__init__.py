@@ -37,6 +37,7 @@ from store.one_click import OneClickRepo
 from store.outbox import OutboxRepo
 from store.shared import SharedRepo
 from store.sqlite.checkpoints import CEILING_PAGES, Checkpointer
+from store.stand_ins import StandInRepo
 from store.team import TeamRepo
 from store.verification_links import VerificationLinkRepo
 from store.webhooks import WebhookRepo
@@ -110,6 +111,7 @@ class Store:
         self.webhooks = WebhookRepo(db)
         self.metrics = MetricsRepo(db)
         self.shared = SharedRepo(db)
+        self.stand_ins = StandInRepo(db)
         if self.pg is not None:
             listener = self.pg.listener
             self.domains.cache.live = lambda: listener.hears(DOMAINS_CHANNEL)

@@ -1,5 +1,5 @@
-"""Migrations whose statements are the same on SQLite and PostgreSQL: one list, appended to both
-(store/migrations.py, store/postgres/schema.py)."""
+"""Migrations whose statements are the same on SQLite and PostgreSQL, appended to both lists
+(store/sqlite/schema.py, store/postgres/schema.py) in their order."""
 
 from __future__ import annotations
 
@@ -13,3 +13,24 @@ BOTH: list[Migration] = [
            WHERE next_check_at IS NOT NULL""",
     ]),
 ]
+
+#: The local trial's stand-ins (store/stand_ins.py): the records the simulated DNS host applied, and
+#: the development identity provider's unredeemed codes, kept where every process reads them.
+STAND_INS: Migration = (18, "development stand-ins: simulated DNS host records, sign-in codes", [
+    """CREATE TABLE simulated_dns_records (
+        name TEXT NOT NULL,
+        rtype TEXT NOT NULL,
+        value TEXT NOT NULL,
+        applied_at TEXT NOT NULL,
+        PRIMARY KEY (name, rtype)
+    )""",
+    """CREATE TABLE dev_idp_codes (
+        code_hash TEXT PRIMARY KEY,
+        email TEXT NOT NULL,
+        redirect_uri TEXT NOT NULL,
+        challenge TEXT NOT NULL,
+        nonce TEXT,
+        expires_at DOUBLE PRECISION NOT NULL
+    )""",
+    "CREATE INDEX dev_idp_codes_expiry ON dev_idp_codes(expires_at)",
+])

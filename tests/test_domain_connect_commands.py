@@ -95,3 +95,13 @@ class TestCheckConfig:
         os.chmod(tmp_path / "dc.pem", 0o644)
         result = run(config_file, "check-config")
         assert result.returncode == 2 and "chmod 600" in result.stderr
+
+
+def test_check_config_says_a_simulated_set_up_is_simulated(tmp_path):
+    path = tmp_path / "service.toml"
+    path.write_text(f'[storage]\npath = "{tmp_path / "db.sqlite3"}"\nsecret_key_file = "{tmp_path / "secret.key"}"\n'
+                    "[provider.sandbox]\nsimulate_dns = true\n[domain_connect]\nsimulate = true\n")
+    result = run(path, "check-config")
+    assert result.returncode == 0, result.stderr
+    assert ("one-click DNS set-up SIMULATED: a stand-in DNS host at http://127.0.0.1:8080/simulated-dns-host"
+            in result.stdout), result.stdout

@@ -3,8 +3,8 @@ processes must share they share (rate limits, the provider's budget, sign-in sta
 event wake-ups), and neither a database restart nor a killed process loses a write or a delivery.
 
 Each test starts its own pair on a database of its own (``postgres_url``), with one secret key
-file and the test OpenID Connect issuer for both (the development provider is refused with a
-PostgreSQL url). Real clock; skipped where PostgreSQL is not installed.
+file and the test OpenID Connect issuer for both (or the built-in development provider, allowed
+with a PostgreSQL url on loopback). Real clock; skipped where PostgreSQL is not installed.
 """
 from __future__ import annotations
 
@@ -28,12 +28,14 @@ import psycopg
 import pytest
 from oidc_provider_mock import User, run_server_in_thread  # type: ignore[import-untyped]
 
+from core.identity.dev_idp import DEFAULT_CLIENT_ID
 from core.webhooks.worker import CONCURRENCY
 from store import Store
 from store.records import OutboxEvent
 from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
 from tests.servers.https import HttpsReceiver
 from tests.servers.oidc import CLIENT_ID, OidcIssuer
+from tests.servers.pkce import authorize_params, code_from, new_flow
 from tests.servers.service import ServiceProcess
 
 OWNER = "owner@acme-test.com"
@@ -97,18 +99,21 @@ Pair = tuple[ServiceProcess, ServiceProcess]
 def start_pair(tmp_path: Path, postgres_url: str, oidc_issuer: OidcIssuer, dns) -> Iterator[Callable[..., Pair]]:
     """``start_pair(extra)``: processes A and B on the test's database, started together with one
     secret key file written here, stopped after the test. ``A_URL`` in ``extra`` or ``oidc`` stands
-    for A's address in both configurations (as one public address in front of both would)."""
+    for A's address in both configurations (as one public address in front of both would);
+    ``public_a`` makes it B's ``base_url`` too."""
     started: list[ServiceProcess] = []
     key = tmp_path / "secret.key"
     key.write_text(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode() + "\n")
 
-    def start(extra: str = "", *, oidc: str | None = None) -> Pair:
+    def start(extra: str = "", *, oidc: str | None = None, public_a: bool = False) -> Pair:
         oidc = oidc if oidc is not None else f'[oidc]\nissuer = "{oidc_issuer.issuer}"\nclient_id = "{CLIENT_ID}"\n'
         for name in ("a", "b"):
             (tmp_path / name).mkdir()
             started.append(ServiceProcess(tmp_path / name, dns_address=dns.address, extra=oidc + extra,
                                           storage_url=postgres_url))
         a, b = started[-2:]
+        if public_a:
+            b.config.write_text(b.config.read_text().replace("[server]\n", '[server]\nbase_url = "A_URL"\n', 1))
         for process in (a, b):
             text = process.config.read_text().replace(str(process.folder / "secret.key"), str(key))
             process.config.write_text(text.replace("A_URL", a.base_url))
@@ -265,6 +270,27 @@ def test_a_portal_sign_in_state_works_once_across_both_processes(start_pair, ind
     # B reads A's cookies and finishes A's sign-ins: it refused the state only because A used it.
     cookie, callback = signed_in_at_provider(a)
     assert fetch(b.base_url + callback, headers={"Cookie": cookie}).status == 302
+
+
+def code_at(process: ServiceProcess, flow: dict[str, str], redirect_uri: str, email: str) -> str:
+    """The development provider's sign-in form sent to ``process``: the code in its redirect back."""
+    params = authorize_params(flow, client_id=DEFAULT_CLIENT_ID, redirect_uri=redirect_uri)
+    signed_in = fetch(process.base_url + "/idp/authorize", "POST", form={**params, "email": email})
+    assert signed_in.status == 302, signed_in.body
+    return code_from(signed_in.headers["Location"])
+
+
+def test_the_built_in_provider_on_loopback_signs_in_through_either_process(start_pair):
+    a, b = start_pair(oidc="", public_a=True)  # no [oidc]: the development provider, at A's address for both
+    assert api(b, "POST", "/v1/public/signup", {"email": ALICE, "domain": "alice.acme-test.com"}).status == 201
+    for issued_by, exchanged_at in ((a, b), (b, a), (b, b)):  # B's codes are redeemed at A's token endpoint
+        flow = new_flow()
+        code = code_at(issued_by, flow, a.base_url + "/auth/callback", ALICE)
+        exchanged = api(exchanged_at, "POST", "/v1/auth/oidc/exchange",
+                        {"code": code, "codeVerifier": flow["verifier"], "nonce": flow["nonce"]})
+        assert exchanged.status == 200, (issued_by.base_url, exchanged_at.base_url, exchanged.json)
+        for process in (a, b):
+            assert api(process, "GET", "/v1/auth/session", token=exchanged.json["token"]).status == 200
 
 
 def refused_by(process: ServiceProcess, secret: str) -> float:

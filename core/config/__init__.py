@@ -88,11 +88,6 @@ class Config:
                 "oidc.issuer: required unless server.portal_url is a loopback address "
                 "(the built-in development identity provider serves loopback only)"
             )
-        if not self.oidc.issuer and self.storage.url:
-            raise ConfigError(
-                "oidc.issuer: required when storage.url is set (the built-in development identity provider "
-                "keeps its sign-ins in one process; several processes need a real one)"
-            )
         if not self.oidc.issuer and self.server.trusted_proxies:
             raise ConfigError(
                 "oidc.issuer: required when server.trusted_proxies is set "
@@ -100,6 +95,13 @@ class Config:
             )
         check_provider(self.provider, self.delegation_dns)
         dc = self.domain_connect
+        if dc.simulate and not (self.provider.kind == "sandbox" and self.provider.sandbox.simulate_dns):
+            # The stand-in applies records to the simulated DNS: with real DNS it would verify nothing real.
+            raise ConfigError("domain_connect.simulate: only allowed with [provider.sandbox] simulate_dns = true "
+                              "(the sandbox provider's simulated DNS)")
+        if dc.simulate and dc.enabled:
+            raise ConfigError("domain_connect.simulate: not with domain_connect.provider_id (one-click set-up is "
+                              "either simulated or registered with Domain Connect)")
         if dc.enabled:
             for key in ("service_id", "private_key_file", "key_host"):
                 if not getattr(dc, key):

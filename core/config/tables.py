@@ -192,6 +192,9 @@ class DomainConnectConfig:
     "Each request to a DNS host (settings, template check)."
     cache_seconds: float = attrs.field(default=600, validator=_check("domain_connect.cache_seconds", _positive, "must be positive"))
     "How long what a zone's DNS host supports is remembered."
+    simulate: bool = False
+    """DEVELOPMENT ONLY: one-click set-up through a stand-in DNS host the service serves itself, which
+    applies the records to the simulated DNS (``[provider.sandbox] simulate_dns``, required)."""
 
     @property
     def enabled(self) -> bool:

@@ -38,11 +38,14 @@ from core.config import DnsConfig
 from core.dns.delegation import Delegation, check_server, referral
 from core.dns.lookups import DnsChecker, Lookup, Resolver
 from core.dns.probe import unchecked
+from core.hostnames import zone_of
 
 #: Authoritative servers asked, at most: one that answers is enough, a second covers one that is down.
 MAX_SERVERS = 2
 #: Nameservers of one zone checked for whether they answer, at most (a zone rarely lists more).
 MAX_CHECKED = 4
+#: The nameserver of every zone while the DNS host is simulated: a name that exists nowhere (RFC 6761).
+SIMULATED_NAMESERVER = "ns.simulated-dns-host.invalid"
 
 
 @attrs.frozen
@@ -73,7 +76,8 @@ class Walk:
 
 class Authority:
     def __init__(self, config: DnsConfig, *, allowed: Callable[[str], bool], port: int = 53,
-                 simulated: Resolver | None = None, observe: Callable[[Lookup], None] | None = None) -> None:
+                 simulated: Resolver | None = None, simulated_host: bool = False,
+                 observe: Callable[[Lookup], None] | None = None) -> None:
         self.config = config
         self.allowed = allowed
         "Whether a nameserver's address may be dialled: the outbound address policy."
@@ -83,6 +87,9 @@ class Authority:
         self.resolvers = self._checker(config.nameservers)
         self.simulated = simulated
         "The development DNS simulation, when on: then it is the only resolver, and there is no zone to walk."
+        self.simulated_host = simulated_host
+        """With the simulated DNS host too (``[domain_connect] simulate``): every registrable domain is a
+        zone of its own, at that host's nameserver, which no one asks."""
 
     def each_resolver(self) -> list[tuple[str, Resolver]]:
         """Every configured resolver on its own (``system resolver`` when none is configured)."""
@@ -95,7 +102,7 @@ class Authority:
     async def walk(self, hostname: str) -> Walk:
         """The zone holding ``hostname`` and how to reach its nameservers, or why it is not known."""
         if self.simulated is not None:
-            return Walk(None)
+            return Walk(Zone(zone_of(hostname), (SIMULATED_NAMESERVER,), ()) if self.simulated_host else None)
         labels = hostname.split(".")
         candidates = [".".join(labels[i:]) for i in range(len(labels) - 1)]  # never the TLD alone
         lookups = await self.resolvers.lookup_many([(name, "NS") for name in candidates])
@@ -140,7 +147,9 @@ class Authority:
     async def delegation(self, walk: Walk, hostname: str) -> Delegation | None:
         """How each of the zone's nameservers answers for it (core/dns/delegation.py): those the
         resolvers named, or, when the resolvers could not answer for the zone at all, those the
-        parent zone's referral names. None when neither is known."""
+        parent zone's referral names. None when neither is known, or DNS is simulated."""
+        if self.simulated is not None:
+            return None
         if walk.zone is not None:
             return await self._checked(walk.zone.name, None, walk.zone.nameservers, {})
         if not walk.unanswered:

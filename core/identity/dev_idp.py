@@ -7,9 +7,11 @@ says so on its pages. The service consumes its tokens exactly like an external p
 discovery document and JWKS over HTTP, the same verification code.
 
 Flow: authorization code with PKCE (S256 only), confidential client (``client_secret_basic``
-or ``client_secret_post``), codes valid for one minute and redeemable once. Codes live in memory:
-expired ones are dropped whenever a new one is issued, and at most ``MAX_CODES`` are kept (the
-oldest go first), so a flood of sign-in forms cannot grow the process.
+or ``client_secret_post``), codes valid for one minute and redeemable once. Codes live in the
+database (store/stand_ins.py, hashed), so that processes sharing a PostgreSQL database behind one
+address each redeem the codes any of them issued (README, "More than one machine": a trial on one
+machine); expired ones are dropped whenever a new one is issued, and at most ``MAX_CODES`` are kept
+(the oldest go first), so a flood of sign-in forms cannot grow the table.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import logging
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlencode
 
 import attrs
@@ -32,6 +34,9 @@ from joserfc.jwk import RSAKey
 
 from core.clock import Clock
 from core.text import normalise_email, valid_email
+
+if TYPE_CHECKING:
+    from store import Store
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +74,11 @@ class _Code:
     "Timestamp (seconds) of the injected clock after which the code is refused."
 
 
+def _hash(code: str) -> str:
+    # A code in the table could be redeemed by whoever reads it; its hash cannot.
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
 def load_key(path: Path) -> RSAKey:
     """The signing key kept under the storage folder (created with mode 0600 when missing)."""
     if not path.exists():
@@ -87,7 +97,7 @@ def load_key(path: Path) -> RSAKey:
 class DevIdentityProvider:
     def __init__(
         self, *, issuer: str, client_id: str, client_secret: str, redirect_uri: str, key: RSAKey, clock: Clock,
-        max_codes: int = MAX_CODES,
+        store: Store, max_codes: int = MAX_CODES,
     ) -> None:
         self.issuer = issuer
         self.client_id = client_id
@@ -95,29 +105,34 @@ class DevIdentityProvider:
         self.redirect_uri = redirect_uri
         self.key = key
         self.clock = clock
+        self.store = store
         self.max_codes = max_codes
-        self._codes: dict[str, _Code] = {}  # in issue order, oldest first
         log.warning(
             "identity provider: built-in DEVELOPMENT provider at %s; any e-mail signs in without a "
             "password. Set [oidc] issuer for real use.",
             issuer,
         )
 
-    @property
-    def pending_codes(self) -> int:
+    async def pending_codes(self) -> int:
         """How many issued codes are kept, waiting to be redeemed."""
-        return len(self._codes)
+        return await self.store.run(self.store.stand_ins.count_codes)
 
-    def _keep(self, code: str, entry: _Code) -> None:
-        # Codes are kept in issue order, so expiry order: drop from the oldest end while it is
-        # expired, or while the store is full.
+    async def _keep(self, code: str, entry: _Code) -> None:
         now = self.clock.now().timestamp()
-        while self._codes:
-            oldest = next(iter(self._codes))
-            if self._codes[oldest].expires >= now and len(self._codes) < self.max_codes:
-                break
-            del self._codes[oldest]
-        self._codes[code] = entry
+
+        def keep() -> None:
+            with self.store.transaction():
+                self.store.stand_ins.keep_code(_hash(code), attrs.asdict(entry), now=now, at_most=self.max_codes)
+
+        await self.store.run(keep)
+
+    async def _take(self, code: str) -> _Code | None:
+        def take() -> dict[str, Any] | None:
+            with self.store.transaction():
+                return self.store.stand_ins.take_code(_hash(code))
+
+        found = await self.store.run(take)
+        return None if found is None else _Code(**found)
 
     def discovery(self) -> dict[str, Any]:
         return {
@@ -152,14 +167,14 @@ class DevIdentityProvider:
         keep = ("client_id", "redirect_uri", "response_type", "scope", "state", "nonce", "code_challenge", "code_challenge_method")
         return {k: params[k] for k in keep if k in params}
 
-    def issue_code(self, params: dict[str, str], email: str) -> str:
+    async def issue_code(self, params: dict[str, str], email: str) -> str:
         """A one-minute, single-use code for this e-mail; returns the redirect location."""
         request = self.check_authorize(params)
         email = normalise_email(email)
         if not valid_email(email):
             raise InvalidEmail("Enter an e-mail address.")
         code = secrets.token_urlsafe(32)
-        self._keep(code, _Code(
+        await self._keep(code, _Code(
             email=email,
             redirect_uri=self.redirect_uri,
             challenge=request["code_challenge"],
@@ -186,13 +201,13 @@ class DevIdentityProvider:
             and hmac.compare_digest(secret.encode(), self.client_secret.encode())
         )
 
-    def token(self, form: dict[str, str], authorization: str | None) -> dict[str, Any]:
+    async def token(self, form: dict[str, str], authorization: str | None) -> dict[str, Any]:
         """Redeem a code; raise ``TokenError`` with the RFC 6749 error otherwise."""
         if not self._client_ok(form, authorization):
             raise TokenError(401, "invalid_client", "Client authentication failed.")
         if form.get("grant_type") != "authorization_code":
             raise TokenError(400, "unsupported_grant_type", "Only authorization_code is supported.")
-        code = self._codes.pop(form.get("code", ""), None)  # single use, even when it then fails
+        code = await self._take(form.get("code", ""))  # single use, even when it then fails
         if code is None or code.expires < self.clock.now().timestamp():
             raise TokenError(400, "invalid_grant", "The code is unknown, expired or already used.")
         if form.get("redirect_uri") != code.redirect_uri:

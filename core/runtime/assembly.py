@@ -7,6 +7,8 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric import rsa
+
 from core.acme.provider import AcmeProvider
 from core.clock import Clock, SystemClock
 from core.config import Config
@@ -16,7 +18,8 @@ from core.delegation_dns.records import make_challenge_records
 from core.dns.authority import Authority
 from core.dns.lookups import DnsChecker, Resolver
 from core.domain_connect.discovery import SETTINGS_MAX_BYTES, Discoverer
-from core.domain_connect.signing import load_private_key
+from core.domain_connect.signing import MIN_KEY_BITS, load_private_key
+from core.domain_connect.simulated import SimulatedDiscoverer
 from core.edge import EdgeProvider
 from core.edge.cloudflare import CloudflareProvider
 from core.edge.counted import CountedProvider
@@ -58,22 +61,29 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
             redirect_uri=client.redirect_uri,
             key=load_key(Path(config.storage.path).parent / "dev-idp-key.json"),
             clock=clock,
+            store=store,
         )
     oidc = OidcVerifier(issuer=issuer, client_id=client.client_id, clock=clock)
     sandbox = config.provider.sandbox
     metrics = Metrics(store, clock)
     count = metrics.count_lookup
     dns: Resolver = DnsChecker(config.dns, observe=count)
+    simulated_host = config.domain_connect.simulate  # config allows it with simulate_dns only
     if config.provider.kind == "sandbox" and sandbox.simulate_dns:  # config refuses it with any other provider
-        dns = SimulatedDns(store, clock, delay_seconds=sandbox.simulate_dns_delay_seconds)
+        dns = SimulatedDns(store, clock, delay_seconds=sandbox.simulate_dns_delay_seconds, host_applies=simulated_host)
     outbound = OutboundClient(network=config.network, dns=config.dns, observe=count)
-    discoverer, signing_key = None, None
-    if config.domain_connect.enabled:
-        signing_key = load_private_key(config.domain_connect.private_key_file)
+    discoverer: Discoverer | None = None
+    signing_key = None
+    if config.domain_connect.enabled or simulated_host:
         # A pool of its own, small: DNS hosts' servers (chosen by whoever holds a zone) never hold up webhooks.
         own = OutboundClient(network=config.network, dns=config.dns, max_clients=8,
                              max_body_bytes=SETTINGS_MAX_BYTES, observe=count)
-        discoverer = Discoverer(config.domain_connect, dns, own, clock)
+        if simulated_host:
+            signing_key = rsa.generate_private_key(public_exponent=65537, key_size=MIN_KEY_BITS)
+            discoverer = SimulatedDiscoverer(config.domain_connect, dns, own, clock, portal_url=config.server.portal_url)
+        else:
+            signing_key = load_private_key(config.domain_connect.private_key_file)
+            discoverer = Discoverer(config.domain_connect, dns, own, clock)
     else:
         store.one_click.forget_offers()  # offers found while it was on are not offered any more
     terminator = config.tls_terminator
@@ -92,7 +102,8 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         trusted_proxies=[ipaddress.ip_network(p, strict=False) for p in config.server.trusted_proxies],
         outbound=outbound,
         authority=Authority(config.dns, allowed=outbound.policy.allows,
-                            simulated=None if isinstance(dns, DnsChecker) else dns, observe=count),
+                            simulated=None if isinstance(dns, DnsChecker) else dns, simulated_host=simulated_host,
+                            observe=count),
         metrics=metrics,
         key_cache=KeyCache(),
         used_signin_states=UsedStates(store),

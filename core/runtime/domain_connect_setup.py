@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 from core.config import Config, ConfigError
 from core.dns.lookups import DnsChecker
-from core.domain_connect import signing, template
+from core.domain_connect import signing, simulated, template
 from core.runtime.commands import CommandError
 
 TEMPLATES_REPOSITORY = "https://github.com/Domain-Connect/Templates"
@@ -57,6 +57,9 @@ def template_lines(config: Config) -> list[str]:
 def check_lines(config: Config) -> list[str]:
     """``check-config``'s part: the key loads, and where its public key is published, it is this one's."""
     dc = config.domain_connect
+    if dc.simulate:
+        host = config.server.portal_url.rstrip("/") + simulated.PATH
+        return [f"  one-click DNS set-up SIMULATED: a stand-in DNS host at {host} applies records to the simulated DNS"]
     if not dc.enabled:
         return ["  one-click DNS set-up off ([domain_connect] provider_id is empty)"]
     key = _key(config, "check-config")

@@ -91,8 +91,10 @@ async def start(services: Services, *, workspace: Workspace, domain_id: uuid.UUI
     why = unavailable_reason(services, row)
     if why is not None:
         raise Conflict("one_click_unavailable", why)
-    assert row.dns_host is not None and row.dns_host.offer is not None and services.domain_connect_key is not None
-    offer, config = row.dns_host.offer, services.config.domain_connect
+    assert row.dns_host is not None and row.dns_host.offer is not None
+    assert services.domain_connect is not None and services.domain_connect_key is not None
+    # The discovery's own: the operator's registration, or the simulation's ([domain_connect] simulate).
+    offer, config = row.dns_host.offer, services.domain_connect.config
     state = secrets.token_urlsafe(32)
     now = services.clock.now()
     expires_at = now + STATE_LIFETIME

@@ -58,7 +58,7 @@ class AuthorizeHandler(_IdpHandler):
         params = self.params()
         email = params.pop("email", "")
         try:
-            location = self.idp.issue_code(params, email)
+            location = await self.idp.issue_code(params, email)
         except AuthorizeError as exc:
             self.set_status(400)
             self.render_page("idp_authorize.html", params={}, error=str(exc))
@@ -75,7 +75,7 @@ class TokenHandler(_IdpHandler):
         form = {k: self.get_body_argument(k) for k in self.request.body_arguments}
         self.set_header("Cache-Control", "no-store")
         try:
-            self.finish(self.idp.token(form, self.request.headers.get("Authorization")))
+            self.finish(await self.idp.token(form, self.request.headers.get("Authorization")))
         except TokenError as exc:
             self.set_status(exc.status)
             self.finish({"error": exc.error, "error_description": exc.description})

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from store.postgres.schema_shared import SHARED_MIGRATIONS, T
 from store.schema_acme import ACME_PG
-from store.schema_both import BOTH
+from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import Migration
 
 _COUNT_TRIGGERS = [
@@ -361,3 +361,4 @@ MIGRATIONS_PG: list[Migration] = [
 MIGRATIONS_PG += SHARED_MIGRATIONS
 MIGRATIONS_PG += BOTH
 MIGRATIONS_PG.append(ACME_PG)
+MIGRATIONS_PG.append(STAND_INS)

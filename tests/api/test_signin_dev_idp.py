@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from urllib.parse import parse_qs, urlsplit
 
@@ -11,12 +12,9 @@ from tornado.httpclient import HTTPRequest
 
 from core.config import Config, ConfigError, OidcConfig, RateLimitsConfig, ServerConfig, config_from_dict
 from core.identity.dev_idp import CODE_SECONDS, DEFAULT_CLIENT_ID, MAX_CODES, DevIdentityProvider, TokenError
+from store import Store
 from tests.servers.oidc import new_key
 from tests.servers.pkce import authorize_params, code_from, new_flow, query
-
-#: The development provider keeps its sign-ins in one process: with PostgreSQL, where several
-#: processes share the database, the configuration refuses it (a real issuer is required).
-pytestmark = pytest.mark.sqlite_only
 
 
 @pytest.fixture
@@ -208,46 +206,60 @@ class TestProviderHeaders:
 
 
 class TestCodeStore:
-    """The provider keeps issued codes in memory, but not forever and not without bound."""
+    """The provider keeps issued codes in the database (every process redeems them), but not forever
+    and not without bound."""
 
     @pytest.fixture
-    def idp(self, clock):
-        return DevIdentityProvider(
+    def idp(self, clock, tmp_path, backend):
+        store = Store(tmp_path / "service.sqlite3", url=backend or "")
+        yield DevIdentityProvider(
             issuer="http://127.0.0.1:8080/idp", client_id=DEFAULT_CLIENT_ID, client_secret="s3cret",
-            redirect_uri="http://127.0.0.1:8080/auth/callback", key=new_key("dev"), clock=clock, max_codes=5,
+            redirect_uri="http://127.0.0.1:8080/auth/callback", key=new_key("dev"), clock=clock,
+            store=store, max_codes=5,
         )
+        store.close()
 
     @staticmethod
-    def issue(idp):
+    async def issue(idp, clock):
+        clock.advance(1)  # issued one after the other
         flow = new_flow()
         params = authorize_params(flow, client_id=idp.client_id, redirect_uri=idp.redirect_uri)
-        return code_from(idp.issue_code(params, "a@example.com")), flow
+        return code_from(await idp.issue_code(params, "a@example.com")), flow
 
     @staticmethod
-    def redeem(idp, code, flow):
+    async def redeem(idp, code, flow):
         form = {"grant_type": "authorization_code", "code": code, "redirect_uri": idp.redirect_uri,
                 "code_verifier": flow["verifier"], "client_id": idp.client_id, "client_secret": idp.client_secret}
-        return idp.token(form, None)
+        return await idp.token(form, None)
 
-    def test_expired_codes_are_dropped_when_a_new_one_is_issued(self, idp, clock):
+    @pytest.mark.gen_test
+    async def test_expired_codes_are_dropped_when_a_new_one_is_issued(self, idp, clock):
         for _ in range(3):
-            self.issue(idp)
+            await self.issue(idp, clock)
         clock.advance(CODE_SECONDS + 1)
-        self.issue(idp)
-        assert idp.pending_codes == 1
+        await self.issue(idp, clock)
+        assert await idp.pending_codes() == 1
 
-    def test_the_store_never_exceeds_its_cap(self, idp):
+    @pytest.mark.gen_test
+    async def test_the_store_never_exceeds_its_cap(self, idp, clock):
         for _ in range(12):
-            self.issue(idp)
-            assert idp.pending_codes <= 5
-        assert idp.pending_codes == 5
+            await self.issue(idp, clock)
+            assert await idp.pending_codes() <= 5
+        assert await idp.pending_codes() == 5
 
-    def test_a_full_store_drops_the_oldest_code_first(self, idp):
-        codes = [self.issue(idp) for _ in range(6)]
+    @pytest.mark.gen_test
+    async def test_a_full_store_drops_the_oldest_code_first(self, idp, clock):
+        codes = [await self.issue(idp, clock) for _ in range(6)]
         with pytest.raises(TokenError, match="unknown, expired or already used"):
-            self.redeem(idp, *codes[0])
-        assert "id_token" in self.redeem(idp, *codes[1])
-        assert "id_token" in self.redeem(idp, *codes[-1])
+            await self.redeem(idp, *codes[0])
+        assert "id_token" in await self.redeem(idp, *codes[1])
+        assert "id_token" in await self.redeem(idp, *codes[-1])
+
+    @pytest.mark.gen_test
+    async def test_only_its_hash_is_kept(self, idp, clock):
+        code, _ = await self.issue(idp, clock)
+        kept = await idp.store.run(lambda: idp.store.sql.execute("SELECT code_hash FROM dev_idp_codes").fetchall())
+        assert [row[0] for row in kept] == [hashlib.sha256(code.encode()).hexdigest()]
 
     def test_the_default_cap_is_ten_thousand_codes(self):
         assert MAX_CODES == 10_000
@@ -328,6 +340,17 @@ class TestLoopbackOnly:
     def test_start_up_refuses_trusted_proxies_without_an_issuer(self, proxies):
         with pytest.raises(ConfigError, match="oidc.issuer: required when server.trusted_proxies is set"):
             config_from_dict({"server": {"trusted_proxies": proxies}})
+
+    def test_a_postgresql_database_is_allowed_when_every_address_is_loopback(self):
+        config = config_from_dict({"storage": {"url": "postgresql://cps@127.0.0.1:5433/cps"},
+                                   "server": {"port": 8081, "base_url": "http://127.0.0.1:8080"}})
+        assert config.storage.url and not config.oidc.issuer
+
+    @pytest.mark.parametrize("server", [{"host": "0.0.0.0"}, {"portal_url": "https://portal.example.com"},
+                                        {"trusted_proxies": ["127.0.0.1"]}])
+    def test_a_postgresql_database_is_refused_when_an_address_is_not_loopback(self, server):
+        with pytest.raises(ConfigError, match="oidc.issuer: required"):
+            config_from_dict({"storage": {"url": "postgresql://cps@db.internal/cps"}, "server": server})
 
     def test_an_external_issuer_may_serve_anywhere(self):
         server = {"host": "0.0.0.0", "portal_url": "https://portal.example.com", "trusted_proxies": ["10.0.0.0/8"]}
