@@ -1,9 +1,9 @@
-"""The documented trial of "More than one machine" on one machine works as written, without sudo:
-PostgreSQL run by the user in a folder of their own, the First steps database copied into it, two
-service processes on it with the built-in development identity provider, and a sign-in that works
-on both.
+"""The documented trial of "More than one machine" (docs/operating/postgresql.md) on one machine
+works as written, without sudo: PostgreSQL run by the user in a folder of their own, the two-minute
+walk's database copied into it, two service processes on it with the built-in development identity
+provider, and a sign-in that works on both.
 
-``TRIAL`` and ``BOTH`` are the documentation's two shell blocks, run by bash in an empty folder.
+``TRIAL`` and ``BOTH`` are the page's first two shell blocks, run by bash in an empty folder.
 PostgreSQL refuses to run as root and the tests may run as root: then step 1 (PostgreSQL's own
 commands) runs as ``nobody``, as tests/servers/postgres.py runs its server, and the rest as the
 test's user. Only the ports change (free ones), the PostgreSQL programs' folder (the installed
@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import pwd
-import re
 import shutil
 import signal
 import subprocess
@@ -30,54 +29,19 @@ import pytest
 
 from tests.servers.postgres import UNPRIVILEGED, PostgresServer, _binaries
 from tests.servers.service import call, free_port
-from tests.test_readme import first_steps
+from tests.test_readme import browserless_sign_in, shell_blocks, walk
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TRIAL = r"""# 1. PostgreSQL, run by you (no sudo) in ./pgdata: its superuser is the role cps, and it trusts
-#    every connection from this machine, so keep it for trials; its text is UTF-8 whatever your
-#    locale. Debian and Ubuntu keep its programs off PATH, in /usr/lib/postgresql/<version>/bin
-#    (15 on Debian 12).
-export PATH=/usr/lib/postgresql/15/bin:$PATH
-initdb -D pgdata --auth=trust -U cps --encoding=UTF8 --no-locale
-#    On port 5433 (a system PostgreSQL may hold 5432), its socket in /tmp (the system's socket
-#    folder, /var/run/postgresql, is not yours to write).
-pg_ctl -D pgdata -l pgdata/server.log -o "-p 5433 -k /tmp" start
-createdb -h 127.0.0.1 -p 5433 -U cps cps
-# 2. The SQLite database of First steps, copied into it (stop that service first: Ctrl-C).
-python app.py copy-to-postgres postgresql://cps@127.0.0.1:5433/cps --config demo.toml
-# 3. Two processes on it, started from this folder (so both read data/secret.key): A on 8080, B
-#    on 8081. B names A's address as its public one, as both would name a load balancer's: the
-#    development identity provider (allowed, every address being loopback) signs in there, and
-#    its sessions work on both.
-printf '[storage]\nurl = "postgresql://cps@127.0.0.1:5433/cps"\n[provider.sandbox]\nsimulate_dns = true\n' > both.toml
-printf '[server]\nport = 8080\n' | cat both.toml - > a.toml
-printf '[server]\nport = 8081\nbase_url = "http://127.0.0.1:8080"\n' | cat both.toml - > b.toml
-python app.py --config a.toml &
-python app.py --config b.toml &
-"""
+DOCUMENTED = (ROOT / "docs" / "operating" / "postgresql.md").read_text().split("\n## Trying it on one machine\n", 1)[1]
+TRIAL, BOTH, STOP = shell_blocks(DOCUMENTED)
+"The page's three blocks: PostgreSQL and two processes on it; a sign-in used on both; PostgreSQL stopped."
 
-BOTH = r"""# 4. Sign in at A: the browserless block of First steps (B=http://127.0.0.1:8080), or
-#    http://127.0.0.1:8081/login in a browser. The session works on both processes, and what
-#    one writes, the other reads.
-curl -s http://127.0.0.1:8081/v1/auth/session -H "Authorization: Bearer $TOKEN"
-curl -s -X POST http://127.0.0.1:8081/v1/domains -H "Authorization: Bearer $TOKEN" \
-     -H 'Content-Type: application/json' -d '{"apex": "two.example.com"}'
-curl -s -X POST http://127.0.0.1:8080/v1/domains/query -H "Authorization: Bearer $TOKEN" -d '{}'
-"""
-
-STOP = "pg_ctl -D pgdata stop"
-"The documentation's last line, in the first terminal: PostgreSQL stopped once the processes are."
-
-FIRST_STEPS_CONFIG = r"printf '[provider.sandbox]\nsimulate_dns = true\n' > demo.toml"
+[WALK_CONFIG] = [line for line in walk().splitlines() if line.endswith("> demo.toml")]
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None or PostgresServer.available() is not None,
                                 reason="needs curl and PostgreSQL")
 
-
-def browserless_sign_in() -> str:
-    [block] = [b for b in re.findall(r"```sh\n(.*?)```", first_steps(), flags=re.DOTALL) if "oidc/exchange" in b]
-    return block
 
 
 class Shell:
@@ -131,9 +95,9 @@ def listening(url: str, shell: Shell) -> None:
             time.sleep(0.1)
 
 
-def first_steps_database(folder: Path) -> None:
-    """What First steps leaves in its folder: demo.toml, and data/ with one sign-up (me@example.com)."""
-    subprocess.run(["bash", "-c", FIRST_STEPS_CONFIG], cwd=folder, check=True)
+def walk_database(folder: Path) -> None:
+    """What the two-minute walk leaves in its folder: demo.toml, and data/ with one sign-up (me@example.com)."""
+    subprocess.run(["bash", "-c", WALK_CONFIG], cwd=folder, check=True)
     port = free_port()
     (folder / "first-steps.toml").write_text((folder / "demo.toml").read_text() + f"[server]\nport = {port}\n")
     service = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--config", "first-steps.toml"], cwd=folder,
@@ -156,7 +120,7 @@ def trial():
     shell = Shell(folder, ports)
     if shell.postgres_user is not None:  # initdb must create pgdata here
         os.chown(folder, shell.postgres_user.pw_uid, shell.postgres_user.pw_gid)
-    first_steps_database(folder)
+    walk_database(folder)
     postgres, service = TRIAL.split("# 2. ", 1)
     shell.run(postgres, as_postgres=True)
     try:
@@ -188,6 +152,6 @@ def test_a_sign_in_at_the_built_in_provider_works_on_both_processes_on_one_postg
     assert {d["apex"] for d in listed["items"]} == {"shop.example.com", "two.example.com"}, listed
 
 
-def test_the_rows_of_first_steps_were_copied(trial):
+def test_the_rows_of_the_walk_were_copied(trial):
     log = (trial.folder / "processes.log").read_text()
     assert "  domains: 1" in log and "  workspaces: 1" in log, log

@@ -1,7 +1,7 @@
-"""One-click set-up tried on one machine (``[domain_connect] simulate = true``, README "One-click DNS
-set-up"): the DNS page offers it at the stand-in DNS host the service serves itself, which checks
-the signed apply URL, shows its SIMULATED consent screen, applies the records to the simulated DNS
-and sends the browser back to ``/connect/done``, where the real return path checks DNS.
+"""One-click set-up tried on one machine (``[domain_connect] simulate = true``, docs/one-click.md):
+the DNS page offers it at the stand-in DNS host the service serves itself, which checks the signed
+apply URL, shows its SIMULATED consent screen, applies the records to the simulated DNS and sends
+the browser back to ``/connect/done``, where the real return path checks DNS.
 
 The whole click path runs through the portal as a browser without JavaScript follows it: the
 button's form, the redirect to the stand-in, its form, the redirect back.
@@ -17,10 +17,12 @@ import pytest
 
 from core.config import DomainConnectConfig, ProviderConfig, SandboxConfig, ServerConfig, load_config
 from tests.pages.portal_client import hidden_fields, sign_in
+from tests.test_readme import ROOT, shell_blocks
 
 APEX = "shop.example.com"
-#: The documentation's configuration of the trial (README, "One-click DNS set-up"): ``SIMULATED`` below.
-DOCUMENTED = r"printf '[provider.sandbox]\nsimulate_dns = true\n[domain_connect]\nsimulate = true\n' > one-click.toml"
+TRIAL = (ROOT / "docs" / "one-click.md").read_text().split("**Trying it on one machine.**", 1)[1]
+[DOCUMENTED] = [line for line in shell_blocks(TRIAL)[0].splitlines() if line.endswith("> one-click.toml")]
+"The documentation's configuration of the trial: ``SIMULATED`` below."
 
 
 SIMULATED = {"provider": ProviderConfig(sandbox=SandboxConfig(simulate_dns=True)),
