@@ -23,6 +23,7 @@ MAX_LENGTH = 253
 MAX_LABEL = 63
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 _ASCII_NAME = re.compile(r"[a-z0-9.-]+")
+_PUNCTUATION = re.compile(r"[\x21-\x2c\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]")  # ASCII, but not a letter, digit, "-" or "."
 _SPACE = re.compile(r"\s")  # the same characters as str.isspace (both use Py_UNICODE_ISSPACE)
 #: Top-level labels no public CA issues for (RFC 6761, 6762, 7686, 8375, 9476; ICANN's .internal).
 SPECIAL_USE = frozenset({"arpa", "alt", "example", "internal", "invalid", "local", "localhost", "onion", "test"})
@@ -61,6 +62,9 @@ def normalise(raw: str) -> str:
         raise HostnameError(f"'{given}' contains an underscore, which hostnames may not.")
     if _SPACE.search(name):
         raise HostnameError(f"'{given}' contains white space.")
+    if punctuation := _PUNCTUATION.search(name):  # named plainly, not as IDNA's "Codepoint U+002C ..."
+        raise HostnameError(f"'{given}' contains '{punctuation.group()}', which hostnames may not: only letters, "
+                            "digits, hyphens and dots.")
     try:
         if not _plain_ascii(name):
             name = idna.encode(name, uts46=True, transitional=False).decode("ascii")

@@ -20,10 +20,11 @@ from handlers.api import (
     workspaces,
 )
 from handlers.base import ApiNotFoundHandler
-from handlers.portal import account, pages
+from handlers.portal import account, keys, live, signin
 from handlers.portal import base as portal
 from handlers.portal import connect as portal_connect
 from handlers.portal import domain as portal_domain
+from handlers.portal import domains as portal_domains
 from handlers.portal import team as portal_team
 from handlers.portal import webhooks as portal_webhooks
 
@@ -43,9 +44,12 @@ routes = [
     *webhooks.routes,
     *verification_links.routes,
     *site_scan.routes,
-    *pages.routes,
+    *signin.routes,
     *account.routes,
     *portal.routes,
+    *portal_domains.routes,
+    *live.routes,
+    *keys.routes,
     *portal_domain.routes,
     *portal_connect.routes,
     *portal_team.routes,

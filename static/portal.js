@@ -1,5 +1,5 @@
 // Progressive enhancement only: every page works without this script, and every value a copy
-// button copies is also shown as selectable text.
+// button copies is also shown as selectable text. No framework: a few listeners.
 (function () {
   "use strict";
 
@@ -79,8 +79,17 @@
         box.setAttribute("role", "region");
         box.setAttribute("aria-label", (caption ? caption.textContent.trim() : box.tagName === "PRE" ? "Code" : "Table") + ", scrolls sideways");
         box.setAttribute("data-scroller", "");
+        if (box.tagName !== "PRE") {  // a table's hidden columns are said in words too, above it
+          var hint = document.createElement("p");
+          hint.className = "scroll-hint";
+          hint.setAttribute("aria-hidden", "true");  // the box's own label says it to screen readers
+          hint.textContent = "More columns: scroll the table sideways \u2192";
+          box.parentNode.insertBefore(hint, box);
+        }
       } else if (!scrolls && box.hasAttribute("data-scroller")) {
         ["tabindex", "role", "aria-label", "data-scroller"].forEach(function (name) { box.removeAttribute(name); });
+        var previous = box.previousElementSibling;
+        if (previous && previous.className === "scroll-hint") previous.remove();
       }
     });
   }
@@ -98,4 +107,61 @@
   markScrollers();
   window.addEventListener("resize", markScrollersSoon);
   document.addEventListener("toggle", markScrollersSoon, true); // a <details> opened: its content has a width now
+
+  // A domain waiting on a background check: its status refreshes without a reload. The server
+  // marks the part to poll with data-poll (its address) and data-poll-after (the seconds until
+  // the next check) only while something waits; the answer is the page's data-live parts again,
+  // which replace these by id. Polls come just after each check, back off while a check is late,
+  // pause while the page is hidden, and stop once nothing waits, or on any answer but 200.
+  var FIRST_MS = 3000, LATE_MAX_MS = 60000, AHEAD_MAX_MS = 300000, AFTER_CHECK_MS = 1500;
+  var late = FIRST_MS;
+  var pollTimer = null, polling = false, stopped = false;
+
+  function schedulePoll() {
+    var box = document.querySelector("[data-poll]");
+    if (!box) return;
+    var after = parseInt(box.getAttribute("data-poll-after"), 10) * 1000;
+    var wait;
+    if (after > 0) {
+      wait = Math.min(after + AFTER_CHECK_MS, AHEAD_MAX_MS);
+      late = FIRST_MS;
+    } else {
+      wait = late;
+      late = Math.min(late * 1.5, LATE_MAX_MS);
+    }
+    pollTimer = setTimeout(poll, wait);
+  }
+
+  function poll() {
+    pollTimer = null;
+    if (document.hidden || stopped) return;  // a hidden page resumes on visibilitychange
+    var box = document.querySelector("[data-poll]");
+    if (!box) return;
+    polling = true;
+    fetch(box.getAttribute("data-poll"), {credentials: "same-origin", headers: {"Accept": "text/html"}})
+      .then(function (response) {
+        if (!response.ok || response.redirected) throw new Error("status " + response.status);
+        return response.text();
+      })
+      .then(function (text) {
+        var fresh = new DOMParser().parseFromString(text, "text/html");
+        fresh.querySelectorAll("[data-live]").forEach(function (part) {
+          var here = document.getElementById(part.id);
+          if (!here) return;
+          ["data-poll", "data-poll-after"].forEach(function (name) {
+            if (part.hasAttribute(name)) here.setAttribute(name, part.getAttribute(name));
+            else here.removeAttribute(name);
+          });
+          if (here.innerHTML !== part.innerHTML) here.replaceChildren.apply(here, Array.prototype.slice.call(part.childNodes));
+        });
+        polling = false;
+        schedulePoll();
+      })
+      .catch(function () { stopped = true; });  // signed out, gone, rate-limited: the page stays as it is
+  }
+
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden && pollTimer === null && !polling) poll();
+  });
+  schedulePoll();
 })();

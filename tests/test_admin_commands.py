@@ -17,7 +17,7 @@ import attrs
 import pytest
 
 import app
-from core.config import StorageConfig
+from core.config import ProviderConfig, SandboxConfig, StorageConfig
 from core.runtime import commands
 from core.runtime.assembly import build_services
 from store.migrations import latest_version
@@ -95,6 +95,17 @@ class TestCheckConfig:
         assert result.returncode == 0, result.stderr
         assert "does not exist yet" in result.stdout
         assert files_under(tmp_path) == {"fresh.toml"}
+
+    def test_the_sandbox_says_its_certificates_are_simulated(self, config):
+        lines = commands.check_config(config)
+        assert "  edge provider sandbox: certificates are SIMULATED (development only; none is publicly trusted)" in lines
+        assert not any("DNS is SIMULATED" in line for line in lines)
+
+    def test_simulated_dns_is_said_with_its_delay(self, config):
+        sandbox = SandboxConfig(simulate_dns=True, simulate_dns_delay_seconds=5)
+        lines = commands.check_config(attrs.evolve(config, provider=ProviderConfig(kind="sandbox", sandbox=sandbox)))
+        assert any(line.startswith("  DNS is SIMULATED ([provider.sandbox] simulate_dns = true): every domain's two "
+                                   "records count as published 5 s after it is added") for line in lines)
 
     def test_a_bad_config_is_one_line_and_exit_2(self, tmp_path):
         config = tmp_path / "bad.toml"
@@ -210,6 +221,19 @@ class TestCreateApiKey:
         service, workspace = live
         result = run(service.config, "create-api-key", "--workspace", workspace, "--scopes", "domains:everything")
         assert result.returncode == 2 and "scopes" in result.stderr and "domains:everything" in result.stderr
+
+    def test_a_date_alone_expires_the_key_at_the_start_of_that_day_utc(self, live):
+        service, workspace = live
+        result = run(service.config, "create-api-key", "--workspace", workspace, "--scopes", "domains:read",
+                     "--expires-at", "2030-01-01")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines()[0].endswith(", expires 2030-01-01 00:00:00 UTC")
+
+    def test_a_time_with_its_offset_is_taken_as_it_is(self, live):
+        service, workspace = live
+        result = run(service.config, "create-api-key", "--workspace", workspace, "--scopes", "domains:read",
+                     "--expires-at", "2030-01-01T12:30:00+02:00")
+        assert result.stdout.splitlines()[0].endswith(", expires 2030-01-01 10:30:00 UTC"), result.stderr
 
     def test_an_unknown_workspace_is_refused(self, live):
         service, _ = live

@@ -58,6 +58,18 @@ class TestTemplate:
         assert "warnPhishing" not in printed
         assert sorted(p.name for p in tmp_path.iterdir()) == ["dc.pem", "service.toml"]  # wrote nothing
 
+    def test_a_loopback_portal_is_warned_about_after_the_template(self, config_file):
+        result = run(config_file, "domain-connect-template")
+        assert "\n\n# WARNING: syncRedirectDomain is 127.0.0.1, which is not a public name" in result.stdout
+
+    def test_a_public_portal_gets_no_warning(self, config_file):
+        with config_file.open("a") as out:
+            out.write('[server]\nportal_url = "https://portal.operator-test.com"\n'
+                      '[oidc]\nissuer = "https://id.operator-test.com"\nclient_id = "cps"\n')
+        result = run(config_file, "domain-connect-template")
+        assert result.returncode == 0, result.stderr
+        assert '"syncRedirectDomain": "portal.operator-test.com"' in result.stdout and "WARNING" not in result.stdout
+
     def test_the_public_key_is_printed_as_txt_records_at_the_key_name(self, config_file):
         result = run(config_file, "domain-connect-template")
         lines = [line for line in result.stdout.splitlines() if " IN TXT " in line]

@@ -183,6 +183,18 @@ class TestPortalSignIn:
         assert answer.headers["Location"].endswith("/account")
         assert answer.headers["X-Request-Id"] is None  # Caddy's answer, not the service's
 
+    def test_the_plain_http_redirect_names_no_server_software(self, stack):
+        answer = fetch(f"http://{stack.caddy.site}:{stack.caddy.http_port}", "GET", "/account")
+        assert answer.status == 308 and answer.headers["Server"] is None
+
+    def test_the_redirect_keeps_the_https_port(self, stack):
+        answer = fetch(f"http://{stack.caddy.site}:{stack.caddy.http_port}", "GET", "/domains?q=x")
+        assert answer.headers["Location"] == f"{stack.caddy.url}/domains?q=x"
+
+    def test_https_answers_tell_browsers_to_come_back_over_https_only(self, stack):
+        answer = stack.via_proxy("GET", "/", source="127.0.0.7")
+        assert answer.headers["Strict-Transport-Security"] == "max-age=31536000"
+
 
 @needs_caddy
 class TestClientAddresses:

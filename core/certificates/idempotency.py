@@ -136,6 +136,28 @@ def release(services: Services, claim: Claim) -> None:
         services.store.idempotency.release(claim.record)
 
 
+def keep(services: Services, *, workspace_id: Any, key: IdempotencyKey, body: str) -> None:
+    """A unit of work: a result kept under a new key, for a page to show with ``kept`` (the portal's
+    answer to a bulk add, line by line: too long for a cookie). Purged with the others."""
+    now = services.clock.now()
+    record = IdempotencyRecord(
+        workspace_id=workspace_id, method=key.method, path=key.path, key=key.key, fingerprint=key.fingerprint,
+        state="in_progress", created_at=now, locked_until=now + LEASE,
+    )
+    with services.store.transaction():
+        if services.store.idempotency.claim(record):
+            services.store.idempotency.complete(record, status_code=200, response=body)
+
+
+def kept(services: Services, *, workspace_id: Any, key: IdempotencyKey) -> str | None:
+    """A unit of work: what ``keep`` stored under ``key`` for the same caller (its fingerprint), if
+    it is still kept."""
+    record = services.store.idempotency.get(workspace_id, key.method, key.path, key.key)
+    if record is None or record.state != "completed" or record.fingerprint != key.fingerprint:
+        return None
+    return record.response
+
+
 def purge(services: Services) -> int:
     """Drop records older than ``RETENTION``, and the secrets of portal forms older than
     ``FORM_SECRET_RETENTION``; run by a periodic callback."""

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 RENEWAL_LEAD = dt.timedelta(days=30)
 FAILED = Classified("error", "error")
+#: What the message of an expired certificate tells an API client to do; the portal says its own words.
+DIAGNOSE_THEN_ISSUE = "check the delegation CNAME (GET /v1/domains/:id/diagnosis), then issue again"
 
 
 @attrs.frozen
@@ -87,7 +89,7 @@ def store(
         if classified.certificate == "active" and state is not None and state.expires_at is not None and state.expires_at <= now:
             classified = FAILED  # never shown as active past its expiry
             message = (f"The certificate expired on {state.expires_at:%Y-%m-%d %H:%M} UTC and the edge provider has not "
-                       "renewed it; check the delegation CNAME (GET /v1/domains/:id/diagnosis), then issue again.")
+                       f"renewed it; {DIAGNOSE_THEN_ISSUE}.")
         updated = _apply(base, state, classified, message, now)
         announce = events.to_announce(services, base, updated, new_request=new_request)
         if announce is not None:

@@ -28,6 +28,10 @@ FAILED_SSL = frozenset({"expired", "deleted", "pending_deletion", "deactivating"
 ACTIVE_HOSTNAME = frozenset({"active", "active_redeploying"})
 #: Failures that a re-validation request (Cloudflare: a PATCH repeating the ssl method) can fix.
 RETRIGGERABLE_HOSTNAME = frozenset({"moved"})
+#: What ``describe`` tells an API client to do, in the API's verbs; the portal says its button's
+#: words instead ("Check now"), so they are named here once.
+VERIFY_AGAIN = "verify them again (verify-delegation or recheck; a refresh only reads the provider's state)"
+CHECK_AGAIN = "refresh to check again"
 #: A validation the CA refused (ACME: an ``invalid`` order), which a new order can fix.
 FAILED_VALIDATION = frozenset({"invalid"})
 
@@ -82,8 +86,7 @@ def describe(state: ProviderState, classified: Classified) -> str:
     if classified.certificate == "error":
         return (
             f"The edge provider could not issue the certificate ({seen}). Check that both DNS records are "
-            f"in place, then verify them again (verify-delegation or recheck; a refresh only reads the provider's "
-            f"state) to have it validate again.{said}"
+            f"in place, then {VERIFY_AGAIN} to have it validate again.{said}"
         )
     if classified.certificate == "active":
         return "The certificate is active at the edge provider."
@@ -91,5 +94,5 @@ def describe(state: ProviderState, classified: Classified) -> str:
         return f"The certificate is being renewed by the edge provider ({seen}); the current one keeps serving.{said}"
     return (
         f"The edge provider is issuing the certificate ({seen}); keep both DNS records in place and "
-        f"refresh to check again.{said}"
+        f"{CHECK_AGAIN}.{said}"
     )

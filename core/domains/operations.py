@@ -71,6 +71,8 @@ class BulkResult:
 
     created: list[DomainRow]
     rejected: list[Rejected]
+    known: frozenset[uuid.UUID] = frozenset()
+    "Of ``created``, the hostnames the workspace had already (re-submitting keeps the record, spec rule 2)."
 
 
 def bulk_json(result: BulkResult) -> bytes:
@@ -236,12 +238,48 @@ async def bulk_create(services: Services, *, workspace: Workspace, request: Bulk
             continue
         wanted[apex] = raw
     targets = {apex: await services.provider.delegation_target(apex) for apex in wanted}
-    created = await services.store.run(_save_bulk, services, workspace, targets, client_id=request.client_id, tags=tags)
-    return BulkResult(created=created, rejected=rejected)
+    created, known = await services.store.run(_save_bulk, services, workspace, targets, client_id=request.client_id,
+                                              tags=tags)
+    return BulkResult(created=created, rejected=rejected, known=known)
+
+
+@attrs.frozen
+class BulkLine:
+    """One submitted hostname and what became of it: its domain, or why it was refused."""
+
+    given: str
+    row: DomainRow | None
+    reason: str | None
+    known: bool = False
+    "The workspace had this hostname already."
+
+
+def bulk_lines(request: BulkCreate, result: BulkResult) -> list[BulkLine]:
+    """``result`` in the order of ``request.apex_list``, one line per submitted hostname (the portal
+    answers line by line), matched as ``bulk_create`` decided: the first of equal hostnames is the
+    one created, the others are refused as duplicates."""
+    rows = {row.apex: row for row in result.created}
+    reasons: dict[str, list[str]] = {}
+    for rejected in result.rejected:
+        reasons.setdefault(rejected.apex, []).append(rejected.reason)
+    seen: set[str] = set()
+    lines: list[BulkLine] = []
+    for raw in request.apex_list:
+        try:
+            apex: str | None = hostnames.normalise(raw)
+        except hostnames.HostnameError:
+            apex = None
+        if apex is not None and apex not in seen and apex in rows:
+            lines.append(BulkLine(given=raw, row=rows[apex], reason=None, known=rows[apex].id in result.known))
+        else:
+            lines.append(BulkLine(given=raw, row=None, reason=(reasons.get(raw) or ["Not added."]).pop(0)))
+        if apex is not None:
+            seen.add(apex)
+    return lines
 
 
 def _save_bulk(services: Services, workspace: Workspace, targets: dict[str, str], *,
-               client_id: uuid.UUID | None, tags: list[str] | None) -> list[DomainRow]:
+               client_id: uuid.UUID | None, tags: list[str] | None) -> tuple[list[DomainRow], frozenset[uuid.UUID]]:
     """One transaction: the known hostnames' rows take the new target, the others are inserted."""
     created: list[DomainRow] = []
     new: list[DomainRow] = []
@@ -257,7 +295,7 @@ def _save_bulk(services: Services, workspace: Workspace, targets: dict[str, str]
                 new.append(row)
             created.append(row)
         store.domains.insert_many(new)
-    return created
+    return created, frozenset(row.id for row in existing.values())
 
 
 def load(services: Services, workspace: Workspace, domain_id: uuid.UUID) -> DomainRow:

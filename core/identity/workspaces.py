@@ -60,6 +60,12 @@ def listed(memberships: Sequence[tuple[Membership, Workspace]]) -> list[Joined]:
     ]
 
 
+def only_owner_of(services: Services, joined: Sequence[Joined]) -> set[uuid.UUID]:
+    """A unit of work: the workspaces among ``joined`` whose only owner the person is, which
+    ``leave`` refuses to let them leave (so the portal does not offer it)."""
+    return {j.org.id for j in joined if j.role == "owner" and services.store.team.owner_count(j.org.id) <= 1}
+
+
 def offers_for(services: Services, user: User) -> list[Offer]:
     return [_offer(services, invitation) for invitation in services.store.team.invitations_for_email(user.email)]
 

@@ -49,7 +49,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     key.add_argument("--workspace", required=True, help="the workspace id")
     key.add_argument("--scopes", required=True, help="comma-separated scopes, e.g. domains:read,domains:write or *")
     key.add_argument("--name", default="automation", help="a label for the key (default: automation)")
-    key.add_argument("--expires-at", help="ISO 8601 time with offset, e.g. 2027-01-01T00:00:00Z")
+    key.add_argument("--expires-at", help="a date (the start of that day, UTC), e.g. 2027-01-01, or an ISO 8601 "
+                     "time with offset, e.g. 2027-01-01T12:00:00Z")
     rebind = subcommands.add_parser("rebind-user", parents=[config],
                                  help="after switching identity provider: let users bind again by verified e-mail")
     who = rebind.add_mutually_exclusive_group(required=True)

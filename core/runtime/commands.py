@@ -86,10 +86,24 @@ def check_config(config: Config) -> list[str]:
         f"  database {database} ({held})",
         f"  secret key file {key}",
         f"  identity provider {issuer}",
-        f"  edge provider {config.provider.kind}",
+        *_provider_lines(config),
         f"  DNS resolvers {', '.join(config.dns.nameservers) or '(the system resolver)'}",
         *delegation,
     ]
+
+
+def _provider_lines(config: Config) -> list[str]:
+    """The edge provider, and whether what it does is simulated (the sandbox): said as plainly as
+    the portal's banner says it, so nobody takes a sandbox for the real thing."""
+    if config.provider.kind != "sandbox":
+        return [f"  edge provider {config.provider.kind}"]
+    lines = ["  edge provider sandbox: certificates are SIMULATED (development only; none is publicly trusted)"]
+    sandbox = config.provider.sandbox
+    if sandbox.simulate_dns:
+        lines.append(f"  DNS is SIMULATED ([provider.sandbox] simulate_dns = true): every domain's two records count as "
+                     f"published {sandbox.simulate_dns_delay_seconds:g} s after it is added; nothing is published or "
+                     "looked up")
+    return lines
 
 
 def _inspect_database(config: Config) -> tuple[str, inspection.Summary | None]:
@@ -200,16 +214,26 @@ def create_api_key(services: Services, *, workspace: str, name: str, scopes: lis
     if services.store.accounts.get_workspace(workspace_id) is None:
         raise CommandError(f"create-api-key: no workspace {workspace_id}")
     try:
-        expires = parse_timestamp(expires_at) if expires_at else None
+        expires = _expiry(expires_at) if expires_at else None
         request = api_keys.CreateKeyRequest(name=name, scopes=scopes, expires_at=expires)
         key, secret = api_keys.create(services, workspace_id=workspace_id, request=request)
     except (ApiError, ValueError) as exc:
         raise CommandError(f"create-api-key: {_reason(exc)}") from None
     return [
-        f"API key {key.id} ({key.name}, scopes {' '.join(key.scopes)}) for workspace {workspace_id}",
+        f"API key {key.id} ({key.name}, scopes {' '.join(key.scopes)}) for workspace {workspace_id}, "
+        + (f"expires {key.expires_at:%Y-%m-%d %H:%M:%S} UTC" if key.expires_at else "never expires"),
         secret,
         "the secret is shown this once; store it now",
     ]
+
+
+def _expiry(text: str) -> dt.datetime:
+    """``--expires-at``: a time with its offset, or a date alone (the start of that day, UTC)."""
+    try:
+        day = dt.date.fromisoformat(text)
+    except ValueError:
+        return parse_timestamp(text)
+    return dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
 
 
 def rebind_users(services: Services, *, email: str | None, from_issuer: str | None) -> list[str]:

@@ -8,6 +8,7 @@ Both run before the services are built, like ``check-config``: they write nothin
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 from urllib.parse import urlsplit
 
@@ -23,6 +24,24 @@ TEMPLATES_REPOSITORY = "https://github.com/Domain-Connect/Templates"
 
 def redirect_domain(config: Config) -> str:
     return config.domain_connect.redirect_domain or (urlsplit(config.server.portal_url).hostname or "")
+
+
+def _local_name(name: str) -> bool:
+    """A name only this machine or network knows: loopback, private or link-local addresses, localhost."""
+    try:
+        return not ipaddress.ip_address(name).is_global
+    except ValueError:
+        return name in ("", "localhost") or name.endswith((".localhost", ".local", ".internal"))
+
+
+def redirect_warning(config: Config) -> list[str]:
+    """A warning when the template would send customers back to a name no DNS host can send them to."""
+    domain = redirect_domain(config)
+    if not _local_name(domain):
+        return []
+    warning = (f"# WARNING: syncRedirectDomain is {domain or '(empty)'}, which is not a public name: DNS hosts would "
+               "send nobody back to it. Set [server] portal_url to the portal's public address before submitting the template.")
+    return [warning]
 
 
 def key_name(config: Config) -> str:
@@ -49,6 +68,7 @@ def template_lines(config: Config) -> list[str]:
         f"# The template: submit it as {dc.provider_id.lower()}.{dc.service_id.lower()}.json to {TEMPLATES_REPOSITORY}",
         body,
         "",
+        *redirect_warning(config),
         f"# The public key: publish these TXT records at {key_name(config)} (zone file syntax)",
         *records,
     ]

@@ -17,6 +17,9 @@ from store.records import Certificate, DomainRow, Workspace
 if TYPE_CHECKING:
     from core.services import Services
 
+#: The API call that checks again; the portal names its "Check now" button instead.
+RECHECK = "check again (POST /v1/domains/:id/recheck)"
+
 #: Certificates that serve traffic and that the provider renews through the CNAME.
 _SERVING = ("active", "renewing")
 
@@ -91,7 +94,7 @@ def provider_findings(findings: list[Finding], row: DomainRow, certificate: Cert
     if certificate.status == "error":
         findings.append(Finding("provider_error", "error",
                                 f"The edge provider could not issue the certificate: {certificate.last_error or 'no reason given'}",
-                                fix="Fix what the findings above name, then check again (POST /v1/domains/:id/recheck)."))
+                                fix=f"Fix what the findings above name, then {RECHECK}."))
     elif certificate.status == "pending":
         findings.append(Finding(
             "provider_pending", "info",

@@ -12,7 +12,7 @@ from core.errors import ApiError
 from core.identity import portal_signin, workspaces
 from core.identity.scopes import MANAGERS
 from handlers.portal import forms
-from handlers.portal.pages import SESSION_COOKIE, PageHandler, refusal_text
+from handlers.portal.pages import ROLE_WORDS, SESSION_COOKIE, NotAllowed, PageHandler, refusal_text
 
 
 class _AccountPage(PageHandler):
@@ -30,9 +30,10 @@ class AccountHandler(_AccountPage):
             self.redirect(self.get_login_url() + "?" + urlencode({"next": "/account"}))
             return
         token = self.get_signed_cookie(SESSION_COOKIE, max_age_days=1)
+        joined = self.joined()
         self.render_page(
-            "account.html", user=self.user, principal=self.principal,
-            joined=self.joined(),
+            "account.html", user=self.user, principal=self.principal, joined=joined,
+            only_owner=await self.services.store.run(workspaces.only_owner_of, self.services, joined),
             offers=await self.services.store.run(workspaces.offers_for, self.services, self.user),
             token=token.decode() if token else "", base_url=self.services.config.server.base_url,
         )
@@ -43,7 +44,7 @@ class AccountAction(_AccountPage):
 
     async def post(self, action: str, target: str) -> None:
         if self.user is None:
-            raise HTTPError(403)
+            raise NotAllowed("Sign in first: this acts on your account.")
         try:
             target_id = uuid.UUID(target)
         except ValueError:
@@ -70,7 +71,7 @@ class AccountAction(_AccountPage):
                 if action == "accept":
                     joined = await self.services.store.run(workspaces.accept, self.services, user, target_id)
                     self.choose_workspace(joined.org.id)
-                    return forms.Outcome("/account", f"You joined {joined.org.name} as {joined.role}.")
+                    return forms.Outcome("/account", f"You joined {joined.org.name} as {ROLE_WORDS.get(joined.role or '', joined.role)}.")
                 await self.services.store.run(workspaces.decline, self.services, user, target_id)
                 return forms.Outcome("/account", "Invitation declined.")
             except ApiError as exc:
@@ -84,7 +85,7 @@ class SwitchWorkspace(_AccountPage):
 
     async def post(self) -> None:
         if self.user is None:
-            raise HTTPError(403)
+            raise NotAllowed("Sign in first: this acts on your account.")
         try:
             wanted = uuid.UUID(self.get_body_argument("workspace", ""))
         except ValueError:

@@ -1,5 +1,5 @@
-"""The portal: domains, the DNS instructions page with "Check now" and "Share", API keys, and the
-public page a verification link opens for a DNS administrator (no account).
+"""The portal's signed-in handler, and a domain's pages: the DNS instructions page with "Check now"
+and "Share", and the public page a verification link opens for a DNS administrator (no account).
 
 Roles apply as in the API: every member sees; owner, admin and operator check and add domains;
 owners and admins manage API keys. Another workspace's domain is a 404 page. Actions are POST
@@ -8,34 +8,42 @@ forms (XSRF-protected) that redirect back to a page, so a reload never repeats t
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Collection
-from typing import TYPE_CHECKING
-from urllib.parse import urlencode
+from typing import TYPE_CHECKING, Any
 
 from tornado.web import HTTPError, authenticated
 
 from core.domains import clients as domain_clients
 from core.domains import instructions, operations, shape
-from core.domains import query as domain_query
 from core.errors import ApiError, NotFound
-from core.identity import api_keys
 from core.identity.auth import Principal, permits
-from core.identity.scopes import MANAGERS, READERS, SCOPES, WRITERS
-from core.outbound import site_scan
+from core.identity.scopes import READERS, WRITERS
+from core.outbound import mail, site_scan
 from core.verification import checks as verification
 from core.verification import diagnosis, dns_host, one_click
 from core.verification import links as verification_links
 from handlers.portal.forms import Outcome
-from handlers.portal.pages import PageHandler, refusal_text
+from handlers.portal.pages import PageHandler, in_button_words, needs_role, refusal_text
 from store.records import Client, DomainRow, Workspace
 
 if TYPE_CHECKING:
+    from core.domains.shape import Domain
     from core.services import Services
 
-PAGE_SIZE = 50
 SHOWN_LINKS = 20  # the newest active links on a DNS page; the API lists them all
-FILTERS = ("q", "status", "validationStatus", "certStatus", "tag")
+
+
+def awaited_check(services: Services, shown: Domain | verification_links.PublicView, url: str) -> dict[str, Any] | None:
+    """What a page's script polls (``url``) while the domain waits on a background check, and the
+    seconds until that check; None when nothing waits on one: a certificate serving or failed,
+    checks stopped or switched off. The page then stays as it is."""
+    lifecycle = services.config.lifecycle
+    waiting = shown.validation.status != "verified" or shown.cert.status in ("none", "pending", "renewing")
+    if not lifecycle.enabled or shown.next_check_at is None or not waiting:
+        return None
+    return {"url": url, "after": max(0, math.ceil((shown.next_check_at - services.clock.now()).total_seconds()))}
 
 
 def path_id(raw: str) -> uuid.UUID:
@@ -82,7 +90,7 @@ class PortalHandler(PageHandler):
         """The signed-in member; 403 when their role may not do this."""
         assert self.principal is not None  # @authenticated ran first
         if roles is not None and self.principal.role not in roles:
-            raise HTTPError(403)
+            raise needs_role(self.principal, roles)
         return self.principal
 
     def domain_row(self, domain_id: str) -> DomainRow:
@@ -99,58 +107,6 @@ class PortalHandler(PageHandler):
             self.principal = self.act_in(workspace.id)
             self.choose_workspace(workspace.id)
         return row
-
-
-class DomainsPage(PortalHandler):
-    """The workspace's domains: search, filters and paging (the domain query underneath)."""
-
-    @authenticated
-    async def get(self) -> None:
-        principal = self.member()
-        args = {name: self.get_argument(name, "").strip() for name in FILTERS}
-        request = domain_query.QueryDomains(
-            q=args["q"] or None,
-            status=args["status"] or None,
-            validation_status=args["validationStatus"] or None,
-            cert_status=args["certStatus"] or None,
-            tags=[args["tag"]] if args["tag"] else None,
-            page=domain_query.Page(limit=PAGE_SIZE, cursor=self.get_argument("cursor", None)),
-        )
-        error: str | None
-        try:
-            page = await self.services.store.run(domain_query.query, self.services, workspace=principal.workspace,
-                                                 request=request)
-        except ApiError as exc:
-            self.set_status(400)
-            page, error = domain_query.DomainPage(items=[], total=0), exc.message
-        else:
-            error = None
-        next_link = None
-        if page.next_cursor:
-            next_link = "/domains?" + urlencode({**{k: v for k, v in args.items() if v}, "cursor": page.next_cursor})
-        self.render_page("domains.html", page=page, args=args, next_link=next_link, error=error,
-                         can_write=principal.role in WRITERS, add_error=None, apex="")
-
-    @authenticated
-    async def post(self) -> None:
-        """Add a domain, then show its DNS page."""
-        await self.hit_rate_limit("/v1/domains")
-        principal = self.member(WRITERS)
-        apex = self.get_body_argument("apex", "")
-
-        async def add() -> Outcome:
-            domain = await operations.create(self.services, workspace=principal.workspace, request=operations.CreateDomain(apex=apex))
-            return Outcome(f"/site/{domain.id}/dns")
-
-        try:
-            await self.act(add)
-        except ApiError as exc:
-            self.set_status(exc.status)
-            message = refusal_text(exc)
-            page = await self.services.store.run(domain_query.query, self.services, workspace=principal.workspace,
-                                                 request=domain_query.QueryDomains())
-            self.render_page("domains.html", page=page, args=dict.fromkeys(FILTERS, ""), next_link=None, error=None,
-                             can_write=True, add_error=message, apex=apex)
 
 
 def _dns_page_reads(
@@ -197,8 +153,9 @@ class DnsPage(PortalHandler):
             "dns.html", domain=domain, dns=instructions.dns_instructions(domain),
             one_click_action=f"/site/{row.id}/one-click" if can_write else None,
             can_write=can_write, links=links, report=report, lifecycle=self.services.config.lifecycle,
-            scan=scan, scan_error=scan_error,
-            clients=clients,
+            scan=scan, scan_error=scan_error, clients=clients, mail=mail.configured(self.services.config.smtp),
+            poll=awaited_check(self.services, domain, f"/site/{row.id}/status"),
+            anchors={f"link-{link.id}" for link in links.items} if links else (),
         )
 
 
@@ -213,7 +170,7 @@ class CheckNow(PortalHandler):
 
         async def check() -> Outcome:
             result = await verification.verify(self.services, workspace=principal.workspace, domain_id=row.id)
-            return Outcome(f"/site/{row.id}/dns", result.message)
+            return Outcome(f"/site/{row.id}/dns", in_button_words(result.message))
 
         await self.act(check)
 
@@ -241,8 +198,8 @@ class ShareLink(PortalHandler):
         await self.act(share)
 
 
-class PublicLinkPage(PageHandler):
-    """``/verify/<token>``: what a verification link opens; the token is the only credential."""
+class LinkHolder(PageHandler):
+    """A page for a verification link's holder, who has no account: the token is the only credential."""
 
     async def view_or_explain(self, token: str) -> verification_links.PublicView | None:
         await self.hit_rate_limit("/v1/public/verification-links/")
@@ -255,6 +212,10 @@ class PublicLinkPage(PageHandler):
     def gone(self, exc: ApiError) -> None:
         self.set_status(exc.status)
         self.render_page("link_gone.html", message=exc.message)
+
+
+class PublicLinkPage(LinkHolder):
+    """``/verify/<token>``: what a verification link opens."""
 
     async def get(self, token: str) -> None:
         view = await self.view_or_explain(token)
@@ -272,78 +233,22 @@ class PublicLinkPage(PageHandler):
             await self.hit_rate_limit("/v1/public/verification-links/")
             report = await verification_links.diagnose(self.services, token)
         self.render_page("verify.html", view=view, dns=instructions.dns_instructions(shape.present(row)), token=token,
-                         one_click_action=f"/verify/{token}/one-click",
-                         report=report, lifecycle=self.services.config.lifecycle, next_check_at=view.next_check_at)
+                         one_click_action=f"/verify/{token}/one-click", report=report,
+                         lifecycle=self.services.config.lifecycle,
+                         poll=awaited_check(self.services, view, f"/verify/{token}/status"))
 
     async def post(self, token: str) -> None:
         """The page's "Check now"."""
         if await self.view_or_explain(token) is None:
             return
         result = await verification_links.verify(self.services, token)
-        self.flash(result.message)
+        self.flash(in_button_words(result.message) or "")
         self.redirect(f"/verify/{token}", status=303)
 
 
-class KeysPage(PortalHandler):
-    """API keys for owners and admins: list, create (the secret shown once), revoke."""
-
-    @authenticated
-    async def get(self) -> None:
-        principal = self.member(MANAGERS)
-        # Shown here once, never stored in clear: the page is not cached (Cache-Control: no-store).
-        await self.render_keys(principal, secret=self.revealed_secret(), error=None)
-
-    @authenticated
-    async def post(self) -> None:
-        await self.hit_rate_limit("/v1/api-keys")
-        principal = self.member(MANAGERS)
-        name, scopes = self.get_body_argument("name", "").strip(), self.get_body_arguments("scopes")
-        if not scopes and self.get_body_argument("noScopes", "") != "yes":
-            self.set_status(400)
-            await self.render_keys(principal, secret=None, error=None, unscoped=name)
-            return
-
-        async def create() -> Outcome:
-            key, secret = await self.services.store.run(api_keys.create, self.services, workspace_id=principal.workspace_id,
-                                                        request=api_keys.CreateKeyRequest(name=name, scopes=scopes))
-            return Outcome("/account/keys", f"The key \u201c{key.name}\u201d was created.", secret=secret)
-
-        try:
-            await self.act(create)
-        except ApiError as exc:
-            self.set_status(exc.status)
-            await self.render_keys(principal, secret=None, error=refusal_text(exc))
-
-    async def render_keys(self, principal: Principal, *, secret: str | None, error: str | None,
-                          unscoped: str | None = None) -> None:
-        keys = await self.services.store.run(api_keys.list_keys, self.services, workspace_id=principal.workspace_id)
-        self.render_page("keys.html", keys=keys, scopes=list(SCOPES), secret=secret, error=error, unscoped=unscoped)
-
-
-class RevokeKey(PortalHandler):
-    @authenticated
-    async def post(self, key_id: str) -> None:
-        await self.hit_rate_limit("/v1/api-keys")
-        principal = self.member(MANAGERS)
-        wanted = path_id(key_id)
-
-        async def revoke() -> Outcome:
-            try:
-                await self.services.store.run(api_keys.revoke, self.services, workspace_id=principal.workspace_id,
-                                              key_id=wanted)
-            except NotFound:
-                raise HTTPError(404) from None
-            return Outcome("/account/keys", "The key was revoked; requests using it now fail.")
-
-        await self.act(revoke)
-
-
 routes = [
-    (r"/domains", DomainsPage),
     (r"/site/([^/]+)/dns", DnsPage),
     (r"/site/([^/]+)/dns/check", CheckNow),
     (r"/site/([^/]+)/dns/share", ShareLink),
     (r"/verify/([^/]+)", PublicLinkPage),
-    (r"/account/keys", KeysPage),
-    (r"/account/keys/([^/]+)/revoke", RevokeKey),
 ]

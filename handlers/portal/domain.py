@@ -1,13 +1,11 @@
-"""The portal's actions on one domain and on API keys beyond creating them: edit a domain's notes,
-tags and client, delete it (after a page that says what that does), revoke or e-mail again a verification
-link listed on its DNS page, and rotate an API key. The HTTPS scan is a read-only ``?scan=1`` of
-the DNS page itself (handlers/portal/base.py).
+"""The portal's actions on one domain: edit its notes, tags and client, delete it (after a page that
+says what that does), revoke or e-mail again a verification link listed on its DNS page. The HTTPS
+scan is a read-only ``?scan=1`` of the DNS page itself (handlers/portal/base.py).
 
 Each goes through the core function of the API call it stands for, with that call's roles and
 rate-limit bucket, so the portal can do nothing the API would refuse: owners, admins and operators
-change domains and links, owners and admins rotate keys, ``read_only`` gets a 403 page. Another
-workspace's domain, link or key is a 404 page. Every POST is one action per submitted form and
-answers 303 (handlers/portal/forms.py).
+change domains and links, ``read_only`` gets a 403 page. Another workspace's domain or link is a
+404 page. Every POST is one action per submitted form and answers 303 (handlers/portal/forms.py).
 """
 
 from __future__ import annotations
@@ -17,8 +15,7 @@ from tornado.web import HTTPError, authenticated
 from core.domains import clients as domain_clients
 from core.domains import operations
 from core.errors import ApiError, NotFound
-from core.identity import api_keys
-from core.identity.scopes import MANAGERS, WRITERS
+from core.identity.scopes import WRITERS
 from core.verification import links as verification_links
 from handlers.portal.base import PortalHandler, path_id
 from handlers.portal.forms import Outcome
@@ -40,8 +37,10 @@ class EditDomain(PortalHandler):
     async def get(self, domain_id: str) -> None:
         row = self.domain_row(domain_id)
         self.member(WRITERS)
+        error, typed = self.refused()
         client_id = str(row.client_id) if row.client_id else ""
-        await self.render_edit(row, notes=row.notes or "", tags=", ".join(row.tags), client_id=client_id, error=None)
+        await self.render_edit(row, notes=typed.get("notes", row.notes or ""), tags=typed.get("tags", ", ".join(row.tags)),
+                               client_id=typed.get("clientId", client_id), error=error)
 
     @authenticated
     async def post(self, domain_id: str) -> None:
@@ -62,8 +61,7 @@ class EditDomain(PortalHandler):
         try:
             await self.act(save)
         except ApiError as exc:
-            self.set_status(exc.status)
-            await self.render_edit(row, notes=notes, tags=tags_text, client_id=client_id, error=refusal_text(exc))
+            self.refuse(f"/site/{row.id}/edit", refusal_text(exc), {"notes": notes, "tags": tags_text, "clientId": client_id})
 
     async def render_edit(self, row: DomainRow, *, notes: str, tags: str, client_id: str, error: str | None) -> None:
         clients = await self.services.store.run(domain_clients.list_clients, self.services, workspace=self.member().workspace)
@@ -131,37 +129,12 @@ class LinkAction(PortalHandler):
             raise HTTPError(404) from None
         except ApiError as exc:  # no e-mail set up, sent too recently or too often, the mail server said no
             done = "No reminder was sent" if action == "remind" else "The link was not revoked"
-            self.flash(f"{done}: {refusal_text(exc)}")
-            self.redirect(dns_page, status=303)
-
-
-class RotateKey(PortalHandler):
-    """``POST /v1/api-keys/:id/rotate``: a new secret for the same key, shown once."""
-
-    @authenticated
-    async def post(self, key_id: str) -> None:
-        await self.hit_rate_limit("/v1/api-keys")
-        principal = self.member(MANAGERS)
-        wanted = path_id(key_id)
-
-        async def rotate() -> Outcome:
-            try:
-                key, secret = await self.services.store.run(api_keys.rotate, self.services,
-                                                            workspace_id=principal.workspace_id, key_id=wanted)
-            except NotFound:
-                raise HTTPError(404) from None
-            if key.status != "active":  # the API rotates those too, and they stay as they were
-                return Outcome("/account/keys", f"The key \u201c{key.name}\u201d has a new secret but stays {key.status}.",
-                               secret=secret)
-            return Outcome("/account/keys", f"The key \u201c{key.name}\u201d has a new secret; the old secret stopped "
-                                            "working at once. Its name, scopes and expiry are unchanged.", secret=secret)
-
-        await self.act(rotate)
+            self.flash(f"{done}: {refusal_text(exc)}", near=f"link-{wanted}")  # by the link, not atop the page
+            self.redirect(f"{dns_page}#link-{wanted}", status=303)
 
 
 routes = [
     (r"/site/([^/]+)/edit", EditDomain),
     (r"/site/([^/]+)/delete", DeleteDomain),
     (r"/site/([^/]+)/links/([^/]+)/(revoke|remind)", LinkAction),
-    (r"/account/keys/([^/]+)/rotate", RotateKey),
 ]

@@ -1,35 +1,36 @@
-"""Server-rendered portal pages (Jinja2, autoescaped): the base page handler, the home page with
-the sign-up form, sign-in and sign-out (the account page: handlers/portal/account.py).
+"""Server-rendered portal pages (Jinja2, autoescaped): the base page handler and the portal's words
+(sign-up, sign-in and sign-out: handlers/portal/signin.py; the account page: handlers/portal/account.py).
 
 A signed-in person's session is their OpenID Connect ID token, kept in a signed, HttpOnly,
 SameSite=Lax cookie (``Secure`` when ``portal_url`` is https) and verified on every page exactly
 as an API bearer is. Every form carries Tornado's XSRF token and, on a signed-in page, a one-time
-token that makes it act once (handlers/portal/forms.py). Pages load nothing from outside the service and
-work without JavaScript; ``static/portal.js`` only adds copy buttons and disables a form's buttons
-while it is sending.
+token that makes it act once (handlers/portal/forms.py). A form answers with a redirect whatever
+happened (post/redirect/get): what it did in a flash message, or what was refused, with what was
+typed, in a cookie the page it leads to reads once (``refuse``). Pages load nothing from outside
+the service and work without JavaScript; ``static/portal.js`` only adds copy buttons, disables a
+form's buttons while it is sending, and refreshes a status that waits on a check.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from http.client import responses
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import jinja2
-from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
-from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from markupsafe import Markup
 from tornado.web import HTTPError
 
 from core import logs
+from core.certificates import results, states
 from core.errors import ApiError, NotFound
-from core.identity import portal_signin, signin, signup, workspaces
+from core.identity import workspaces
 from core.identity.auth import Caller, Principal, act_in, identify
+from core.verification import checks, provider_findings
 from handlers.base import BaseHandler
 from handlers.portal import forms
 from store.records import User
@@ -39,6 +40,10 @@ WORKSPACE_COOKIE = "cps_workspace"
 SIGNIN_COOKIE = "cps_signin"
 FLASH_COOKIE = "cps_flash"
 SIGNED_UP_COOKIE = "cps_signed_up"
+REFUSED_COOKIE = "cps_refused"
+#: A refused form's values ride in a cookie; beyond this (browsers keep about 4 KB a cookie) only
+#: the reason does, and the person types again.
+REFUSED_MAX_BYTES = 2500
 
 TEMPLATES = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).resolve().parents[2] / "templates"),
@@ -48,9 +53,33 @@ TEMPLATES = jinja2.Environment(
 STATUS_WORDS = {"action_needed": "needs action", "none": "no certificate yet", "error": "has a problem",
                 "read_only": "read-only"}
 TEMPLATES.filters["words"] = lambda status: STATUS_WORDS.get(status, status)
+#: Roles as every page names them (the API's values are ``read_only`` etc.).
+ROLE_WORDS = {"owner": "owner", "admin": "admin", "operator": "operator", "read_only": "read-only"}
+TEMPLATES.filters["role"] = lambda role: ROLE_WORDS.get(role, role)
+#: A time as pages show it; to the second where a check is awaited (checks are a minute apart).
+TEMPLATES.filters["utc"] = lambda moment, seconds=False: moment.strftime("%Y-%m-%d %H:%M" + (":%S" if seconds else "") + " UTC")
 #: A long hostname wraps between its labels, never inside one (``<wbr>`` copies as nothing);
 #: templates keep the plain value in a ``data-value`` attribute too, for scripts that read the page.
 TEMPLATES.filters["breakable"] = lambda name: Markup("<wbr>.").join(str(name).split("."))
+#: What the core's messages tell an API client to call, and what the portal's pages say instead:
+#: the words on their buttons ("Check now", "Diagnose"). The API keeps its words.
+BUTTON_WORDS = (
+    (states.VERIFY_AGAIN, "press \u201cCheck now\u201d"),
+    (states.CHECK_AGAIN, "wait: the next check reads how far it has got"),
+    (provider_findings.RECHECK, "press \u201cCheck now\u201d"),
+    (results.DIAGNOSE_THEN_ISSUE, "check the delegation CNAME (\u201cDiagnose\u201d), then press \u201cCheck now\u201d"),
+    (checks.DIAGNOSIS_POINTER, "The diagnosis names the exact fix: press \u201cDiagnose\u201d."),
+)
+
+
+def in_button_words(text: str | None) -> str | None:
+    """A core message as a page says it, naming the page's buttons instead of API calls."""
+    for api_words, page_words in BUTTON_WORDS:
+        text = text.replace(api_words, page_words) if text else text
+    return text
+
+
+TEMPLATES.filters["button_words"] = in_button_words
 
 #: Nothing from elsewhere, no framing (clickjacking), no inline script.
 _CSP = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -62,6 +91,22 @@ class _RateLimited(HTTPError):
     def __init__(self, retry_after: int) -> None:
         super().__init__(429)
         self.retry_after = retry_after
+
+
+class NotAllowed(HTTPError):
+    """A 403 page that says why: the role it needs, or that one must sign in."""
+
+    def __init__(self, explanation: str) -> None:
+        super().__init__(403)
+        self.explanation = explanation
+
+
+def needs_role(principal: Principal, roles: Collection[str]) -> NotAllowed:
+    """The 403 of a role that may not do this, naming the roles that may."""
+    named = [ROLE_WORDS[role] for role in roles]
+    either = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " or " + named[-1]
+    return NotAllowed(f"Only an {either} of {principal.workspace.name} may do this; you are "
+                      f"{ROLE_WORDS.get(principal.role or '', principal.role)} there.")
 
 
 def refusal_text(exc: ApiError) -> str:
@@ -140,10 +185,32 @@ class PageHandler(BaseHandler):
         if decision is not None and decision.exceeded is not None:
             raise _RateLimited(decision.exceeded.reset)
 
-    def flash(self, message: str) -> None:
-        """A message for the next page shown (after a redirect)."""
-        self.set_signed_cookie(FLASH_COOKIE, message, expires_days=None, httponly=True, samesite="Lax",
+    def flash(self, message: str, *, near: str | None = None) -> None:
+        """A message for the next page shown (after a redirect); ``near``: the id of the element it is
+        about, where that page shows it if it has it (a link's "Remind"), else at the top."""
+        self.set_signed_cookie(FLASH_COOKIE, json.dumps({"message": message, "near": near}), expires_days=None,
+                               httponly=True, samesite="Lax", secure=self.secure_cookies)
+
+    def refuse(self, location: str, reason: str | None, typed: dict[str, Any] | None = None) -> None:
+        """A refused form: back to the page showing it (303, so a reload sends nothing again and
+        the address bar holds a page), which shows the reason with what was typed (``refused``)."""
+        kept = {"at": urlsplit(location).path, "reason": reason, "typed": typed or {}}
+        if len(json.dumps(kept)) > REFUSED_MAX_BYTES:
+            kept["typed"] = {}
+        self.set_signed_cookie(REFUSED_COOKIE, json.dumps(kept), expires_days=None, httponly=True, samesite="Lax",
                                secure=self.secure_cookies)
+        self.redirect(location, status=303)
+
+    def refused(self) -> tuple[str | None, dict[str, Any]]:
+        """The reason and the typed values of a form this page's address was refused for, once."""
+        raw = self.get_signed_cookie(REFUSED_COOKIE, max_age_days=1)
+        if raw is None:
+            return None, {}
+        self.clear_cookie(REFUSED_COOKIE)
+        kept = json.loads(raw)
+        if kept.get("at") != self.request.path:  # left behind by a page never shown: not this one's
+            return None, {}
+        return kept.get("reason"), kept.get("typed") or {}
 
     async def act(self, action: Callable[[], Awaitable[forms.Outcome]], *, in_workspace: bool = True) -> None:
         """Run a form's action once per submitted form (handlers/portal/forms.py) and redirect to what it
@@ -176,14 +243,23 @@ class PageHandler(BaseHandler):
         origin = f"{parts.scheme}://{parts.netloc}"
         self.set_header("Content-Security-Policy", _CSP.replace("form-action 'self'", f"form-action 'self' {origin}"))
 
-    def render_page(self, name: str, **context: Any) -> None:
+    def render_page(self, template: str, /, *, anchors: Collection[str] = (), **context: Any) -> None:
+        """The page ``template``; ``anchors``: the ids of its elements a flash message may be shown by."""
         self.set_header("Content-Type", "text/html; charset=UTF-8")
         flash = self.get_signed_cookie(FLASH_COOKIE, max_age_days=1)
         if flash is not None:
             self.clear_cookie(FLASH_COOKIE)
+            try:
+                flashed = json.loads(flash)
+            except ValueError:  # set by a version before "near": the message alone
+                flashed = {"message": flash.decode(), "near": None}
+            context.setdefault("flash", flashed["message"])
+            context.setdefault("flash_near", flashed["near"] if flashed["near"] in anchors else None)
         context.setdefault("principal", self.principal)
         context.setdefault("user", self.user)
-        context.setdefault("flash", flash.decode() if flash else None)
+        context.setdefault("flash", None)
+        context.setdefault("flash_near", None)
+        context.setdefault("simulated", self.simulated())
         if self.caller is not None and self.user is not None and "switcher" not in context:
             # The header's workspace switcher, from the workspaces read with the person (prepare).
             context["switcher"] = workspaces.listed(self.caller.memberships)
@@ -193,7 +269,16 @@ class PageHandler(BaseHandler):
             shown = str(self.principal.workspace_id) if self.principal is not None else ""
             token = forms.new_token(self.services, str(self.user.id), shown)
             context["xsrf"] += Markup('<input type="hidden" name="{}" value="{}">').format(forms.FIELD, token)
-        self.finish(TEMPLATES.get_template(name).render(**context))
+        self.finish(TEMPLATES.get_template(template).render(**context))
+
+    def simulated(self) -> dict[str, Any] | None:
+        """What the sandbox simulates, for the banner every page shows: certificates, and DNS records
+        too with ``simulate_dns``; None with a real edge provider."""
+        provider = self.services.config.provider
+        if provider.kind != "sandbox":
+            return None
+        sandbox = provider.sandbox
+        return {"dns": sandbox.simulate_dns, "dns_delay": sandbox.simulate_dns_delay_seconds}
 
     def decode_argument(self, value: bytes, name: str | None = None) -> str:
         # A path id that is not UTF-8 names nothing: the page's own lookup makes it a 404 page, like
@@ -226,141 +311,12 @@ class PageHandler(BaseHandler):
             reason=responses.get(status_code, "Error"),
             request_id=self.request_id,
             stale_form=error.why if isinstance(error, forms.StaleForm) else None,
+            explanation=error.explanation if isinstance(error, NotAllowed) else None,
             retry_after=retry_after,
         )
-
-
-class HomeHandler(PageHandler):
-    async def get(self) -> None:
-        self.render_page("home.html", base_url=self.services.config.server.base_url, error=None, email="", domain="")
-
-
-class SignupPageHandler(PageHandler):
-    """The passwordless sign-up form, through the same core function as POST /v1/public/signup."""
-
-    async def get(self) -> None:
-        """``/signup`` typed in the address bar: the form, as on the home page."""
-        self.render_page("home.html", base_url=self.services.config.server.base_url, error=None, email="", domain="")
-
-    async def post(self) -> None:
-        await self.hit_rate_limit("/v1/public/signup")
-        email, domain = self.get_body_argument("email", ""), self.get_body_argument("domain", "")
-        try:
-            result = await signup.signup(self.services, signup.SignupRequest(email=email, domain=domain))
-        except ApiError as exc:
-            self.set_status(exc.status)
-            base_url = self.services.config.server.base_url
-            self.render_page("home.html", base_url=base_url, error=refusal_text(exc), email=email, domain=domain)
-            return
-        created = result if isinstance(result, signup.SignedUp) else None
-        next_path = urlsplit(created.portal_url).path if created else "/domains"
-        # Post/redirect/get: the answer page reads what happened from a signed cookie, so a reload
-        # of it signs nobody up again.
-        shown = {"email": result.user_email, "apex": created.domain.apex if created else None,
-                 "login": "/login?" + urlencode({"next": next_path, "login_hint": result.user_email})}
-        self.set_signed_cookie(SIGNED_UP_COOKIE, json.dumps(shown), expires_days=1 / 24, httponly=True,
-                               samesite="Lax", secure=self.secure_cookies)
-        self.redirect("/signup/done", status=303)
-
-
-class SignedUpPage(PageHandler):
-    async def get(self) -> None:
-        sealed = self.get_signed_cookie(SIGNED_UP_COOKIE, max_age_days=1)
-        if sealed is None:
-            self.redirect("/signup")
-            return
-        self.clear_cookie(SIGNED_UP_COOKIE)  # shown once: not to whoever uses this browser next
-        self.render_page("signed_up.html", shown=json.loads(sealed))
-
-
-class LoginHandler(PageHandler):
-    """Start an OpenID Connect sign-in: code flow with PKCE; state, nonce and verifier kept
-    server-side under the state (single use), the state also in a signed cookie of this browser."""
-
-    async def get(self) -> None:
-        try:
-            endpoint = (await self.services.oidc.discovery())["authorization_endpoint"]
-        except (ApiError, KeyError):
-            raise HTTPError(502) from None
-        await self.hit_rate_limit("/v1/portal/login")  # the shared api bucket
-        pending = portal_signin.start_signin(portal_signin.safe_next(self.get_argument("next", None)))
-        self.set_signed_cookie(
-            SIGNIN_COOKIE, portal_signin.seal(self.services.keyring, pending), expires_days=portal_signin.SIGNIN_SECONDS / 86400,
-            httponly=True, samesite="Lax", secure=self.secure_cookies,
-        )
-        client = self.services.oidc_client
-        extra = {"login_hint": self.get_argument("login_hint")} if self.get_argument("login_hint", "") else {}
-        self.redirect(
-            prepare_grant_uri(
-                endpoint, client.client_id, "code", redirect_uri=client.redirect_uri, scope="openid email",
-                state=pending.state, nonce=pending.nonce,
-                code_challenge=create_s256_code_challenge(pending.verifier), code_challenge_method="S256", **extra,
-            )
-        )
-
-
-class CallbackHandler(PageHandler):
-    """Finish the sign-in: the state must be this browser's and unused; redeem the code through
-    the same core function as POST /v1/auth/oidc/exchange; keep the session; clean URL."""
-
-    async def head(self) -> None:
-        """Not GET without a body here: GET redeems the one-time state and the code, and HEAD
-        must change nothing (a link checker or prefetch would spend the sign-in)."""
-        raise HTTPError(405)
-
-    async def get(self) -> None:
-        await self.hit_rate_limit("/v1/auth/oidc/exchange")
-        cookie = self.get_signed_cookie(SIGNIN_COOKIE, max_age_days=1)
-        self.clear_cookie(SIGNIN_COOKIE)
-        state = self.get_argument("state", "")
-        pending = portal_signin.unseal(self.services.keyring, cookie.decode()) if cookie else None
-        # The state ties the answer to a sign-in this browser started (CSRF), compared in constant
-        # time, and is used up here.
-        if (
-            pending is None
-            or not hmac.compare_digest(state.encode(), pending.state.encode())
-            or not await self.services.used_signin_states.use(pending.state)
-        ):
-            self.set_status(400)
-            self.render_page("signin.html", error="This sign-in link is stale, was already used, or was not started here. Start again.")
-            return
-        if self.get_argument("error", None) or not self.get_argument("code", None):
-            self.set_status(400)
-            self.render_page("signin.html", error=f"The identity provider did not sign you in ({self.get_argument('error', 'no code')}).")
-            return
-        request = signin.ExchangeRequest(code=self.get_argument("code"), code_verifier=pending.verifier, nonce=pending.nonce)
-        try:
-            result = await signin.exchange(self.services, request)
-        except ApiError as exc:
-            self.set_status(exc.status)
-            self.render_page("signin.html", error=exc.message)
-            return
-        self.set_signed_cookie(
-            SESSION_COOKIE, result.token, expires_days=result.expires_in_seconds / 86400, httponly=True, samesite="Lax",
-            secure=self.secure_cookies,
-        )
-        self.redirect(pending.next_path)  # a clean URL: a reload does not replay the code
-
-
-class LogoutHandler(PageHandler):
-    async def post(self) -> None:
-        # Everything this browser holds about the person goes, for whoever uses it next.
-        for cookie in (SESSION_COOKIE, FLASH_COOKIE, SIGNED_UP_COOKIE, forms.REVEAL_COOKIE):
-            self.clear_cookie(cookie)
-        self.redirect("/", status=303)
 
 
 class PageNotFoundHandler(PageHandler):
     async def prepare(self) -> None:
         await super().prepare()  # the page knows who is signed in, and offers what they can do
         raise HTTPError(404)
-
-
-routes = [
-    (r"/", HomeHandler),
-    (r"/signup", SignupPageHandler),
-    (r"/signup/done", SignedUpPage),
-    (r"/login", LoginHandler),
-    (r"/auth/callback", CallbackHandler),
-    (r"/logout", LogoutHandler),
-]

@@ -4,8 +4,9 @@ inviting, changing roles, removing members and revoking invitations.
 Owners and admins see it, as only they may list the team in the API (``GET /v1/team``): the
 members' e-mails are not shown to a role the API would refuse them to. Each action calls the same core function as its API endpoint,
 so the core's rules (only an owner touches the owner role, a workspace keeps an owner) hold
-here too and are shown in words on the page, with the refusal's status. Removing someone is a
-page of its own naming their e-mail, the confirmation a browser without JavaScript can show.
+here too, and a refusal is shown in words on the team page (after a redirect, as every answer to a
+form). Removing someone is a page of its own naming their e-mail, the confirmation a browser
+without JavaScript can show.
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ from core.identity.auth import Principal
 from core.identity.scopes import MANAGERS, ROLES
 from handlers.portal.base import PortalHandler, path_id
 from handlers.portal.forms import Outcome
-from handlers.portal.pages import refusal_text
+from handlers.portal.pages import ROLE_WORDS, refusal_text
 from store.records import Invitation, Member
 
-#: Roles as the page names them, with what each may do (the spec's Authentication rules).
-ROLE_WORDS = {"owner": "Owner", "admin": "Admin", "operator": "Operator", "read_only": "Read only"}
+#: What each role may do (the spec's Authentication rules).
 ROLE_MEANINGS = {
     "owner": "everything, including making and removing owners",
     "admin": "manages the team (except owners), API keys and webhooks, and changes domains and certificates",
@@ -40,15 +40,16 @@ def grantable_roles(principal: Principal) -> list[str]:
 
 
 class TeamPortalHandler(PortalHandler):
-    async def render_team(self, principal: Principal, *, error: str | None = None, email: str = "",
-                          role: str = DEFAULT_INVITE_ROLE) -> None:
-        """The team page, also re-shown with a refusal in words (the status already set)."""
+    async def render_team(self, principal: Principal) -> None:
+        """The team page; after a refused form, with the refusal in words and what was typed."""
+        error, typed = self.refused()
+        email, role = typed.get("email", ""), typed.get("role", DEFAULT_INVITE_ROLE)
         current = await self.current_team(principal)
         self.render_page(
             "team.html", members=current.members, invitations=current.invitations,
             owners=sum(1 for m in current.members if m.role == "owner"),
             can_manage=principal.role in MANAGERS, grantable=grantable_roles(principal),
-            role_words=ROLE_WORDS, role_meanings=ROLE_MEANINGS, error=error, email=email, invite_role=role,
+            role_meanings=ROLE_MEANINGS, error=error, email=email, invite_role=role if role in ROLES else DEFAULT_INVITE_ROLE,
             portal_url=self.services.config.server.portal_url,
         )
 
@@ -71,12 +72,11 @@ class TeamPortalHandler(PortalHandler):
                 return invitation
         raise HTTPError(404)
 
-    async def refused(self, principal: Principal, exc: ApiError) -> None:
-        """A rule of the core said no: the team page with the reason; a vanished target is a 404 page."""
+    def said_no(self, exc: ApiError) -> None:
+        """A rule of the core said no: back to the team page, which says why; a vanished target is a 404 page."""
         if isinstance(exc, NotFound):
             raise HTTPError(404) from None
-        self.set_status(exc.status)
-        await self.render_team(principal, error=refusal_text(exc))
+        self.refuse(TEAM, refusal_text(exc))
 
 
 class TeamPage(TeamPortalHandler):
@@ -103,9 +103,7 @@ class InvitePage(TeamPortalHandler):
         try:
             await self.act(invite)
         except ApiError as exc:
-            self.set_status(exc.status)
-            await self.render_team(principal, error=refusal_text(exc), email=email,
-                                   role=role if role in ROLES else DEFAULT_INVITE_ROLE)
+            self.refuse(TEAM, refusal_text(exc), {"email": email, "role": role})
 
 
 class RevokeInvitation(TeamPortalHandler):
@@ -124,7 +122,7 @@ class RevokeInvitation(TeamPortalHandler):
         try:
             await self.act(revoke)
         except ApiError as exc:
-            await self.refused(principal, exc)
+            self.said_no(exc)
 
 
 class ChangeRole(TeamPortalHandler):
@@ -143,7 +141,7 @@ class ChangeRole(TeamPortalHandler):
         try:
             await self.act(change)
         except ApiError as exc:
-            await self.refused(principal, exc)
+            self.said_no(exc)
 
 
 class RemoveMember(TeamPortalHandler):
@@ -153,7 +151,7 @@ class RemoveMember(TeamPortalHandler):
     async def get(self, user_id: str) -> None:
         principal = self.member(MANAGERS)
         member = await self.team_member(principal, user_id)
-        self.render_page("team_remove.html", member=member, role_words=ROLE_WORDS)
+        self.render_page("team_remove.html", member=member)
 
     @authenticated
     async def post(self, user_id: str) -> None:
@@ -177,7 +175,7 @@ class RemoveMember(TeamPortalHandler):
         try:
             await self.act(remove)
         except ApiError as exc:
-            await self.refused(principal, exc)
+            self.said_no(exc)
 
 
 routes = [

@@ -119,7 +119,8 @@ class WebhookListPage(WebhooksHandler):
 
     @authenticated
     async def get(self) -> None:
-        await self.render_list(error=None, url="", checked=[ALL_EVENTS])
+        error, typed = self.refused()
+        await self.render_list(error=error, url=typed.get("url", ""), checked=typed.get("events", [ALL_EVENTS]))
 
     @authenticated
     async def post(self) -> None:
@@ -136,8 +137,7 @@ class WebhookListPage(WebhooksHandler):
         try:
             await self.act(add)
         except ApiError as exc:
-            self.set_status(exc.status)
-            await self.render_list(error=refusal_text(exc), url=url, checked=checked)
+            self.refuse("/webhooks", refusal_text(exc), {"url": url, "events": checked})
 
     async def render_list(self, *, error: str | None, url: str, checked: list[str]) -> None:
         principal = self.member()
@@ -157,8 +157,10 @@ class WebhookPage(WebhooksHandler):
     @authenticated
     async def get(self, endpoint_id: str) -> None:
         endpoint = await self.endpoint(endpoint_id)
+        error, typed = self.refused()
         # Shown here once, never stored in clear: the page is not cached (Cache-Control: no-store).
-        await self.render_endpoint(endpoint, secret=self.revealed_secret())
+        await self.render_endpoint(endpoint, secret=self.revealed_secret(), error=error, url=typed.get("url"),
+                                   checked=typed.get("events"))
 
     @authenticated
     async def post(self, endpoint_id: str) -> None:
@@ -177,8 +179,7 @@ class WebhookPage(WebhooksHandler):
         try:
             await self.act_or_404(edit)
         except ApiError as exc:
-            self.set_status(exc.status)
-            await self.render_endpoint(endpoint, error=refusal_text(exc), url=url, checked=checked)
+            self.refuse(f"/webhooks/{endpoint.id}", refusal_text(exc), {"url": url, "events": checked})
 
 
 class WebhookStatus(WebhooksHandler):

@@ -1,12 +1,14 @@
 """Every portal page in a real browser (Debian's Chromium through Playwright) at a phone's width
-(390 px) and a desktop's (1280 px): nothing scrolls sideways, and axe-core finds no serious or
-critical accessibility violation.
+(390 px) and a desktop's (1280 px): nothing scrolls sideways (a table that scrolls in its own box
+says so), and axe-core finds no serious or critical accessibility violation. Also the phone layout
+of lists, and labels above their fields.
 
 One service process serves the whole module, seeded through its API with what the pages show at
 their fullest: an active domain with a sandbox certificate, a blocked one, a long hostname with
 wrong records published (for the diagnosis), a verification link and a revoked one, API keys, a
-second workspace (the switcher) and a pending invitation. A page is one line of ``PAGES`` (signed
-in) or ``PUBLIC_PAGES`` (no account); ``{name}`` in a path is a seeded id.
+second workspace (the switcher), a pending invitation, and a bulk add through the domains page (its
+line-by-line answer). A page is one line of ``PAGES`` (signed in) or ``PUBLIC_PAGES`` (no account);
+``{name}`` in a path is a seeded id.
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ PAGES = [
     ("team", "/team"),
     ("domain delete", "/site/{long}/delete"),
     ("dns scan", "/site/{active}/dns?scan=1"),
+    ("dns not checked yet", "/site/{waiting}/dns"),
+    ("domains added", "{added}"),
+    ("key rotate", "/account/keys/{key}/rotate"),
+    ("key revoke", "/account/keys/{key}/revoke"),
 ]
 PUBLIC_PAGES = [
     ("home", "/"),
@@ -68,10 +74,15 @@ PUBLIC_PAGES = [
     ("unknown link", "/verify/no-such-token"),
     ("sign-in failed", "/auth/callback?code=stale&state=stale"),
     ("identity provider", "/login"),
+    ("sign-up answer gone", "/signup/done"),
 ]
 #: The documentation's screenshots (docs/portal.md), at both widths: tests/browser/screenshots/<name>-<width name>.png.
 SCREENSHOTS = [("domains", "domains"), ("dns active", "dns"), ("link page", "link-page"), ("keys", "keys"),
-               ("webhooks", "webhooks"), ("team", "team"), ("domain delete", "domain-delete")]
+               ("webhooks", "webhooks"), ("team", "team"), ("domain delete", "domain-delete"),
+               ("dns not checked yet", "dns-not-checked-yet"), ("domains added", "domains-added"),
+               ("key rotate", "key-rotate")]
+#: What the bulk add of the domains page is seeded with: added, already there, refused.
+BULK = ["shop.customer-example.com", "www.customer-example.com", "shop.example.com", "localhost", "shop_2.customer-example.com"]
 
 #: The elements sticking out on the right, to say what to fix when a page is too wide.
 WIDEST = """() => {
@@ -140,7 +151,8 @@ def seed(service: ServiceProcess, dns: DnsServer) -> dict[str, str]:
     revoked = ok("POST", "/v1/verification-links", {"domainId": domains[LONG]}, token=owner, expect=201)
     ok("POST", f"/v1/verification-links/{revoked['id']}/revoke", token=owner, expect=204)
 
-    ok("POST", "/v1/api-keys", {"name": "deploy pipeline of " + LONG, "scopes": list(SCOPES)}, token=owner, expect=201)
+    key = ok("POST", "/v1/api-keys", {"name": "deploy pipeline of " + LONG, "scopes": list(SCOPES)}, token=owner,
+             expect=201)
     spare = ok("POST", "/v1/api-keys", {"name": "old reader", "scopes": ["domains:read"]}, token=owner, expect=201)
     ok("POST", f"/v1/api-keys/{spare['id']}/revoke", token=owner, expect=204)
 
@@ -158,7 +170,7 @@ def seed(service: ServiceProcess, dns: DnsServer) -> dict[str, str]:
         "active": domains["shop.example.com"], "blocked": domains["blocked.example.com"], "long": domains[LONG],
         "link": urlsplit(link["url"]).path.rsplit("/", 1)[1],
         "revoked_link": urlsplit(revoked["url"]).path.rsplit("/", 1)[1],
-        "webhook": hook["id"],
+        "webhook": hook["id"], "waiting": domains["www.example.com"], "key": key["id"],
     }
 
 
@@ -178,6 +190,10 @@ def portal(tmp_path_factory, axe_script) -> Iterator[Portal]:
             signed_in.fill("input[name=email]", OWNER)
             signed_in.click("button:has-text('Sign in')")
             signed_in.wait_for_url("**/domains")
+            signed_in.fill("#hostnames", "\n".join(BULK))
+            signed_in.click("#add")
+            signed_in.wait_for_url("**/domains/added/*")
+            ids["added"] = urlsplit(signed_in.url).path
             visitor = chromium.new_context(bypass_csp=True).new_page()
             yield Portal(service.base_url, ids, signed_in, visitor, axe_script)
             chromium.close()
@@ -186,11 +202,20 @@ def portal(tmp_path_factory, axe_script) -> Iterator[Portal]:
         dns.stop()
 
 
+#: Table boxes that scroll sideways without the line above them saying so.
+UNSAID_SCROLLERS = """() => [...document.querySelectorAll("div.table-scroll")]
+  .filter(box => box.scrollWidth > box.clientWidth)
+  .filter(box => !(box.previousElementSibling && box.previousElementSibling.matches("p.scroll-hint")))
+  .map(box => (box.querySelector("table") || box).id || box.outerHTML.slice(0, 80))"""
+
+
 def assert_fits(page: Page, width: int) -> None:
+    """Nothing sticks out of the page, and a table box that scrolls sideways says so above it."""
     scroll_width, inner_width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert inner_width == width
     assert scroll_width <= inner_width, (
         f"{page.url} is {scroll_width} px wide at {width} px; sticking out: {page.evaluate(WIDEST)}")
+    assert page.evaluate(UNSAID_SCROLLERS) == [], f"{page.url}: tables scrolling sideways unsaid at {width} px"
 
 
 def assert_accessible(page: Page, axe: Path) -> None:
@@ -239,6 +264,77 @@ def test_the_signed_up_page_fits_and_passes_axe(portal, width):
     page.wait_for_selector("h1:has-text('Welcome')")
     assert_fits(page, width)
     assert_accessible(page, portal.axe)
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_the_answer_to_signing_up_again_fits_and_passes_axe(portal, width):
+    """An e-mail with an account already: nothing signed up, the hostname kept for after sign-in."""
+    page = portal.open("home", public=True, width=width)
+    page.fill("input[name=email]", OWNER)
+    page.fill("input[name=domain]", f"another-{width}.{LONG}")
+    page.click("button:has-text('Sign up')")
+    page.wait_for_selector("h1:has-text('You already have an account')")
+    assert_fits(page, width)
+    assert_accessible(page, portal.axe)
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_a_refused_form_fits_and_passes_axe(portal, width):
+    """The domains page after a refused hostname (post/redirect/get): the reason and what was typed."""
+    page = portal.open("domains", public=False, width=width)
+    page.fill("#hostnames", "shop.example.com:8443")
+    page.click("#add")
+    page.wait_for_selector("#add-error")
+    assert page.url.endswith("/domains") and page.input_value("#hostnames") == "shop.example.com:8443"
+    assert_fits(page, width)
+    assert_accessible(page, portal.axe)
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_a_sign_in_without_a_workspace_fits_and_passes_axe(portal, width):
+    """Signed in at the identity provider as someone with no workspace here: sign-up and another account offered."""
+    page = portal.open("identity provider", public=True, width=width)
+    page.fill("input[name=email]", f"stranger-{width}@{LONG}")
+    page.click("button:has-text('Sign in')")
+    page.wait_for_selector("#another-account")
+    assert_fits(page, width)
+    assert_accessible(page, portal.axe)
+
+
+class TestPhoneLayout:
+    """At 390 px, lists of things are one block per row: no column is hidden in a box scrolling sideways."""
+
+    IN_VIEW = """selector => [...document.querySelectorAll(selector)].map(e => e.getBoundingClientRect())
+      .every(box => box.width > 0 && box.right <= window.innerWidth)"""
+
+    def test_every_members_change_role_and_remove_are_in_view(self, portal):
+        page = portal.open("team", public=False, width=WIDTHS["phone"])
+        assert page.evaluate(self.IN_VIEW, "#members select, #members td[data-label=Remove] a")
+        assert page.locator("#members td[data-label=Remove] a").count() > 0
+
+    def test_every_domains_date_added_is_in_view(self, portal):
+        page = portal.open("domains", public=False, width=WIDTHS["phone"])
+        assert page.evaluate(self.IN_VIEW, "#domains td[data-label=Added] time")
+        added = "getComputedStyle(document.querySelector('#domains td[data-label=Added]'), '::before').content"
+        assert page.evaluate(added) != "none"  # each value follows its column's name
+
+
+class TestFormFields:
+    #: Labels whose text is not above their field: the field starts right of the label's left edge.
+    BESIDE = """() => [...document.querySelectorAll("main label")].flatMap(label => {
+      const field = label.querySelector("input:not([type=checkbox]):not([type=radio]):not([type=hidden]), select, textarea");
+      return field && field.getBoundingClientRect().left > label.getBoundingClientRect().left + 1 ? [label.textContent.trim()] : [];
+    })"""
+
+    @pytest.mark.parametrize("name", ["domains", "dns not checked yet", "keys", "webhooks", "webhook", "team"])
+    def test_every_label_is_above_its_field(self, portal, name):
+        page = portal.open(name, public=False, width=WIDTHS["desktop"])
+        page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        assert page.evaluate(self.BESIDE) == []
+
+    def test_the_webhook_url_field_has_room_for_a_url(self, portal):
+        page = portal.open("webhooks", public=False, width=WIDTHS["desktop"])
+        assert page.locator("input[name=url]").bounding_box()["width"] >= 600
 
 
 def test_a_forms_buttons_are_disabled_once_it_is_sending_and_the_clicked_one_still_counts(portal):

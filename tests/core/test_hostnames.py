@@ -50,6 +50,8 @@ class TestRefusals:
             ("shop.example.com:8443", "leave out the scheme, port and path"),
             ("shop example.com", "white space"),
             ("sh_op.example.com", "underscore"),
+            ("one.example.com,two.example.com", "contains ',', which hostnames may not: only letters, digits, hyphens and dots"),
+            ("shop!.example.com", "contains '!'"),
             ("x" * 64 + ".example.com", "not a valid hostname"),
             (".".join(["a" * 60] * 5) + ".com", "not a valid hostname"),
             ("   ", "empty"),

@@ -19,6 +19,7 @@ from tests.pages.portal_client import Browser, new_domain, sign_in
 
 NEXT_CHECK = dt.datetime(2026, 11, 22, 10, 5, 30, tzinfo=dt.UTC)
 DRIFT_SINCE = dt.datetime(2026, 11, 21, 8, 15, tzinfo=dt.UTC)
+NEXT_CHECK_SHOWN = '<time datetime="2026-11-22T10:05:30Z">2026-11-22 10:05:30 UTC</time>'
 
 
 def change(services, domain: dict, **fields) -> None:
@@ -59,14 +60,24 @@ def drifted(message: str) -> dict:
 
 class TestAutomaticChecks:
     @pytest.mark.gen_test
-    async def test_the_dns_page_shows_when_the_next_check_is(self, browser, services, world, api):
-        dns_page, _ = await both_pages(browser, services, world, api, next_check_at=NEXT_CHECK)
-        assert '<p id="next-check">Checked automatically; next check at 2026-11-22 10:05 UTC.</p>' in dns_page
+    async def test_before_the_first_check_both_pages_say_when_it_is(self, browser, services, world, api):
+        for page in await both_pages(browser, services, world, api, next_check_at=NEXT_CHECK):
+            assert (f'<p id="not-checked">Not checked yet; first check at {NEXT_CHECK_SHOWN}.\nPublish both records: '
+                    "that check looks for them") in page
+            assert 'id="next-check"' not in page
 
     @pytest.mark.gen_test
-    async def test_the_link_page_shows_when_the_next_check_is(self, browser, services, world, api):
-        _, link_page = await both_pages(browser, services, world, api, next_check_at=NEXT_CHECK)
-        assert '<p id="next-check">Checked automatically; next check at 2026-11-22 10:05 UTC.</p>' in link_page
+    async def test_before_the_first_check_the_badge_says_not_checked_yet_not_needs_action(self, browser, services, world, api):
+        for page in await both_pages(browser, services, world, api, next_check_at=NEXT_CHECK):
+            assert '<span class="badge pending" id="ops-status">not checked yet</span>' in page
+            assert "needs action" not in page
+
+    @pytest.mark.gen_test
+    async def test_after_a_check_both_pages_say_when_the_next_is(self, browser, services, world, api):
+        checked = await both_pages(browser, services, world, api, next_check_at=NEXT_CHECK, validation_checked_at=DRIFT_SINCE)
+        for page in checked:
+            assert f'<p id="next-check">Checked automatically; next check at {NEXT_CHECK_SHOWN}.</p>' in page
+            assert "Last checked 2026-11-21 08:15:00 UTC." in page
 
     @pytest.mark.gen_test
     async def test_stopped_checks_say_so_and_ask_for_check_now_after_publishing(self, browser, services, world, api):

@@ -14,6 +14,7 @@ from tornado.web import decode_signed_value
 from core.config import ServerConfig
 from core.identity import team
 from core.identity.auth import Principal
+from handlers.portal.pages import in_button_words
 from tests.helpers import active_domain, mark_verified
 from tests.pages.portal_client import Browser, new_domain, sign_in
 from tests.servers.dns import DnsServer
@@ -43,14 +44,17 @@ class TestHome:
         assert (r.code, r.headers["Location"]) == (303, "/signup/done")
 
     @pytest.mark.gen_test
-    async def test_the_answer_page_without_a_sign_up_leads_to_the_form(self, browser):
+    async def test_the_answer_page_without_a_sign_up_offers_sign_in_and_sign_up(self, browser):
         r = await browser.get("/signup/done")
-        assert (r.code, r.headers["Location"]) == (302, "/signup")
+        page = r.body.decode()
+        assert r.code == 200 and 'id="signed-up-gone"' in page and 'href="/login"' in page and 'href="/signup"' in page
 
     @pytest.mark.gen_test
     async def test_a_bad_hostname_is_shown_on_the_form(self, browser):
         r = await browser.post("/signup", {"email": "new@example.com", "domain": "localhost"})
-        assert r.code == 400 and b'role="alert"' in r.body and b'value="new@example.com"' in r.body
+        assert (r.code, r.headers["Location"]) == (303, "/signup")
+        page = (await browser.follow(r)).body
+        assert b'role="alert"' in page and b'value="new@example.com"' in page and b'value="localhost"' in page
 
     @pytest.mark.gen_test
     async def test_a_form_without_the_xsrf_token_is_refused(self, browser):
@@ -249,7 +253,7 @@ class TestDomainsPage:
     @pytest.mark.gen_test
     async def test_adding_a_domain_shows_its_dns_page(self, browser, services, world):
         sign_in(browser, services, world.owner())
-        r = await browser.submit("/domains", "/domains", {"apex": "new.example.com"})
+        r = await browser.submit("/domains", "/domains", {"hostnames": "new.example.com"})
         assert r.code == 303 and re.fullmatch(r"/site/[0-9a-f-]{36}/dns", r.headers["Location"])
 
     @pytest.mark.gen_test
@@ -257,7 +261,7 @@ class TestDomainsPage:
         owner = world.owner()
         sign_in(browser, services, world.member(owner.workspace, "read_only"))
         assert b'method="post" action="/domains"' not in (await browser.get("/domains")).body
-        assert (await browser.post("/domains", {"apex": "new.example.com"})).code == 403
+        assert (await browser.post("/domains", {"hostnames": "new.example.com"})).code == 403
 
 
 class TestDnsPage:
@@ -389,9 +393,10 @@ class TestDiagnosisInPlainWords:
         return found
 
     def assert_shown(self, page: str, findings: list[dict]) -> None:
+        """The API's words, naming the page's buttons where the API names its calls."""
         for finding in findings:
-            assert finding["message"] in page
-            assert f"<strong>Fix:</strong> {finding['fix']}" in page
+            assert in_button_words(finding["message"]) in page
+            assert f"<strong>Fix:</strong> {in_button_words(finding['fix'])}" in page
 
     @pytest.mark.gen_test
     async def test_records_not_published(self, api, world, zone, page_of):
@@ -497,7 +502,7 @@ class TestKeysPage:
         secret = world.key(owner.workspace, ["*"])
         sign_in(browser, services, owner)
         key_id = (await api.get("/v1/api-keys", token=secret)).body[0]["id"]
-        assert (await browser.submit("/account/keys", f"/account/keys/{key_id}/revoke")).code == 303
+        assert (await browser.submit(f"/account/keys/{key_id}/revoke", f"/account/keys/{key_id}/revoke")).code == 303
         assert (await api.get("/v1/api-keys", token=secret)).status == 401
 
     @pytest.mark.gen_test

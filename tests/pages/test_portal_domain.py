@@ -79,7 +79,8 @@ class TestEdit:
         theirs = (await api.post("/v1/clients", {"name": "Theirs"}, token=other.token)).body
         owner, d = await signed_in_owner(browser, services, world, api)
         r = await browser.submit(f"/site/{d['id']}/dns", f"/site/{d['id']}/edit", {"clientId": theirs["id"]})
-        assert r.code == 404 and "Not saved: Client not found." in text_of(r)
+        assert (r.code, r.headers["Location"]) == (303, f"/site/{d['id']}/edit")
+        assert "Not saved: Client not found." in text_of(await browser.follow(r))
         assert "clientId" not in (await api.get(f"/v1/domains/{d['id']}", token=owner.token)).body
 
     @pytest.mark.gen_test
@@ -94,16 +95,18 @@ class TestEdit:
     async def test_a_tag_too_long_is_refused_in_words_and_the_input_kept(self, browser, services, world, api):
         owner, d = await signed_in_owner(browser, services, world, api)
         long_tag = "x" * 65
-        r = await browser.submit(f"/site/{d['id']}/dns", f"/site/{d['id']}/edit", {"tags": f"eu, {long_tag}", "notes": "kept"})
-        assert r.code == 400 and "Not saved: Each tag must be 1 to 64 printable characters" in text_of(r)
+        r = await browser.follow(await browser.submit(f"/site/{d['id']}/dns", f"/site/{d['id']}/edit",
+                                                      {"tags": f"eu, {long_tag}", "notes": "kept"}))
+        assert "Not saved: Each tag must be 1 to 64 printable characters" in text_of(r)
         assert f'value="eu, {long_tag}"' in r.body.decode() and ">\nkept</textarea>" in r.body.decode()
         assert (await api.get(f"/v1/domains/{d['id']}", token=owner.token)).body["tags"] == []
 
     @pytest.mark.gen_test
     async def test_notes_too_long_are_refused_in_words(self, browser, services, world, api):
         _, d = await signed_in_owner(browser, services, world, api)
-        r = await browser.submit(f"/site/{d['id']}/dns", f"/site/{d['id']}/edit", {"tags": "", "notes": "n" * 2001})
-        assert r.code == 400 and "Must be at most 2000 characters (got 2001)" in text_of(r)
+        r = await browser.follow(await browser.submit(f"/site/{d['id']}/dns", f"/site/{d['id']}/edit",
+                                                      {"tags": "", "notes": "n" * 2001}))
+        assert "Must be at most 2000 characters (got 2001)" in text_of(r)
 
 
 class TestDelete:
@@ -166,6 +169,14 @@ class TestHttpsScan:
         site("shop.example.com", cas["trusted"].issue_cert("other.example.net"))
         page = text_of(await browser.get(f"/site/{d['id']}/dns?scan=1"))
         assert "HTTPS is not working properly. The certificate is for other.example.net, not shop.example.com." in page
+
+    @pytest.mark.gen_test
+    async def test_a_refused_certificate_is_not_called_a_secure_connection(self, browser, services, world, api, site, cas):
+        _, d = await signed_in_owner(browser, services, world, api)
+        site("shop.example.com", cas["trusted"].issue_cert("other.example.net"))
+        page = text_of(await browser.get(f"/site/{d['id']}/dns?scan=1"))
+        assert "It answers HTTPS, but the connection is not secure: browsers refuse the certificate it presents" in page
+        assert "secure connection was made" not in page
 
     @pytest.mark.gen_test
     async def test_a_name_without_an_address_is_said_in_words(self, browser, services, world, api):
@@ -263,7 +274,7 @@ class TestRotateKey:
         listed = (await api.get("/v1/api-keys", token=world.key(owner.workspace, ["*"]))).body
         [key_id] = [key["id"] for key in listed if key["name"] == "ci"]
         sign_in(browser, services, owner)
-        page = await browser.follow(await browser.submit(KEYS, f"{KEYS}/{key_id}/rotate"))
+        page = await browser.follow(await browser.submit(f"{KEYS}/{key_id}/rotate", f"{KEYS}/{key_id}/rotate"))
         new = re.search(r'<code id="new-key">(ac_live_\w+)</code>', page.body.decode()).group(1)
         assert "the old secret stopped working at once" in flash_of(page)
         assert new not in (await browser.get(KEYS)).body.decode()
@@ -337,5 +348,6 @@ class TestOtherWorkspaces:
         secret = world.key(other.workspace, ["*"])
         key_id = (await api.get("/v1/api-keys", token=secret)).body[0]["id"]
         sign_in(browser, services, world.owner())
-        assert (await browser.post(f"{KEYS}/{key_id}/rotate", await browser.tokens())).code == 404
+        assert (await browser.get(f"{KEYS}/{key_id}/rotate")).code == 404
+        assert (await browser.post(f"{KEYS}/{key_id}/rotate", {**await browser.tokens(), "confirmed": "rotate"})).code == 404
         assert (await api.get("/v1/api-keys", token=secret)).status == 200

@@ -48,15 +48,29 @@ class TestDiagnosisHeadline:
         assert "Run a diagnosis" in page and "Why is it not active" not in page
 
     @pytest.mark.gen_test
-    async def test_a_healthy_diagnosis_opens_by_saying_all_is_well(self, browser, services, world, api, dns):
-        owner = world.owner()
-        d = await new_domain(api, owner)
+    async def test_a_healthy_diagnosis_opens_by_saying_all_is_well(self, browser, services, world, api, clock, dns):
+        owner, cert = await active_domain(api, world, services, clock)
+        d = (await api.get(f"/v1/domains/{cert['domainId']}", token=owner.token)).body
         dns.publish("_acme-challenge.shop.example.com", "CNAME", d["validation"]["delegation"]["value"])
         dns.publish("_service-verify.shop.example.com", "TXT", d["validation"]["ownership"]["value"])
         sign_in(browser, services, owner)
         page = (await browser.get(f"/site/{d['id']}/dns?diagnose=1")).body.decode()
         verdict = re.search(r'<p class="verdict (\w+)" id="verdict">(.*?)</p>', page, re.DOTALL)
         assert verdict.group(1) == "ok" and verdict.group(2).startswith("<strong>All is well.</strong>")
+
+    @pytest.mark.gen_test
+    async def test_before_the_first_check_a_healthy_diagnosis_says_the_check_is_still_to_come(
+            self, browser, services, world, api, dns):
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        dns.publish("_acme-challenge.shop.example.com", "CNAME", d["validation"]["delegation"]["value"])
+        dns.publish("_service-verify.shop.example.com", "TXT", d["validation"]["ownership"]["value"])
+        sign_in(browser, services, owner)
+        page = (await browser.get(f"/site/{d['id']}/dns?diagnose=1")).body.decode()
+        verdict = re.sub(r"\s+", " ", re.search(r'id="verdict">(.*?)</p>', page, re.DOTALL).group(1))
+        assert "All is well" not in page and "nothing needs fixing" not in page
+        assert verdict.startswith("<strong>Both records are published as they should be.</strong> The domain is not "
+                                  "checked yet: the check at 2026-11-22 10:01:")
 
     @pytest.mark.gen_test
     async def test_findings_are_labelled_in_words(self, browser, services, world, api):
@@ -76,8 +90,8 @@ class TestTooManyRequests:
     async def test_the_429_page_says_when_to_try_again(self, browser, services, world, api):
         owner = world.owner()
         sign_in(browser, services, owner)
-        await browser.post("/domains", {"apex": "one.example.com"})
-        r = await browser.post("/domains", {"apex": "two.example.com"})
+        await browser.post("/domains", {"hostnames": "one.example.com"})
+        r = await browser.post("/domains", {"hostnames": "two.example.com"})
         wait = int(r.headers["Retry-After"])
         assert r.code == 429 and f"Try again in {wait} second" in r.body.decode()
 
