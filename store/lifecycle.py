@@ -70,20 +70,22 @@ class LifecycleRepo:
 
     def _claim_of(self, workspace: str, limit: int, now: dt.datetime, lease_until: dt.datetime,
                   only: str = "") -> list[tuple[uuid.UUID, uuid.UUID]]:
-        """One workspace's ``limit`` longest due checks (those matching ``only``), leased."""
+        """One workspace's ``limit`` longest due checks (those matching ``only``), leased. Chosen,
+        then leased by id: as one ``UPDATE ... WHERE id IN (SELECT ... LIMIT)``, PostgreSQL may run
+        the subquery again for a plan's rescan and lease more than ``limit``."""
         if limit <= 0:
             return []
-        rows = self.db.execute(
-            f"""UPDATE domains SET next_check_at = ?
-               WHERE id IN (SELECT id FROM domains WHERE workspace_id = ? AND next_check_at <= ?{only}
-                            ORDER BY next_check_at LIMIT ?"""
+        ids = [row[0] for row in self.db.execute(
+            f"""SELECT id FROM domains WHERE workspace_id = ? AND next_check_at <= ?{only}
+               ORDER BY next_check_at, id LIMIT ?"""
             # Another process's claim in progress is passed over, not waited for.
-            + (" FOR UPDATE SKIP LOCKED" if postgres(self.db) else "")
-            + """)
-               RETURNING workspace_id, id""",
-            [ts(lease_until), workspace, ts(now), limit],
-        ).fetchall()
-        return [(uuid.UUID(w), uuid.UUID(d)) for w, d in rows]
+            + (" FOR UPDATE SKIP LOCKED" if postgres(self.db) else ""),
+            [workspace, ts(now), limit],
+        ).fetchall()]
+        if ids:
+            self.db.execute(f"UPDATE domains SET next_check_at = ? WHERE id IN ({', '.join('?' for _ in ids)})",
+                            [ts(lease_until), *ids])
+        return [(uuid.UUID(workspace), uuid.UUID(d)) for d in ids]
 
     def release(self, domain_id: uuid.UUID, lease_until: dt.datetime, due_at: dt.datetime) -> None:
         """Give a claimed domain back unchecked (the process is stopping), due at ``due_at``."""
