@@ -13,8 +13,10 @@ workspaces, never the size of a backlog.
 Within a workspace, a certificate already requested and not issued yet is refreshed before newer
 domains are verified (``domains_refresh_due``, migration 19): in a big import every verification
 is overdue at once, and in due order the first refresh waited for the last verification, so the
-first domain went active with the last. Such refreshes go ahead of their turn in at most half of
-a workspace's checks at once; the other half keeps verifying, whatever the refreshes due.
+first domain went active with the last. Such refreshes go ahead of their turn in all but one of a
+workspace's checks at once: that one keeps verifying, whatever the refreshes due (with half kept
+for verifications, refreshes fell behind the requests: 300 domains, median time to active 1.18 x
+its ideal, against 1.07 x; bench/lifecycle.py).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class LifecycleRepo:
         """Up to ``limit`` due checks, shared out among the workspaces in turn (the first turn goes
         to the workspace after ``after``), leased until ``lease_until``: (workspace, domain). A
         workspace gets at most ``cap`` less its checks ``running``; of those ``refreshing`` a
-        requested certificate, at most half of ``cap`` went ahead of their turn. Call it in
+        requested certificate, at most ``cap`` less one (one of one) went ahead of their turn. Call it in
         ``store.transaction(row_locked=True)``: on PostgreSQL its row locks keep processes claiming
         at once apart, where SERIALIZABLE claims abort each other (a third of them with two
         processes, measured), past a unit's retries."""
@@ -52,7 +54,7 @@ class LifecycleRepo:
         order = due[first:] + due[:first]
         most = cap if cap is not None else limit
         room_left = {w: most - (running or {}).get(uuid.UUID(w), 0) for w in order}
-        ahead_left = {w: most // 2 - (refreshing or {}).get(uuid.UUID(w), 0) for w in order}
+        ahead_left = {w: max(1, most - 1) - (refreshing or {}).get(uuid.UUID(w), 0) for w in order}
         claimed: list[tuple[uuid.UUID, uuid.UUID]] = []
         while order and len(claimed) < limit:
             more = []  # the workspaces that had as many due as they were given: they may have more

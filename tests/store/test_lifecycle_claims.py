@@ -128,16 +128,16 @@ class TestRequestedCertificatesFirst:
         [(_, first)] = claim_pairs(store, NOW, 1, cap=8)
         assert store.domains.get(ws.id, first).apex == "r0.import.com"
 
-    def test_refreshes_go_first_in_at_most_half_of_a_workspaces_checks(self, open_store):
+    def test_refreshes_go_first_in_all_but_one_of_a_workspaces_checks(self, open_store):
         store = open_store()
         late = [NOW - dt.timedelta(seconds=n) for n in range(10)]
         ws = workspace_with(store, [NOW - dt.timedelta(seconds=n) for n in range(100, 110)], "import", requested=late)
         apexes = [store.domains.get(ws.id, d).apex[0] for _, d in claim_pairs(store, NOW, 8, cap=8)]
-        assert sorted(apexes) == ["h"] * 4 + ["r"] * 4
+        assert sorted(apexes) == ["h"] + ["r"] * 7
 
-    def test_verifications_keep_their_half_while_refreshes_run(self, open_store):
+    def test_a_verification_keeps_one_check_while_refreshes_run(self, open_store):
         store = open_store()
         late = [NOW - dt.timedelta(seconds=n) for n in range(10)]
         ws = workspace_with(store, [NOW - dt.timedelta(seconds=n) for n in range(100, 110)], "import", requested=late)
-        claimed = claim_pairs(store, NOW, 4, cap=8, running={ws.id: 4}, refreshing={ws.id: 4})
-        assert [store.domains.get(ws.id, d).apex[0] for _, d in claimed] == ["h"] * 4
+        claimed = claim_pairs(store, NOW, 1, cap=8, running={ws.id: 7}, refreshing={ws.id: 7})
+        assert [store.domains.get(ws.id, d).apex[0] for _, d in claimed] == ["h"]

@@ -4,15 +4,22 @@ migrations and the copy into it leave its tables analysed."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import uuid
 
+import pytest
+
+from core.config import Config, LifecycleConfig, OidcConfig, StorageConfig
+from core.runtime.assembly import build_services
+from core.runtime.jobs import start_jobs
 from store import GROWTH_FLOOR, Store
 from store.domains import DomainFilter
 from store.migrations import apply_migrations, latest_version
 from store.postgres.copy import copy, snapshot
 from store.postgres.schema import MIGRATIONS_PG
 from store.records import DomainRow, Workspace
+from tests.servers.oidc import CLIENT_ID
 
 NOW = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
 
@@ -49,13 +56,24 @@ def never_analysed(path) -> Store:
     return Store(path)
 
 
-def test_sqlite_statistics_are_gathered_when_the_store_opens_a_database_never_analysed(tmp_path):
-    store = never_analysed(tmp_path / "db.sqlite3")
+@pytest.mark.gen_test
+async def test_sqlite_statistics_are_gathered_once_the_service_runs_on_a_database_never_analysed(tmp_path, oidc_issuer):
+    never_analysed(tmp_path / "db.sqlite3").close()
+    config = Config(storage=StorageConfig(path=str(tmp_path / "db.sqlite3"), secret_key_file=str(tmp_path / "secret.key")),
+                    oidc=OidcConfig(issuer=oidc_issuer.issuer, client_id=CLIENT_ID),
+                    lifecycle=LifecycleConfig(enabled=False))
+    services = build_services(config)
+    jobs, _ = start_jobs(services)
     try:
-        store.optimize(opening=True)
-        assert {"domains", "domain_counts", "workspaces"} <= analysed(store)
+        for _ in range(100):  # the first look is made once the loop runs, not before the service listens
+            if analysed(services.store):
+                break
+            await asyncio.sleep(0.01)
+        assert {"domains", "domain_counts", "workspaces"} <= analysed(services.store)
     finally:
-        store.close()
+        for job in jobs.values():
+            job.stop()
+        services.close()
 
 
 def test_sqlite_statistics_are_gathered_again_after_an_import_doubles_the_domains(tmp_path):
