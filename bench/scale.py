@@ -1,5 +1,6 @@
 """Scale benchmarks: the domain query at 10k, 100k and 1M domains, a cursor walk, bulk create, GET by
-key against a bare Tornado handler (wrk and the Python load generator), RSS and start-up time.
+key against a bare Tornado handler (wrk and the Python load generator), RSS and start-up time; on
+SQLite, ``q`` again at the largest size on a copy never analysed.
 Prints JSON (one object) for bench/run; asserts nothing. Not part of the test run.
 
     python bench/scale.py [--sizes 10000,100000,1000000] [--seconds 5] [--connections 16]
@@ -265,6 +266,31 @@ def measure(client: Client, size: int) -> dict:
     return figures
 
 
+def q_unanalysed(folder: Path, facts: dict, size: int) -> dict:
+    """``q`` on a copy of the database that was never analysed (no ``sqlite_stat1``), as one grown
+    by use or copied in is: SQLite gathers no statistics by itself, and the service must not need
+    an operator's ANALYZE (issue 41)."""
+    work = Path(tempfile.mkdtemp(prefix="cps-scale-"))
+    try:
+        for name in ("secret.key", "dev-idp-key.json", "service.sqlite3"):
+            if (folder / name).exists():
+                shutil.copy(folder / name, work / name)
+        db = sqlite3.connect(work / "service.sqlite3")
+        db.execute("DROP TABLE IF EXISTS sqlite_stat1")
+        db.close()
+        os.sync()
+        process, _, _ = serve(work, 18600)
+        try:
+            client = Client(18600, facts["key"])
+            return {f"q_{name}_unanalysed_p50_ms": client.p50({"q": term, "page": {"limit": PAGE}}, runs=20)
+                    for name, term in text_terms(size).items()}
+        finally:
+            process.terminate()
+            process.wait()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def run_backend(server: pg.BenchPostgres | None, sizes: list[int], schema: int, args: argparse.Namespace) -> dict:
     """Every size on one backend (PostgreSQL on ``server``, else SQLite), then GET by key on the largest."""
     results: dict = {"sizes": {}}
@@ -298,6 +324,8 @@ def run_backend(server: pg.BenchPostgres | None, sizes: list[int], schema: int, 
                 process.wait()
             if size == sizes[-1]:
                 results["get"] = get_vs_bare(work, facts, args.seconds, args.connections, url)
+                if server is None:
+                    results["sizes"][str(size)].update(q_unanalysed(folder, facts, size))
         finally:
             shutil.rmtree(work, ignore_errors=True)
             if server is not None:

@@ -50,7 +50,14 @@ def apply_migrations(store: Store, migrations: list[Migration] | None = None) ->
     with store.pg.connection():
         store.sql.execute("SELECT pg_advisory_lock(?)", [MIGRATION_LOCK])
         try:
-            return _apply(store, MIGRATIONS_PG if migrations is None else migrations)
+            known = MIGRATIONS_PG if migrations is None else migrations
+            applied = _apply(store, known)
+            if applied and len(applied) < len(known):
+                # An upgrade may add an index or rewrite a table: plans on it should not wait for
+                # autovacuum's next look to have statistics. Not a new database: its empty tables
+                # analysed would be planned as empty, with scans, until autovacuum looks again.
+                store.sql.execute("ANALYZE")
+            return applied
         finally:
             store.sql.execute("SELECT pg_advisory_unlock(?)", [MIGRATION_LOCK])
 

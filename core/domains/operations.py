@@ -188,14 +188,12 @@ def save_create(services: Services, *, workspace: Workspace, new: NewDomain) -> 
     """Store a prepared create: a new row, or the known hostname's row with supplied fields."""
     store = services.store
     with store.transaction():
-        existing = store.domains.by_apex(workspace.id, [new.apex]).get(new.apex)
-        if existing is None:
-            row = _new_row(
-                services, workspace, new.apex, new.target,
-                client_id=new.client_id, contact_email=new.contact_email, notes=new.notes or None, tags=new.tags or [],
-            )
-            store.domains.insert(row)
-        else:
+        row = _new_row(
+            services, workspace, new.apex, new.target,
+            client_id=new.client_id, contact_email=new.contact_email, notes=new.notes or None, tags=new.tags or [],
+        )
+        if not store.domains.insert_new([row]):
+            existing = store.domains.by_apex(workspace.id, [new.apex])[new.apex]
             # Re-submitting keeps the record and its ownership token (spec rule 2).
             row = attrs.evolve(
                 existing,
@@ -280,21 +278,22 @@ def bulk_lines(request: BulkCreate, result: BulkResult) -> list[BulkLine]:
 
 def _save_bulk(services: Services, workspace: Workspace, targets: dict[str, str], *,
                client_id: uuid.UUID | None, tags: list[str] | None) -> tuple[list[DomainRow], frozenset[uuid.UUID]]:
-    """One transaction: the known hostnames' rows take the new target, the others are inserted."""
-    created: list[DomainRow] = []
-    new: list[DomainRow] = []
+    """One transaction: the new hostnames are inserted, the known ones' rows take the new target
+    (store.domains.insert_new: no read before the write). Also returns the ids of the known ones."""
     store = services.store
     with store.transaction():
-        existing = store.domains.by_apex(workspace.id, list(targets))
-        for apex, target in targets.items():
-            if apex in existing:
-                row = attrs.evolve(existing[apex], delegation_target=target, updated_at=services.clock.now())
+        rows = [_new_row(services, workspace, apex, target, client_id=client_id, tags=tags or [])
+                for apex, target in targets.items()]
+        inserted = store.domains.insert_new(rows)
+        known = [row.apex for row in rows if row.id not in inserted]
+        existing = store.domains.by_apex(workspace.id, known) if known else {}
+        created = []
+        for row in rows:
+            if row.apex in existing:
+                row = attrs.evolve(existing[row.apex], delegation_target=targets[row.apex], updated_at=services.clock.now())
                 store.domains.update(row)
-            else:
-                row = _new_row(services, workspace, apex, target, client_id=client_id, tags=tags or [])
-                new.append(row)
             created.append(row)
-        store.domains.insert_many(new)
+    store.optimize_if_grown()
     return created, frozenset(row.id for row in existing.values())
 
 

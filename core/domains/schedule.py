@@ -44,6 +44,12 @@ def kind(row: DomainRow) -> Kind:
     return "active"
 
 
+def requested(row: DomainRow) -> bool:
+    """Whether a check of this domain reads back a certificate requested and not issued yet:
+    such checks go before newer domains' verifications (store/lifecycle.py, ``domains_refresh_due``)."""
+    return row.cert_status in ("pending", "renewing")
+
+
 def _jittered(seconds: float) -> dt.timedelta:
     return dt.timedelta(seconds=seconds * (1 + random.uniform(0, JITTER)))
 

@@ -76,6 +76,8 @@ class LifecycleWatcher:
         self._running = False
         self._busy: Counter[uuid.UUID] = Counter()
         "Checks running, by workspace."
+        self._refreshing: Counter[uuid.UUID] = Counter()
+        "Those of them refreshing a requested certificate (store/lifecycle.py: they go first, to a point)."
         self._last: uuid.UUID | None = None
         "The workspace whose check was claimed last: the next claim's turns start after it."
 
@@ -114,7 +116,7 @@ class LifecycleWatcher:
         with self.services.store.transaction(row_locked=True):  # store/lifecycle.py: claim
             claimed = self.services.store.lifecycle.claim(
                 now, truncate_ms(now + self.lease), free, cap=self.services.config.lifecycle.checks_per_workspace,
-                running=self._busy, after=self._last)
+                running=self._busy, refreshing=self._refreshing, after=self._last)
         if claimed:
             self._last = claimed[-1][0]
         return claimed
@@ -125,6 +127,8 @@ class LifecycleWatcher:
         if workspace is None or before is None:
             return  # deleted meanwhile
         kind = schedule.kind(before)
+        refresh = schedule.requested(before)
+        self._refreshing[workspace_id] += refresh
         token = BACKGROUND.set(True)
         wait: float | None = self.quiet.wait(before.apex) if kind != "certificate" else None
         try:
@@ -142,6 +146,9 @@ class LifecycleWatcher:
             log.exception("lifecycle check (%s) of %s failed", kind, before.apex)
         finally:
             BACKGROUND.reset(token)
+            self._refreshing[workspace_id] -= refresh
+            if not self._refreshing[workspace_id]:
+                del self._refreshing[workspace_id]
         await self.services.store.run(self._plan, before, wait)
         self.services.metrics.lifecycle_checks.labels(kind, outcome).inc()
 

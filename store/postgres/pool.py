@@ -37,8 +37,11 @@ log = logging.getLogger(__name__)
 #: as SQLite waits for its write lock (``busy_timeout``), where the same requests would queue.
 RETRY_SECONDS = 5.0
 #: Seconds: the longest pause before the first retry, doubling for each further one up to the cap.
+#: Each pause is drawn at random below its bound (full jitter). The cap bounds a unit that keeps
+#: conflicting to about 20 attempts in ``RETRY_SECONDS``: at 0.1 s it made 100, and a storm of
+#: them kept both cores busy re-running work bound to conflict again (issue 41).
 RETRY_PAUSE = 0.002
-RETRY_PAUSE_CAP = 0.1
+RETRY_PAUSE_CAP = 0.5
 #: Seconds a unit of work waits for a free connection before the database counts as unavailable.
 POOL_WAIT = 5.0
 #: A connection lent after this many idle seconds is checked first (a round trip): one lost in a

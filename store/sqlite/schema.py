@@ -4,6 +4,7 @@ edited once released: a change to the schema is a new entry at the end."""
 
 from __future__ import annotations
 
+from store.schema_19 import SQLITE as MIGRATION_19
 from store.schema_acme import ACME_SQLITE
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import FIRST, Migration
@@ -191,3 +192,4 @@ MIGRATIONS.append((15, "each workspace's share of the provider's budget", []))
 MIGRATIONS += BOTH
 MIGRATIONS.append(ACME_SQLITE)
 MIGRATIONS.append(STAND_INS)
+MIGRATIONS.append(MIGRATION_19)

@@ -48,16 +48,18 @@ def claim_pairs(store: Store, now: dt.datetime, limit: int, **turns) -> list[tup
     return asyncio.run(store.run(unit))
 
 
-def workspace_with(store: Store, due: list[dt.datetime], name: str) -> Workspace:
-    """A workspace whose domains are due at ``due``, one each."""
+def workspace_with(store: Store, due: list[dt.datetime], name: str, *, requested: list[dt.datetime] = ()) -> Workspace:
+    """A workspace whose domains are due at ``due``, one each, verifying their DNS; and those with a
+    certificate requested (pending), due at ``requested``."""
     ws = Workspace(id=uuid.uuid4(), name=name, created_at=NOW, ownership_token=name)
     with store.transaction():
         store.accounts.insert_workspace(ws)
         store.domains.insert_many([
-            DomainRow(id=uuid.uuid4(), workspace_id=ws.id, apex=f"h{n}.{name}.com", tags=[], created_at=NOW,
-                      updated_at=NOW, delegation_target="t", validation_status="pending", cert_status="none",
+            DomainRow(id=uuid.uuid4(), workspace_id=ws.id, apex=f"{kind}{n}.{name}.com", tags=[], created_at=NOW,
+                      updated_at=NOW, delegation_target="t", validation_status=validation, cert_status=cert,
                       ops_status="action_needed", ownership_token=name, next_check_at=at, checks_since=NOW)
-            for n, at in enumerate(due)
+            for kind, validation, cert, times in (("h", "pending", "none", due), ("r", "verified", "pending", requested))
+            for n, at in enumerate(times)
         ])
     return ws
 
@@ -114,3 +116,28 @@ class TestWorkspacesTakeTurns:
         first, second, third = sorted(names, key=lambda ws: str(ws.id))
         assert [w for w, _ in claim_pairs(store, NOW, 2, after=first.id)] == [second.id, third.id]
         assert [w for w, _ in claim_pairs(store, NOW, 1, after=third.id)] == [first.id]
+
+
+class TestRequestedCertificatesFirst:
+    """Issue 41, item 3: a certificate already requested is read back before newer domains are
+    verified, so the first customers of an import do not wait for the last."""
+
+    def test_a_requested_certificate_is_refreshed_before_longer_due_verifications(self, open_store):
+        store = open_store()
+        ws = workspace_with(store, [NOW - dt.timedelta(seconds=n) for n in range(10, 20)], "import", requested=[NOW])
+        [(_, first)] = claim_pairs(store, NOW, 1, cap=8)
+        assert store.domains.get(ws.id, first).apex == "r0.import.com"
+
+    def test_refreshes_go_first_in_all_but_one_of_a_workspaces_checks(self, open_store):
+        store = open_store()
+        late = [NOW - dt.timedelta(seconds=n) for n in range(10)]
+        ws = workspace_with(store, [NOW - dt.timedelta(seconds=n) for n in range(100, 110)], "import", requested=late)
+        apexes = [store.domains.get(ws.id, d).apex[0] for _, d in claim_pairs(store, NOW, 8, cap=8)]
+        assert sorted(apexes) == ["h"] + ["r"] * 7
+
+    def test_a_verification_keeps_one_check_while_refreshes_run(self, open_store):
+        store = open_store()
+        late = [NOW - dt.timedelta(seconds=n) for n in range(10)]
+        ws = workspace_with(store, [NOW - dt.timedelta(seconds=n) for n in range(100, 110)], "import", requested=late)
+        claimed = claim_pairs(store, NOW, 1, cap=8, running={ws.id: 7}, refreshing={ws.id: 7})
+        assert [store.domains.get(ws.id, d).apex[0] for _, d in claimed] == ["h"]

@@ -77,8 +77,9 @@ class TestMigrations:
     def test_an_existing_database_upgrades_in_place(self, store):
         store.sql.execute("INSERT INTO workspaces (id, name, created_at) VALUES ('w1', 'Kept', 't')")
         known = MIGRATIONS_PG if store.backend == "postgresql" else MIGRATIONS
-        later = [*known, (len(known) + 1, "add a column", ["ALTER TABLE workspaces ADD COLUMN plan TEXT"])]
-        assert apply_migrations(store, later) == [len(known) + 1]
+        newest = max(version for version, _, _ in known)
+        later = [*known, (newest + 1, "add a column", ["ALTER TABLE workspaces ADD COLUMN plan TEXT"])]
+        assert apply_migrations(store, later) == [newest + 1]
         assert select(store.sql, "SELECT name, plan FROM workspaces") == [{"name": "Kept", "plan": None}]
 
     def test_a_failing_migration_leaves_no_trace(self, store):
