@@ -140,7 +140,7 @@ class TestDatabaseCannotBeWritten:
         form = await browser.form_on("/domains", "/domains")
         services.store.db.execute("PRAGMA query_only = ON")
         try:
-            r = await browser.post("/domains", {**form, "apex": "shop.example.com"})
+            r = await browser.post("/domains", {**form, "hostnames": "shop.example.com"})
         finally:
             services.store.db.execute("PRAGMA query_only = OFF")
         assert r.code == 503 and b"Traceback" not in r.body
