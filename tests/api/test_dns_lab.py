@@ -4,8 +4,10 @@ the second review (items 21 to 24): a resolver's caches, negative and positive, 
 the lab of issue 37: lame delegations, a delegation that changes, drift judged by its own evidence,
 a resolver's cache left alone by the diagnosis, CNAME chains and loops.
 
-Every test uses names of its own: Unbound's cache lives as long as the module's lab. Each backend
-the tests run on has its own lab, since a test run on both uses its names twice.
+Every test uses names of its own: Unbound's cache lives as long as the module's lab. The tests run
+on SQLite only: what they check is the DNS software's answers and our verdicts on them, which the
+storage backend does not change (every other API test runs on both), and a second lab with the
+same names would double the time it takes.
 """
 
 from __future__ import annotations
@@ -23,31 +25,20 @@ from core.lifecycle.watcher import LifecycleWatcher
 from tests.helpers import mark_verified
 from tests.servers.dns_lab import LAME, PARTLY, SIGNED, SOA_MINIMUM, DnsLab, missing_tools
 
-pytestmark = pytest.mark.skipif(bool(missing_tools()), reason=f"needs {', '.join(missing_tools())} (Debian packages "
-                                "nsd, unbound, ldnsutils; .ci/run installs them)")
+pytestmark = [
+    pytest.mark.skipif(bool(missing_tools()), reason=f"needs {', '.join(missing_tools())} (Debian packages "
+                       "nsd, unbound, ldnsutils; .ci/run installs them)"),
+    pytest.mark.sqlite_only,
+]
 
 
 @pytest.fixture(scope="module")
-def labs(tmp_path_factory):
-    """The module's labs, one per backend, started when first needed."""
-    started: dict[str, DnsLab] = {}
-
-    def lab_for(backend: str) -> DnsLab:
-        if backend not in started:
-            lab = DnsLab(tmp_path_factory.mktemp("dns-lab"))
-            lab.records[SIGNED] += _records_of("shop", SIGNED) + _records_of("drifted", SIGNED)
-            lab.zone(UNTOUCHED)
-            started[backend] = lab.start()
-        return started[backend]
-
-    yield lab_for
-    for lab in started.values():
-        lab.stop()
-
-
-@pytest.fixture
-def lab(labs, backend):
-    return labs("postgresql" if backend else "sqlite")
+def lab(tmp_path_factory):
+    lab = DnsLab(tmp_path_factory.mktemp("dns-lab"))
+    lab.records[SIGNED] += _records_of("shop", SIGNED) + _records_of("drifted", SIGNED)
+    lab.zone(UNTOUCHED)
+    yield lab.start()
+    lab.stop()
 
 
 #: A zone whose apex becomes a domain after a diagnosis of a name below it.
