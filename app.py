@@ -3,6 +3,10 @@
 ``python app.py`` runs on embedded defaults; ``python app.py --config FILE`` reads a TOML file.
 A configuration problem stops start-up with one line naming the key, and no traceback.
 ``python app.py COMMAND --config FILE`` runs one of the operator's commands (core/runtime/commands.py).
+
+Only what binding the port needs is imported first: the rest of the service (handlers/, the
+capabilities, the store), most of start-up, is imported once the port is bound, so that a client
+connecting meanwhile waits in the backlog instead of being refused.
 """
 
 from __future__ import annotations
@@ -15,19 +19,18 @@ import resource
 import sqlite3
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
 from core import logs
 from core.config import Config, ConfigError, load_config
 from core.crypto import SecretKeyError
-from core.runtime import cli, commands
-from core.runtime.assembly import build_services
-from core.services import Services
-from handlers.listeners import bind
-from handlers.server import serve
-from store.inspection import database_error, redacted
-from store.migrations import SchemaTooNew
+from core.runtime import cli
+from core.runtime.sockets import bind
+
+if TYPE_CHECKING:
+    from core.services import Services
 
 log = logging.getLogger("app")
 #: Open files (connections) the service asks the system to allow.
@@ -39,16 +42,25 @@ def load(args: argparse.Namespace, *, serving: bool) -> Config:
     # A command prints its own result and its refusal; its log says only what failed. The warnings
     # that the sandbox provider and the development identity provider are on belong to serving.
     logs.configure(config.logging if serving else attrs.evolve(config.logging, level="error"))
+    if config.storage.url:
+        from store.inspection import redacted  # here, not above: see the module's docstring
+
+        database = redacted(config.storage.url)
+    else:
+        database = str(Path(config.storage.path).resolve())
     log.info(
         "configuration %s; database %s; secret key file %s",
-        Path(args.config).resolve() if args.config else "(embedded defaults)",
-        redacted(config.storage.url) if config.storage.url else Path(config.storage.path).resolve(),
+        Path(args.config).resolve() if args.config else "(embedded defaults)", database,
         Path(config.storage.secret_key_file).resolve(),
     )
     return config
 
 
 def open_services(config: Config) -> Services:
+    from core.runtime.assembly import build_services  # here, not above: see the module's docstring
+    from store.inspection import database_error, redacted
+    from store.migrations import SchemaTooNew
+
     try:
         return build_services(config)
     except sqlite3.Error as exc:
@@ -71,33 +83,43 @@ def raise_open_files_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, OPEN_FILES), hard))
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = cli.parse_args(argv)
-    serving = args.command in (None, "serve")
+def run_command(args: argparse.Namespace) -> int:
+    """One of the operator's commands: its lines printed, or its refusal."""
+    from core.runtime.commands import CommandError  # here, not above: see the module's docstring
+
     try:
-        config = load(args, serving=serving)
+        config = load(args, serving=False)
         if args.command in cli.WRITING_NOTHING:
             # Before open_services, which would create the database and the secret key file.
             try:
                 print("\n".join(cli.run_writing_nothing(args, config)))
-            except commands.CommandError as exc:
+            except CommandError as exc:
                 print(exc, file=sys.stderr)
                 return 2
             return 0
-        if not serving:
-            services = open_services(config)
+        services = open_services(config)
     except (ConfigError, SecretKeyError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
-    if not serving:
-        try:
-            print("\n".join(cli.run_command(args, services)))
-        except commands.CommandError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        finally:
-            services.close()
-        return 0
+    try:
+        print("\n".join(cli.run_command(args, services)))
+    except CommandError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    finally:
+        services.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = cli.parse_args(argv)
+    if args.command not in (None, "serve"):
+        return run_command(args)
+    try:
+        config = load(args, serving=True)
+    except (ConfigError, SecretKeyError) as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
     raise_open_files_limit()
     try:
         bound = bind(config)
@@ -113,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         bound.close()
         print(f"config error: {exc}", file=sys.stderr)
         return 2
+    from handlers.server import serve  # here, not above: see the module's docstring
+
     try:
         asyncio.run(serve(config, services, bound))
     finally:

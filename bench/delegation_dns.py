@@ -40,7 +40,8 @@ import dns.rcode
 from bench import pg
 from core.clock import SystemClock
 from core.config import DelegationDnsConfig
-from core.delegation_dns.server import DelegationServer, bind
+from core.delegation_dns.server import DelegationServer
+from core.delegation_dns.sockets import bind
 from store import Store
 from tests.servers.service import free_port
 

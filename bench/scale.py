@@ -131,7 +131,7 @@ def seed(folder: Path, size: int, server: pg.BenchPostgres | None = None, databa
 def serve(folder: Path, port: int, url: str = "") -> tuple[subprocess.Popen, float, float]:
     """The service on the database (the PostgreSQL one at ``url``, if given); seconds from launch
     until its port accepts connections, and until it has answered a first request (the port is
-    bound before the database is opened)."""
+    bound before the service's modules are imported and the database is opened)."""
     config = folder / "service.toml"
     config.write_text(
         f'[server]\nport = {port}\n[storage]\npath = "{folder / "service.sqlite3"}"\nsecret_key_file = "{folder / "secret.key"}"\n'

@@ -14,6 +14,7 @@ import handlers
 from core.config import Config
 from core.hostnames import public_suffixes
 from core.runtime.jobs import start_jobs
+from core.runtime.sockets import Bound
 from core.services import Services
 from core.webhooks.worker import WebhookWorker
 from handlers import listeners
@@ -70,7 +71,7 @@ async def drain(worker: WebhookWorker) -> None:
         await asyncio.sleep(0.05)
 
 
-async def serve(config: Config, services: Services, bound: listeners.Bound) -> None:
+async def serve(config: Config, services: Services, bound: Bound) -> None:
     app = make_app(services)
     server = LimitedHTTPServer(app)
     server.add_sockets(bound.server)

@@ -62,3 +62,14 @@ def test_no_module_is_over_the_size_budget(folder):
 
 def test_app_py_stays_a_composition_root():
     assert len((ROOT / "app.py").read_text().splitlines()) < APP_LINES_MAX
+
+
+def test_the_port_is_bound_before_the_service_is_imported(tmp_path):
+    """Start-up to listening is mostly importing (issue 41): app.py binds with the configuration
+    and the socket code alone, and imports handlers/ and the store once the port listens."""
+    config = tmp_path / "service.toml"
+    config.write_text(f'[server]\nport = 0\n[storage]\npath = "{tmp_path / "db.sqlite3"}"\n')
+    script = ("import sys, app; app.bind(app.load(app.cli.parse_args(['--config', sys.argv[1]]), serving=True)).close(); "
+              "print(sorted({m.split('.')[0] for m in sys.modules} & {'handlers', 'store', 'sqlite_utils', 'dns'}))")
+    done = run("-c", script, str(config))
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr

@@ -6,7 +6,8 @@ Each domain's ``_acme-challenge`` CNAME points to a name of its own one label un
 publish, behind one ``ChallengeRecords``:
 
 - ``builtin``: the values are rows of the store (``records.StoredRecords``), and the service
-  answers for the zone itself (``server.py``, answers built in ``answers.py``): every process,
+  answers for the zone itself (``server.py`` on the sockets of ``sockets.py``, answers built in
+  ``answers.py``): every process,
   on SQLite or PostgreSQL, reads the same rows and answers the same.
 - ``rfc2136``: the values are written to the operator's own primary nameserver (BIND, Knot,
   PowerDNS) by dynamic update signed with TSIG (``rfc2136.py``).

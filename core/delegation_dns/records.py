@@ -14,7 +14,7 @@ from core.delegation_dns import (
     challenge_value,
 )
 from core.delegation_dns.rfc2136 import DynamicUpdate
-from core.delegation_dns.server import bind
+from core.delegation_dns.sockets import bind
 from store import unavailable_reason
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
-"""The built-in authoritative server's sockets: UDP and TCP on ``[delegation_dns] listen``.
+"""The built-in authoritative server, on its sockets: UDP and TCP on ``[delegation_dns] listen``.
 
-Both are bound with ``SO_REUSEPORT``, so that every service process on a machine binds the same
-address and the kernel spreads queries between them; any of them answers the same (answers.py).
+Both are bound (sockets.py) with ``SO_REUSEPORT``, so that every service process on a machine binds
+the same address and the kernel spreads queries between them; any of them answers the same (answers.py).
 TCP carries several queries per connection (RFC 7766), each framed by its 2-byte length; an idle
 connection is closed after ``IDLE_SECONDS``, and past ``MAX_CONNECTIONS`` new ones are closed at
 once. UDP queries waiting for the store past ``MAX_PENDING`` are dropped: a resolver asks again.
@@ -10,14 +10,11 @@ once. UDP queries waiting for the store past ``MAX_PENDING`` are dropped: a reso
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import socket
 import struct
 from typing import TYPE_CHECKING, cast
 
-from core.addresses import parse_nameserver
-from core.config import ConfigError
 from core.delegation_dns.answers import Answers
 
 if TYPE_CHECKING:
@@ -31,38 +28,6 @@ IDLE_SECONDS = 10.0
 MAX_CONNECTIONS = 256
 MAX_PENDING = 1024
 LISTEN_BACKLOG = 128
-
-
-def bind(listen: str) -> list[socket.socket]:
-    """A UDP and a TCP socket bound to ``listen`` (not yet listening), or a one-line ``ConfigError``."""
-    host, port = parse_nameserver(listen)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sockets: list[socket.socket] = []
-    try:
-        for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
-            sock = socket.socket(family, kind)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            if kind == socket.SOCK_STREAM:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
-            sock.setblocking(False)
-    except OSError as exc:
-        for sock in sockets:
-            sock.close()
-        raise ConfigError(_bind_error(listen, port, exc)) from None
-    return sockets
-
-
-def _bind_error(listen: str, port: int, exc: OSError) -> str:
-    if exc.errno == errno.EADDRINUSE:
-        return (f"delegation_dns.listen: {listen} is already in use by another program (the service's processes "
-                "share it only when they run as one user); stop that program or choose another address")
-    if exc.errno == errno.EACCES and port < 1024:
-        return (f"delegation_dns.listen: cannot listen on {listen}: {exc.strerror}; a port below 1024 needs the "
-                "capability CAP_NET_BIND_SERVICE, or listen on a higher port and redirect port 53 to it (docs/acme.md, "
-                "\"The delegation zone's DNS\")")
-    return f"delegation_dns.listen: cannot listen on {listen}: {exc.strerror}"
 
 
 class DelegationServer:

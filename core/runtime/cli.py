@@ -1,5 +1,9 @@
 """The command line: ``python app.py [COMMAND] [--config FILE]``, parsed next to the commands it runs
-(core/runtime/commands.py)."""
+(core/runtime/commands.py).
+
+Parsing imports little: the service parses its command line before it binds its port, and the
+commands' modules (the capabilities, the store) are imported when a command runs.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,8 @@ import argparse
 import importlib.metadata
 from typing import TYPE_CHECKING
 
-from core.config import Config
-from core.runtime import commands, domain_connect_setup
-
 if TYPE_CHECKING:
+    from core.config import Config
     from core.services import Services
 
 
@@ -22,6 +24,15 @@ def version() -> str:
         return "unknown"
 
 
+class _Version(argparse.Action):
+    """argparse's ``version`` action, but the installed version is looked up (importlib.metadata,
+    15 ms) only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"{parser.prog} {version()}")
+        parser.exit()
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command and its options; no command means serve."""
     config = argparse.ArgumentParser(add_help=False)
@@ -31,7 +42,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     "the operator's tools and are safe while the service runs.",
         parents=[config],
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND")
     subcommands.add_parser("serve", parents=[config], help="run the service (the default)")
     subcommands.add_parser("check-config", parents=[config], help="load the configuration, key file and database, and say what would run")
@@ -67,6 +78,8 @@ WRITING_NOTHING = ("check-config", "domain-connect-template")
 
 
 def run_writing_nothing(args: argparse.Namespace, config: Config) -> list[str]:
+    from core.runtime import commands, domain_connect_setup  # here, not above: see the docstring
+
     if args.command == "check-config":
         return commands.check_config(config) + domain_connect_setup.check_lines(config)
     assert args.command == "domain-connect-template"
@@ -75,6 +88,8 @@ def run_writing_nothing(args: argparse.Namespace, config: Config) -> list[str]:
 
 def run_command(args: argparse.Namespace, services: Services) -> list[str]:
     """Run a command other than serve and check-config; the lines it returns are printed."""
+    from core.runtime import commands  # here, not above: see the docstring
+
     if args.command == "backup":
         return commands.backup(services, args.path)
     if args.command == "copy-to-postgres":

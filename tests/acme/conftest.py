@@ -22,7 +22,8 @@ import attrs
 import pytest
 
 from core.config import AcmeConfig, DelegationDnsConfig, DnsConfig, ProviderConfig
-from core.delegation_dns.server import DelegationServer, bind
+from core.delegation_dns.server import DelegationServer
+from core.delegation_dns.sockets import bind
 from store import Store
 from tests.servers.dns_lab import DnsLab, missing_tools
 from tests.servers.pebble import Directory, Pebble, missing

@@ -22,7 +22,8 @@ import pytest
 
 from core.config import DelegationDnsConfig
 from core.delegation_dns.records import StoredRecords
-from core.delegation_dns.server import DelegationServer, bind
+from core.delegation_dns.server import DelegationServer
+from core.delegation_dns.sockets import bind
 from store import Store
 from tests.fakes import FakeClock
 from tests.servers.knot import KnotServer

@@ -24,7 +24,8 @@ import pytest
 
 from core.config import DelegationDnsConfig
 from core.delegation_dns import TXT_TTL
-from core.delegation_dns.server import DelegationServer, bind
+from core.delegation_dns.server import DelegationServer
+from core.delegation_dns.sockets import bind
 from tests.delegation_dns.conftest import NAMESERVERS, ZONE, ask_tcp, receive
 from tests.servers.service import free_port
 
