@@ -3,7 +3,7 @@
 Every operation, every phase: examples, coverage, fuzzing, and the stateful phase, which chains
 create -> read/change/delete through the document's own ``links`` (domains, certificates, clients,
 API keys, webhooks, verification links). Settings are in ``schemathesis.toml`` beside this file:
-a fixed seed, no example database, a bounded number of examples (about 2 minutes
+a fixed seed, no example database, a bounded number of examples (about a minute and a half
 for all three callers on 2 cores), and values the service accepts for the fields a schema cannot
 describe (hostnames, webhook URLs, the caller's own workspace).
 
