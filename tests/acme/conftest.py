@@ -14,8 +14,6 @@ The service itself is built in process (``services``, ``api``), on SQLite, with 
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 
 import attrs
@@ -25,6 +23,7 @@ from core.config import AcmeConfig, DelegationDnsConfig, DnsConfig, ProviderConf
 from core.delegation_dns.server import DelegationServer
 from core.delegation_dns.sockets import bind
 from store import Store
+from tests.servers.delegation import InThread
 from tests.servers.dns_lab import DnsLab, missing_tools
 from tests.servers.pebble import Directory, Pebble, missing
 from tests.servers.service import free_port
@@ -90,20 +89,15 @@ class Answering:
 
     def __init__(self, config, clock) -> None:
         self.store = Store(config.storage.path)
-        self.server = DelegationServer(config.delegation_dns, self.store, clock, bind(config.delegation_dns.listen))
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.serving = InThread(DelegationServer(config.delegation_dns, self.store, clock,
+                                                 bind(config.delegation_dns.listen)))
 
     def start(self) -> Answering:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(5)
+        self.serving.start()
         return self
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(5)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
+        self.serving.stop()
         self.store.close()
 
 

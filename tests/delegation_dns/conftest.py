@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +25,7 @@ from core.delegation_dns.server import DelegationServer
 from core.delegation_dns.sockets import bind
 from store import Store
 from tests.fakes import FakeClock
+from tests.servers.delegation import InThread
 from tests.servers.knot import KnotServer
 from tests.servers.service import free_port
 from tests.store.conftest import open_store, pg_database, pg_databases, store_backend  # noqa: F401
@@ -40,20 +40,14 @@ class RunningServer:
     def __init__(self, store: Store, clock: FakeClock, **options: Any) -> None:
         self.port = free_port()
         self.config = DelegationDnsConfig(zone=ZONE, nameservers=NAMESERVERS, listen=f"127.0.0.1:{self.port}")
-        self.server = DelegationServer(self.config, store, clock, bind(self.config.listen), **options)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.serving = InThread(DelegationServer(self.config, store, clock, bind(self.config.listen), **options))
 
     def start(self) -> RunningServer:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(5)
+        self.serving.start()
         return self
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(5)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
+        self.serving.stop()
 
     def udp(self, name: str, rdtype: str = "TXT", **query: Any) -> dns.message.Message:
         return dns.query.udp(dns.message.make_query(name, rdtype, **query), "127.0.0.1", port=self.port, timeout=5)
