@@ -38,6 +38,7 @@ from core.config import Config, RateLimitsConfig, ServerConfig, StorageConfig
 from core.domains import operations, records
 from core.identity import accounts, api_keys
 from core.runtime.assembly import build_services
+from store.domain_rows import from_columns
 
 TAGS = ["eu", "us", "apac", "vip", "trial", "legacy"]
 CERT_MIX = ["none"] * 6 + ["pending", "active", "active", "error"]
@@ -55,7 +56,7 @@ async def seed(services, workspace, rows: int) -> None:
     store = services.store
     with store.transaction():
         page = store.domains.page(workspace.id, domains_filter(), sort_by="createdAt", descending=True, after=None, limit=rows)
-        for row in page:
+        for row in map(from_columns, page):
             cert = rng.choice(CERT_MIX)
             status = "verified" if cert != "none" else row.validation_status
             store.domains.update(

@@ -128,10 +128,11 @@ def seed(folder: Path, size: int, server: pg.BenchPostgres | None = None, databa
     return facts
 
 
-def serve(folder: Path, port: int, url: str = "") -> tuple[subprocess.Popen, float, float]:
+def serve(folder: Path, port: int, url: str = "", wrapper: tuple[str, ...] = ()) -> tuple[subprocess.Popen, float, float]:
     """The service on the database (the PostgreSQL one at ``url``, if given); seconds from launch
     until its port accepts connections, and until it has answered a first request (the port is
-    bound before the service's modules are imported and the database is opened)."""
+    bound before the service's modules are imported and the database is opened). ``wrapper``
+    runs it under another program (bench/instructions.py: valgrind)."""
     config = folder / "service.toml"
     config.write_text(
         f'[server]\nport = {port}\n[storage]\npath = "{folder / "service.sqlite3"}"\nsecret_key_file = "{folder / "secret.key"}"\n'
@@ -141,19 +142,19 @@ def serve(folder: Path, port: int, url: str = "") -> tuple[subprocess.Popen, flo
         "[lifecycle]\nenabled = false\n"
     )
     launched = time.perf_counter()
-    process = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--config", str(config)], cwd=folder,
+    process = subprocess.Popen([*wrapper, sys.executable, str(ROOT / "app.py"), "--config", str(config)], cwd=folder,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             listening = time.perf_counter() - launched
-            first = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            first = http.client.HTTPConnection("127.0.0.1", port, timeout=300 if wrapper else 30)
             first.request("GET", "/v1/domains/none")  # no credentials: a 401, after the whole request path
             first.getresponse().read()
             first.close()
             return process, listening, time.perf_counter() - launched
         except OSError:
-            if process.poll() is not None or time.perf_counter() - launched > 30:
+            if process.poll() is not None or time.perf_counter() - launched > (300 if wrapper else 30):
                 raise RuntimeError("the service did not start") from None
             time.sleep(0.002)
 

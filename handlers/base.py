@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Collection
 from http.client import responses
 from typing import Any, TypeVar
 
+from tornado.httputil import HTTPHeaders
 from tornado.web import HTTPError, RequestHandler
 
 from core import logs
@@ -48,6 +49,12 @@ WORKSPACE_HEADER = "X-Workspace-Id"
 _METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
+def sent(headers: HTTPHeaders, name: str) -> str | None:
+    """A request header, or None when it was not sent. Not ``headers.get``: Tornado's headers raise
+    and catch a KeyError for each header missing, and most requests send neither of these."""
+    return headers[name] if name in headers else None  # noqa: SIM401 - see above
+
+
 class BaseHandler(RequestHandler):
     """Shared by the JSON API and the portal pages."""
 
@@ -70,7 +77,7 @@ class BaseHandler(RequestHandler):
         self.rate_decision: Decision | None = None
         self._client_ip: str | None = None
         # Default headers were set before this id existed (Tornado calls clear() first).
-        self.set_request_headers()
+        self._headers[REQUEST_ID_HEADER] = self.request_id
 
     def on_finish(self) -> None:
         if self._counted:
@@ -105,7 +112,7 @@ class BaseHandler(RequestHandler):
         if self._client_ip is None:
             self._client_ip = client_ip(
                 self.request.remote_ip or "",
-                self.request.headers.get("X-Forwarded-For"),
+                sent(self.request.headers, "X-Forwarded-For"),
                 self.services.trusted_proxies,
             )
         return self._client_ip
@@ -208,7 +215,7 @@ class ApiHandler(BaseHandler):
 
     def chosen_workspace(self) -> uuid.UUID | None:
         """The workspace named by the ``X-Workspace-Id`` header; a malformed one names none (404)."""
-        value = self.request.headers.get(WORKSPACE_HEADER)
+        value = sent(self.request.headers, WORKSPACE_HEADER)
         if value is None:
             return None
         try:

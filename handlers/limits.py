@@ -26,7 +26,7 @@ import re
 import uuid
 from collections.abc import Awaitable
 from http.client import responses
-from typing import Any
+from typing import Any, cast
 
 from tornado import httputil, iostream
 from tornado.http1connection import HTTP1Connection, HTTP1ServerConnection, _QuietException
@@ -68,7 +68,8 @@ class LimitedHTTPServer(HTTPServer):
         conn.start_serving(self)
 
     def start_request(self, server_conn: object, request_conn: httputil.HTTPConnection) -> httputil.HTTPMessageDelegate:
-        return _Refuser(super().start_request(server_conn, request_conn), request_conn)
+        # Every request's connection is an _EnvelopeConnection (_EnvelopeServerConnection makes them).
+        return _Refuser(super().start_request(server_conn, request_conn), cast(_EnvelopeConnection, request_conn))
 
 
 class _EnvelopeServerConnection(HTTP1ServerConnection):
@@ -124,7 +125,11 @@ class _EnvelopeConnection(HTTP1Connection):
     errors are raised as ``_Malformed`` instead, which that method does not catch, and answered by
     ``_EnvelopeServerConnection``."""
 
+    head_bytes = 0
+    "The size of the request line and headers as sent, judged by ``_Refuser``."
+
     def _parse_headers(self, data: bytes) -> tuple[str, httputil.HTTPHeaders]:
+        self.head_bytes = len(data)
         try:
             start_line, headers = super()._parse_headers(data)
             httputil.parse_request_start_line(start_line)  # Tornado parses it next, outside any hook
@@ -181,7 +186,7 @@ class _Refuser(httputil.HTTPMessageDelegate):
     closed right after the answer instead.
     """
 
-    def __init__(self, delegate: httputil.HTTPMessageDelegate, connection: httputil.HTTPConnection) -> None:
+    def __init__(self, delegate: httputil.HTTPMessageDelegate, connection: _EnvelopeConnection) -> None:
         self.delegate = delegate
         self.connection = connection
         self.refused = False
@@ -190,24 +195,21 @@ class _Refuser(httputil.HTTPMessageDelegate):
 
     def headers_received(self, start_line: Any, headers: httputil.HTTPHeaders) -> Any:
         self.start_line = start_line
-        head = len(start_line.path)
-        for name, value in headers.get_all():
-            head += len(name) + len(value) + 4
-        if head > MAX_HEADER_BYTES:
+        if self.connection.head_bytes > MAX_HEADER_BYTES:
             self._answer(HeaderFieldsTooLarge(f"The request line and headers are over {MAX_HEADER_BYTES // 1024} KiB."),
                          close=True)
             self._finish()
             return None
         announced = _announced_length(headers)
         # Tornado's own limit would end in a bare 400: the size is judged here instead.
-        self.connection.set_max_body_size(UNLIMITED)  # type: ignore[attr-defined]
+        self.connection.set_max_body_size(UNLIMITED)
         if announced > MAX_BODY_BYTES:
             close = headers.get("Expect", "").lower() == "100-continue" or announced > MAX_BODY_BYTES + DISCARD_BYTES
             self._answer(_too_large(), close=close)
             if close:
                 self._finish()
             return None
-        if start_line.path.startswith("/v1/") and headers.get("Content-Type", "").lower().startswith(_FORMS):
+        if start_line.path.startswith("/v1/") and "Content-Type" in headers and headers["Content-Type"].lower().startswith(_FORMS):
             # The JSON API reads every body as JSON, whatever its Content-Type says. Tornado would
             # parse a form before any handler runs and refuse a malformed one with a bare 400,
             # ahead of the rate limits and authentication: it is not shown the form type.

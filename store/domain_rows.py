@@ -16,6 +16,11 @@ from store._rows import from_ts, from_uid, ts, uid
 from store.one_click import dns_host_from_json, dns_host_json
 from store.records import DomainRow, DriftProblem
 
+StoredDomain = dict[str, Any]
+"""A domain's row as read (``SELECT d.*, w.ownership_token``): column name to stored value. Dates
+are stored as the API writes them (``core.wire.format_timestamp``), ids as their text, tags and
+drift as JSON."""
+
 
 def fold(text: str) -> str:
     """The form text is searched in: Unicode case folding of the NFC form, so ``ÉCOLE`` is found by
@@ -46,9 +51,9 @@ def register_functions(conn: sqlite3.Connection) -> None:
 _workspace_id = functools.lru_cache(maxsize=1024)(uuid.UUID)
 
 
-def from_columns(r: dict[str, Any], domain_id: uuid.UUID | None = None) -> DomainRow:
+def from_columns(r: StoredDomain) -> DomainRow:
     return DomainRow(
-        id=domain_id or uuid.UUID(r["id"]),
+        id=uuid.UUID(r["id"]),
         workspace_id=_workspace_id(r["workspace_id"]),
         apex=r["apex"],
         client_id=from_uid(r["client_id"]),

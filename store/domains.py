@@ -10,7 +10,7 @@ import attrs
 import sqlite_utils
 
 from store._rows import postgres, select, uid
-from store.domain_rows import from_columns, to_columns
+from store.domain_rows import StoredDomain, from_columns, to_columns
 from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 from store.records import DomainRow
 from store.row_cache import RowCache
@@ -321,8 +321,10 @@ class DomainRepo:
         after: tuple[str, str] | None,
         limit: int,
         sparse: bool = False,
-    ) -> list[DomainRow]:
-        """Up to ``limit`` domains in sort order, starting after the (sort value, id) key.
+    ) -> list[StoredDomain]:
+        """Up to ``limit`` domains in sort order, starting after the (sort value, id) key, as stored:
+        a page is rendered from its columns (``core.domains.shape.render_stored``), since building
+        each row's record and formatting its dates again cost more than reading it.
 
         ``sparse`` says the filter matches few of the workspace's domains, so walking the sort
         order would visit many rows per match; tags are then matched from their index.
@@ -337,28 +339,13 @@ class DomainRepo:
             where += f" AND (d.{column}, d.id) {op} (?, ?)"
             params += [after[0], after[1]]
         sql = f"{_SELECT} WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
-        if self.pg:
-            return [from_columns(r) for r in select(self.db, sql, [*params, limit])]
-        seen = self.cache.seen()
-        return [self._cached_row(r, seen) for r in select(self.db, sql, [*params, limit])]
-
-    def _cached_row(self, r: dict[str, Any], seen: int | None) -> DomainRow:
-        """The cache's row object for a row read, where it has one (SQLite: this store is the only
-        writer): clients poll the same pages, and a kept row keeps its rendered JSON too
-        (``core.domains.render``). Reading the page in index order keeps a cold page fast."""
-        domain_id = uuid.UUID(r["id"])
-        cached = self.cache.get(domain_id)
-        if cached is not None:
-            return cached
-        row = from_columns(r, domain_id)
-        self.cache.fill(domain_id, row, seen)
-        return row
+        return select(self.db, sql, [*params, limit])
 
     def workspace_size(self, workspace_id: uuid.UUID) -> int:
         return self.count(workspace_id, DomainFilter())
 
     @staticmethod
-    def sort_value(domain: DomainRow, sort_by: str) -> str:
+    def sort_value(domain: StoredDomain, sort_by: str) -> str:
         """The stored text of the sort column, as the keyset condition compares it."""
-        value: str = to_columns(domain)[SORT_COLUMNS[sort_by]]
+        value: str = domain[SORT_COLUMNS[sort_by]]
         return value

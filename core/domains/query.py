@@ -18,12 +18,12 @@ import idna
 from core import cursors
 from core.domains.operations import clean_tags
 from core.domains.records import CERT_STATUSES, OPS_STATUSES, VALIDATION_STATUSES
-from core.domains.shape import Domain, present, render
+from core.domains.shape import Domain, present, render_stored
 from core.errors import ValidationError
 from core.text import printable, shown
-from store.domain_rows import fold
+from store.domain_rows import StoredDomain, fold, from_columns
 from store.domains import SORT_COLUMNS, DomainFilter
-from store.records import DomainRow, Workspace
+from store.records import Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -128,7 +128,7 @@ def _plain(_: Any, __: Any, value: Any) -> Any:
 
 @attrs.frozen
 class RowPage:
-    rows: list[DomainRow]
+    rows: list[StoredDomain]
     total: int
     next_cursor: str | None = None
 
@@ -153,17 +153,17 @@ def query_rows(services: Services, *, workspace: Workspace, request: QueryDomain
     if len(rows) > page.limit:
         rows = rows[: page.limit]
         last = rows[-1]
-        next_cursor = cursors.encode(services.keyring, binding, (repo.sort_value(last, sort.by), str(last.id)))
+        next_cursor = cursors.encode(services.keyring, binding, (repo.sort_value(last, sort.by), last["id"]))
     return RowPage(rows=rows, total=total, next_cursor=next_cursor)
 
 
 def query(services: Services, *, workspace: Workspace, request: QueryDomains) -> DomainPage:
     page = query_rows(services, workspace=workspace, request=request)
-    return DomainPage(items=[present(r) for r in page.rows], total=page.total, next_cursor=page.next_cursor)
+    return DomainPage(items=[present(from_columns(r)) for r in page.rows], total=page.total, next_cursor=page.next_cursor)
 
 
 def page_json(page: RowPage) -> bytes:
     """The page as ``dumps(query(...))`` would write it, built from each domain's rendered JSON,
-    which is kept while its row is unchanged: a polled page costs no re-serialisation."""
+    which is kept while its stored row is unchanged: a polled page costs no re-serialisation."""
     tail = f',"total":{page.total}' + (f',"nextCursor":{json.dumps(page.next_cursor)}' if page.next_cursor else "")
-    return b'{"items":[' + b",".join(render(row) for row in page.rows) + b"]" + tail.encode() + b"}"
+    return b'{"items":[' + b",".join(render_stored(row) for row in page.rows) + b"]" + tail.encode() + b"}"

@@ -12,6 +12,7 @@ import attrs
 
 from core.domains.records import CERT_STATUSES, VALIDATION_STATUSES, ops_status
 from store import Store
+from store.domain_rows import from_columns
 from store.domains import DomainFilter
 from store.migrations import apply_migrations
 from store.records import DomainRow, Workspace
@@ -35,7 +36,8 @@ def random_domain(rng: random.Random, ws: Workspace, n: int) -> DomainRow:
 
 
 def brute_force(store: Store, ws: Workspace, f: DomainFilter) -> int:
-    rows = store.domains.page(ws.id, DomainFilter(), sort_by="createdAt", descending=True, after=None, limit=10**6)
+    rows = map(from_columns, store.domains.page(ws.id, DomainFilter(), sort_by="createdAt", descending=True, after=None,
+                                                  limit=10**6))
     return sum(
         1
         for r in rows
@@ -87,8 +89,8 @@ def test_counts_stay_exact_when_many_domains_are_inserted_in_one_call(store):
     ws = workspace(store)
     rows = [random_domain(rng, ws, n) for n in range(130)]  # several statements' worth of rows and of tags
     store.domains.insert_many(rows)
-    stored = {r.id: r.tags for r in store.domains.page(ws.id, DomainFilter(), sort_by="apex", descending=False,
-                                                        after=None, limit=1000)}
+    page = store.domains.page(ws.id, DomainFilter(), sort_by="apex", descending=False, after=None, limit=1000)
+    stored = {r.id: r.tags for r in map(from_columns, page)}
     assert stored == {r.id: r.tags for r in rows}
     assert_counts_exact(store, ws)
 
@@ -117,6 +119,6 @@ def test_sparse_and_dense_pages_agree(store):
         store.domains.insert(random_domain(rng, ws, n))
     f = DomainFilter(tags=("a", "b"))
     kwargs = {"sort_by": "apex", "descending": False, "after": None, "limit": 100}
-    dense = [r.id for r in store.domains.page(ws.id, f, sparse=False, **kwargs)]
-    sparse = [r.id for r in store.domains.page(ws.id, f, sparse=True, **kwargs)]
+    dense = [r["id"] for r in store.domains.page(ws.id, f, sparse=False, **kwargs)]
+    sparse = [r["id"] for r in store.domains.page(ws.id, f, sparse=True, **kwargs)]
     assert dense == sparse and len(dense) == brute_force(store, ws, f)

@@ -50,7 +50,7 @@ def q_filter(q: str) -> DomainFilter:
 def found(store: Store, ws: Workspace, q: str, *, sparse: bool = True) -> set[uuid.UUID]:
     rows = store.domains.page(ws.id, q_filter(q), sort_by="createdAt", descending=False, after=None, limit=10_000,
                               sparse=sparse)
-    return {row.id for row in rows}
+    return {uuid.UUID(row["id"]) for row in rows}
 
 
 def scanned(rows: list[DomainRow], q: str) -> set[uuid.UUID]:
@@ -131,7 +131,7 @@ def test_another_workspaces_rows_are_never_found(world):
     store, ws, rows = world
     mine = {row.id for row in rows}
     other = store.domains.page(ws.id, DomainFilter(), sort_by="apex", descending=False, after=None, limit=1000)
-    assert {row.id for row in other} == mine
+    assert {uuid.UUID(row["id"]) for row in other} == mine
     for q in ("shop", "com", "école", "bücher"):
         assert found(store, ws, q) <= mine
 

@@ -5,6 +5,7 @@ an existing database gets its index; Unicode-folded notes and tags are found thr
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 import uuid
 
@@ -15,7 +16,7 @@ from core.domains.query import _as_hostname
 from core.domains.records import ops_status
 from store import Store
 from store import domains as domains_module
-from store.domain_rows import fold, search_text
+from store.domain_rows import fold, from_columns, search_text
 from store.domains import DomainFilter
 from store.migrations import apply_migrations
 from store.postgres.text_index import phrase as text_match
@@ -47,7 +48,8 @@ def world(tmp_path_factory):
         store.domains.insert_many([random_domain(rng, ws, n) for n in range(2500)])
         store.domains.insert_many([random_domain(rng, other, n) for n in range(500)])
         # Changed and deleted rows: the index follows both.
-        rows = store.domains.page(ws.id, DomainFilter(), sort_by="createdAt", descending=False, after=None, limit=300)
+        rows = [from_columns(r) for r in store.domains.page(ws.id, DomainFilter(), sort_by="createdAt", descending=False,
+                                                                 after=None, limit=300)]
         for row in rows[:150]:
             store.domains.update(_with_notes(row, f"renamed {row.apex[:5]} ÉTÉ"))
         for row in rows[150:300]:
@@ -71,7 +73,7 @@ def scanned(store: Store, ws: Workspace, q: str) -> set[uuid.UUID]:
     key = (id(store), ws.id)
     if key not in _CORPUS:
         rows = store.domains.page(ws.id, DomainFilter(), sort_by="createdAt", descending=False, after=None, limit=100_000)
-        _CORPUS[key] = [(row.id, row.apex, search_text(row.notes, row.tags).split("\n")) for row in rows]
+        _CORPUS[key] = [(uuid.UUID(row["id"]), row["apex"], search_text(row["notes"], json.loads(row["tags"])).split("\n")) for row in rows]
     folded, hostname = fold(q), _as_hostname(q.lower())
     return {row_id for row_id, apex, texts in _CORPUS[key]
             if folded in apex or any(folded in text for text in texts) or (hostname and hostname in apex)}
@@ -80,7 +82,7 @@ def scanned(store: Store, ws: Workspace, q: str) -> set[uuid.UUID]:
 def indexed(store: Store, ws: Workspace, q: str, *, sparse: bool) -> set[uuid.UUID]:
     f = DomainFilter(q=fold(q), q_hostname=_as_hostname(q.lower()))
     rows = store.domains.page(ws.id, f, sort_by="createdAt", descending=False, after=None, limit=10_000, sparse=sparse)
-    return {row.id for row in rows}
+    return {uuid.UUID(row["id"]) for row in rows}
 
 
 def terms(rng: random.Random, store: Store, count: int) -> list[str]:
