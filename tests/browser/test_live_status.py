@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.browser.steps import signed_up_and_in
 from tests.browser.test_portal_pages import CHROMIUM, CHROMIUM_ARGS, WIDTHS, assert_accessible, assert_fits
 from tests.servers.service import ServiceProcess
 
@@ -38,13 +39,7 @@ def signed_in(service, axe_script):
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = chromium.new_context(bypass_csp=True).new_page()  # bypass: only for the injected axe-core
-        page.goto(service + "/")
-        page.fill("input[name=email]", "newcomer@shop-owner.com")
-        page.fill("input[name=domain]", "first.example.com")
-        page.click("button:has-text('Sign up')")
-        page.click("a.button:has-text('Sign in')")
-        page.click("button:has-text('Sign in')")
-        page.wait_for_url("**/site/*/dns")
+        signed_up_and_in(page, service, "newcomer@shop-owner.com", "first.example.com")
         yield page
         chromium.close()
 

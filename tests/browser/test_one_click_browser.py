@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from core.config import DomainConnectConfig
 from core.domain_connect.signing import public_key_records
 from core.domain_connect.template import template
+from tests.browser.steps import signed_up_and_in
 from tests.browser.test_portal_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.servers.dns_host import FakeDnsHost
 from tests.servers.service import ServiceProcess
@@ -92,17 +93,6 @@ def browser(dns_host):
         context.set_default_timeout(10_000)  # a page that never comes fails in seconds, not Playwright's 30
         yield context
         chromium.close()
-
-
-def signed_up_and_in(page, service: str, email: str, apex: str) -> None:
-    """Sign up with one domain, then sign in at the development identity provider: its DNS page."""
-    page.goto(service + "/")
-    page.fill("input[name=email]", email)
-    page.fill("input[name=domain]", apex)
-    page.click("button:has-text('Sign up')")
-    page.click("a.button:has-text('Sign in')")
-    page.click("button:has-text('Sign in')")
-    page.wait_for_url("**/site/*/dns")
 
 
 class TestOneClickSetUp:

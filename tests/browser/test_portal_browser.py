@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.steps import signed_up_and_in
 from tests.servers.service import ServiceProcess
 
 KEPT_SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
@@ -117,13 +118,7 @@ class TestTheDnsAdministratorsLink:
 
     def test_the_link_page_shows_the_records_and_verifies(self, service, browser, dns, screenshots):
         page = browser.new_page()
-        page.goto(service + "/")
-        page.fill("input[name=email]", "owner@shop-owner.com")
-        page.fill("input[name=domain]", "www.example.com")
-        page.click("button:has-text('Sign up')")
-        page.click("a.button:has-text('Sign in')")
-        page.click("button:has-text('Sign in')")
-        page.wait_for_url("**/site/*/dns")
+        signed_up_and_in(page, service, "owner@shop-owner.com", "www.example.com")
         page.fill("input[name=recipientEmail]", "dns-admin@customer-test.com")
         page.click("#share")
         link = page.inner_text("#link-1")
