@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -102,12 +103,23 @@ def _structure_datetime(value: Any, _: type) -> dt.datetime:
         raise ValueError(message) from None
 
 
+#: The one spelling of a UUID the API takes, the one it writes and static/openapi.json's patterns state.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def parse_uuid(value: str) -> uuid.UUID:
+    """A UUID sent to the service (a path, a header, a body, a form, a command), in the one form the
+    OpenAPI document's patterns allow and the service writes: ``uuid.UUID`` alone also takes braces,
+    ``urn:uuid:``, no hyphens and capitals, so that one id would have many spellings the contract
+    refuses. Anything else is a ``ValueError``, which each caller answers as its malformed value."""
+    if _CANONICAL_UUID.fullmatch(value) is None:
+        raise ValueError("Invalid uuid")
+    return uuid.UUID(value)
+
+
 def _structure_uuid(value: Any, _: type) -> uuid.UUID:
     _expect(value, (str,), "string")
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise ValueError("Invalid uuid") from None
+    return parse_uuid(value)
 
 
 def _structure_text(value: Any, _: type) -> str:

@@ -35,7 +35,7 @@ from core.identity.scopes import READERS, ROLES
 from core.ratelimit import Decision, client_ip
 from core.services import Services
 from core.text import shown
-from core.wire import dumps, structure_body
+from core.wire import dumps, parse_uuid, structure_body
 from handlers.log import shown_path
 from store import unavailable_reason
 from store.records import User
@@ -219,7 +219,7 @@ class ApiHandler(BaseHandler):
         if value is None:
             return None
         try:
-            return uuid.UUID(value.strip())
+            return parse_uuid(value)  # Tornado has already taken the white space around it off
         except ValueError:
             raise NotFound("Workspace not found.") from None
 
@@ -351,7 +351,7 @@ def require(
 def parse_id(value: str, what: str) -> uuid.UUID:
     """A path id; one that is not a UUID names nothing, so it is a 404 like an unknown one."""
     try:
-        return uuid.UUID(value)
+        return parse_uuid(value)
     except ValueError:
         raise NotFound(f"{what} not found.") from None
 

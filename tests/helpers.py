@@ -56,6 +56,16 @@ def documented_operation(method: str, path: str) -> dict[str, Any] | None:
     return openapi()["paths"][template].get(method.lower()) if template else None
 
 
+#: A UUID's spellings other than the one the API takes: ``uuid.UUID`` reads them all, the OpenAPI
+#: document's patterns none (issue 45, item 3). Used with ``pytest.mark.parametrize(..., ids=...)``.
+OTHER_SPELLINGS = {
+    "braces": lambda i: "{" + i + "}",
+    "urn": lambda i: "urn:uuid:" + i,
+    "unhyphenated": lambda i: i.replace("-", ""),
+    "uppercase": str.upper,
+}
+
+
 #: (method, path template, status) of every API response the tests received: the documented status
 #: codes are checked against it at the end of a whole run (tests/conftest.py).
 OBSERVED: set[tuple[str, str, int]] = set()

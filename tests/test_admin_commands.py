@@ -21,7 +21,7 @@ from core.config import ProviderConfig, SandboxConfig, StorageConfig
 from core.runtime import commands
 from core.runtime.assembly import build_services
 from store.migrations import latest_version
-from tests.helpers import mark_verified, stored_deliveries
+from tests.helpers import OTHER_SPELLINGS, mark_verified, stored_deliveries
 from tests.servers.service import ROOT, call, signed_up
 from tests.servers.service import run_app as run
 
@@ -234,6 +234,12 @@ class TestCreateApiKey:
         result = run(service.config, "create-api-key", "--workspace", workspace, "--scopes", "domains:read",
                      "--expires-at", "2030-01-01T12:30:00+02:00")
         assert result.stdout.splitlines()[0].endswith(", expires 2030-01-01 10:30:00 UTC"), result.stderr
+
+    def test_a_workspace_id_in_another_spelling_is_refused(self, live):
+        """Issue 45, item 3: the command reads ids by the API's one rule (the form list-workspaces prints)."""
+        service, workspace = live
+        result = run(service.config, "create-api-key", "--workspace", OTHER_SPELLINGS["uppercase"](workspace), "--scopes", "*")
+        assert result.returncode == 2 and "must be a workspace id" in result.stderr
 
     def test_an_unknown_workspace_is_refused(self, live):
         service, _ = live

@@ -14,10 +14,12 @@ from core.certificates import events
 from core.domains import drift, operations
 from core.edge.cloudflare import CloudflareProvider
 from core.edge.sandbox import SandboxProvider
-from tests.helpers import OPENAPI, openapi, template_regex
+from core.wire import parse_uuid
+from tests.helpers import OPENAPI, OTHER_SPELLINGS, openapi, template_regex
 
 METHODS = ("get", "post", "put", "patch", "delete")
 PRINTABLE = {"$ref": "#/components/schemas/PrintableText"}
+UUID = "0b9f3a44-6f4e-4c1e-9d55-1f6f0a3f8e21"
 
 
 def app_operations() -> dict[tuple[str, str], RequestHandler]:
@@ -231,15 +233,28 @@ class TestRulesTheSchemaStates:
         assert "newlines" in self.schema(schema)["notes"]["description"]
 
     def test_a_patch_client_id_is_a_uuid_or_empty(self):
-        """A UUID or "" (issue 37, item 11), as the service reads it (the service also takes a UUID's
-        other spellings, which the document does not offer)."""
+        """A UUID or "" (issue 37, item 11), exactly as the service reads it: a UUID's other spellings
+        are refused by both (issue 45, item 3)."""
         pattern = self.schema("PatchDomain")["clientId"]["pattern"]
-        admitted = ["", "0b9f3a44-6f4e-4c1e-9d55-1f6f0a3f8e21", "0B9F3A44-6F4E-4C1E-9D55-1F6F0A3F8E21"]
-        refused = ["abc", " ", "0b9f3a44-6f4e-4c1e-9d55-1f6f0a3f8e2", "0b9f3a44-6f4e-4c1e-9d55-1f6f0a3f8e21x"]
+        admitted = ["", UUID]
+        refused = ["abc", " ", UUID[:-1], UUID + "x", *(spell(UUID) for spell in OTHER_SPELLINGS.values())]
         for value in admitted + refused:
             errors: dict[str, list[str]] = {}
             operations._clean_client_id(value, errors)
             assert bool(re.fullmatch(pattern, value)) == (value in admitted) == ("clientId" not in errors), value
+
+    @pytest.mark.parametrize("where", ["the Uuid schema", "X-Workspace-Id"])
+    def test_a_uuid_is_what_the_services_one_rule_reads(self, where):
+        """core.wire.parse_uuid, for path ids, the header and bodies, agrees with the patterns."""
+        document = openapi()["components"]
+        schema = document["schemas"]["Uuid"] if where == "the Uuid schema" else document["parameters"]["WorkspaceId"]["schema"]
+        values = [UUID, "abc", UUID[:-1], UUID + "x", *(spell(UUID) for spell in OTHER_SPELLINGS.values())]
+        for value in values:
+            try:
+                read = bool(parse_uuid(value))
+            except ValueError:
+                read = False
+            assert bool(re.search(schema["pattern"], value)) == read == (value == UUID), value
 
     def test_the_idempotency_key_is_printable_ascii(self):
         for path in ("/v1/domains/{domainId}/certificates/issue", "/v1/domains/{domainId}/issue"):

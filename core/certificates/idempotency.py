@@ -2,7 +2,7 @@
 
 A record is keyed by (workspace, method, requested path, key), so the issue alias path has its
 own records; the path is taken with its id as parsed (``canonical_path``), and the body without
-its ``null`` members, so a retry that spells either differently is still the same request. The
+its ``null`` members, so a retry that escapes or spells either differently is still the same request. The
 claim is one ``INSERT ... ON CONFLICT DO NOTHING``: of two concurrent requests, exactly one wins
 and the other gets 409 ``idempotency_in_progress``. The winner holds a lease; a claim left behind
 by a crash can be taken over once the lease has run out.
@@ -18,12 +18,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import uuid
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from core.errors import Conflict, ValidationError
+from core.wire import parse_uuid
 from store.records import IdempotencyRecord
 
 if TYPE_CHECKING:
@@ -75,10 +75,10 @@ def _without_nulls(value: Any) -> Any:
 
 
 def canonical_path(path: str, *, id_segment: int, raw_id: str) -> str:
-    """``path`` with the id at ``id_segment`` as parsed, so every spelling of one id (upper case,
-    without dashes, in braces, ``urn:uuid:``) is one request; an id that does not parse stays."""
+    """``path`` with the id at ``id_segment`` as parsed, so one id percent-escaped differently
+    (``%61`` for ``a``) is one request; an id that does not parse (a 404) stays."""
     try:
-        parsed = uuid.UUID(raw_id)
+        parsed = parse_uuid(raw_id)
     except ValueError:
         return path
     segments = path.split("/")

@@ -19,7 +19,7 @@ from core.domains.records import DelegationRecord, delegation_record, ops_status
 from core.domains.shape import Domain, present, render
 from core.errors import NotFound, ValidationError
 from core.text import printable, shown, valid_email
-from core.wire import dump
+from core.wire import dump, parse_uuid
 from store.records import DomainRow, Workspace
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def _clean_client_id(raw: str | None, errors: dict[str, list[str]]) -> uuid.UUID
     if not raw:
         return None
     try:
-        return uuid.UUID(raw)
+        return parse_uuid(raw)
     except ValueError:
         errors.setdefault("clientId", []).append("Must be a client's id (a uuid), or an empty string for none")
         return None

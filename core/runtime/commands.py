@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sqlite3
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +22,7 @@ from core.errors import ApiError, ValidationError
 from core.identity import api_keys
 from core.outbound.guard import tls_context
 from core.text import normalise_email
-from core.wire import parse_timestamp
+from core.wire import parse_timestamp, parse_uuid
 from store import inspection
 from store.migrations import SchemaTooNew, latest_version
 
@@ -208,9 +207,10 @@ def create_api_key(services: Services, *, workspace: str, name: str, scopes: lis
                    expires_at: str | None) -> list[str]:
     """A key for automation set up without a browser; its secret is printed once."""
     try:
-        workspace_id = uuid.UUID(workspace)
+        workspace_id = parse_uuid(workspace)
     except ValueError:
-        raise CommandError(f"create-api-key: --workspace must be a workspace id (a UUID), not {workspace!r}") from None
+        raise CommandError("create-api-key: --workspace must be a workspace id as list-workspaces prints it "
+                           f"(a lowercase UUID), not {workspace!r}") from None
     if services.store.accounts.get_workspace(workspace_id) is None:
         raise CommandError(f"create-api-key: no workspace {workspace_id}")
     try:

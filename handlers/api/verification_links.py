@@ -3,11 +3,10 @@ link holder's side, no bearer: the token in the path is the credential)."""
 
 from __future__ import annotations
 
-import uuid
-
 from core.errors import NotFound, ValidationError
 from core.identity.scopes import WRITERS
 from core.verification import links as verification_links
+from core.wire import parse_uuid
 from handlers.base import ApiHandler, parse_id, require
 
 #: Creating and reminding need both write scopes (spec, Authentication rule 2) ...
@@ -23,7 +22,7 @@ class LinkListHandler(ApiHandler):
         domain_id = None
         if raw is not None:
             try:
-                domain_id = uuid.UUID(raw)
+                domain_id = parse_uuid(raw)
             except ValueError:
                 raise ValidationError.field("domainId", "Invalid uuid") from None
         page = await self.services.store.run(

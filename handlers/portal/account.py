@@ -3,7 +3,6 @@ the API; and the workspace switcher in every page's header."""
 
 from __future__ import annotations
 
-import uuid
 from urllib.parse import urlencode
 
 from tornado.web import HTTPError
@@ -11,6 +10,7 @@ from tornado.web import HTTPError
 from core.errors import ApiError
 from core.identity import portal_signin, workspaces
 from core.identity.scopes import MANAGERS
+from core.wire import parse_uuid
 from handlers.portal import forms
 from handlers.portal.pages import ROLE_WORDS, SESSION_COOKIE, NotAllowed, PageHandler, refusal_text
 
@@ -46,7 +46,7 @@ class AccountAction(_AccountPage):
         if self.user is None:
             raise NotAllowed("Sign in first: this acts on your account.")
         try:
-            target_id = uuid.UUID(target)
+            target_id = parse_uuid(target)
         except ValueError:
             raise HTTPError(404) from None
         api_path = {"switch": "/v1/workspaces", "leave": "/v1/workspaces", "accept": "/v1/invitations",
@@ -87,7 +87,7 @@ class SwitchWorkspace(_AccountPage):
         if self.user is None:
             raise NotAllowed("Sign in first: this acts on your account.")
         try:
-            wanted = uuid.UUID(self.get_body_argument("workspace", ""))
+            wanted = parse_uuid(self.get_body_argument("workspace", ""))
         except ValueError:
             wanted = None
         roles = {j.org.id: j.role for j in self.joined()}

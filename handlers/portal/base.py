@@ -24,6 +24,7 @@ from core.outbound import mail, site_scan
 from core.verification import checks as verification
 from core.verification import diagnosis, dns_host, one_click
 from core.verification import links as verification_links
+from core.wire import parse_uuid
 from handlers.portal.forms import Outcome
 from handlers.portal.pages import PageHandler, in_button_words, needs_role, refusal_text
 from store.records import Client, DomainRow, Workspace
@@ -50,7 +51,7 @@ def path_id(raw: str) -> uuid.UUID:
     """An id from a page's path; a malformed one names nothing: the same 404 page as another
     workspace's id."""
     try:
-        return uuid.UUID(raw)
+        return parse_uuid(raw)
     except ValueError:
         raise HTTPError(404) from None
 
@@ -77,7 +78,7 @@ class PortalHandler(PageHandler):
             return
         raw = self.path_args[0]
         try:
-            wanted = uuid.UUID(raw)
+            wanted = parse_uuid(raw)
         except ValueError:
             self._site = (raw, None)
             return

@@ -31,6 +31,7 @@ from core.errors import ApiError, NotFound
 from core.identity import workspaces
 from core.identity.auth import Caller, Principal, act_in, identify
 from core.verification import checks, provider_findings
+from core.wire import parse_uuid
 from handlers.base import BaseHandler
 from handlers.portal import forms
 from store.records import User
@@ -163,7 +164,7 @@ class PageHandler(BaseHandler):
     def chosen_workspace_id(self) -> uuid.UUID | None:
         chosen = self.get_signed_cookie(WORKSPACE_COOKIE, max_age_days=365)
         try:
-            return uuid.UUID(chosen.decode()) if chosen else None
+            return parse_uuid(chosen.decode()) if chosen else None
         except ValueError:
             return None
 

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.helpers import mark_verified
+from tests.helpers import OTHER_SPELLINGS, mark_verified
 
 WRITE = ["certificates:write"]
 READ = ["certificates:read"]
@@ -285,15 +285,25 @@ class TestIdempotency:
         assert len(events(services, owner)) == 2
 
     @pytest.mark.gen_test
-    @pytest.mark.parametrize("spelling", [str.upper, lambda i: i.replace("-", ""), lambda i: "{" + i + "}",
-                                          lambda i: "urn:uuid:" + i])
-    async def test_the_domain_id_in_any_spelling_is_the_same_request(self, api, world, services, spelling):
+    async def test_the_domain_id_escaped_differently_is_the_same_request(self, api, world, services):
         owner, d = await verified_domain(api, world, services)
         first = await issue(api, owner, d, {}, headers={"Idempotency-Key": "k-5"})
-        again = await api.post(f"/v1/domains/{quote(spelling(d['id']), safe='')}/certificates/issue", {},
+        escaped = "".join(f"%{ord(c):02X}" for c in d["id"])
+        again = await api.post(f"/v1/domains/{escaped}/certificates/issue", {},
                                token=owner.token, headers={"Idempotency-Key": "k-5"})
         assert (again.status, again.body) == (200, first.body)
         assert again.headers.get("Idempotent-Replayed") == "true" and len(events(services, owner)) == 1
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("spell", OTHER_SPELLINGS.values(), ids=OTHER_SPELLINGS.keys())
+    async def test_the_domain_id_in_another_spelling_is_not_found_and_replays_nothing(self, api, world, services, spell):
+        """Issue 45, item 3: was the same request (a replay); now malformed, as the path's pattern has it."""
+        owner, d = await verified_domain(api, world, services)
+        await issue(api, owner, d, {}, headers={"Idempotency-Key": "k-5"})
+        again = await api.post(f"/v1/domains/{quote(spell(d['id']), safe='')}/certificates/issue", {},
+                               token=owner.token, headers={"Idempotency-Key": "k-5"})
+        assert (again.status, again.code, again.body["message"]) == (404, "not_found", "Domain not found.")
+        assert "Idempotent-Replayed" not in again.headers and len(events(services, owner)) == 1
 
     @pytest.mark.gen_test
     async def test_a_null_member_is_the_same_body_as_an_omitted_one(self, api, world, services):

@@ -6,6 +6,7 @@ import pytest
 
 from core.domains import query as domain_query
 from core.wire import dumps, structure_body
+from tests.helpers import OTHER_SPELLINGS
 
 
 async def query(api, token, **body):
@@ -103,6 +104,15 @@ class TestFilters:
         await seed(api, owner, clock, ["b.example.com"])
         r = await query(api, owner.token, clientId=client["id"])
         assert [d["apex"] for d in r.body["items"]] == ["a.example.com"]
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("spell", OTHER_SPELLINGS.values(), ids=OTHER_SPELLINGS.keys())
+    async def test_a_client_filter_in_another_spelling_is_refused(self, api, world, spell):
+        """Issue 45, item 3: a UUID in a body is taken as the document's pattern writes it, only."""
+        owner = world.owner()
+        client = (await api.post("/v1/clients", {"name": "A"}, token=owner.token)).body
+        r = await query(api, owner.token, clientId=spell(client["id"]))
+        assert (r.status, r.code) == (400, "validation_error") and "clientId" in r.body["details"]["fieldErrors"]
 
     @pytest.mark.gen_test
     async def test_only_own_workspace(self, api, world, clock):

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 import pytest
+
+from tests.helpers import OTHER_SPELLINGS
 
 WRITE = ["domains:write"]
 READ = ["domains:read"]
@@ -256,6 +259,18 @@ class TestItem:
         assert (r.status, r.code) == (404, "not_found")
 
     @pytest.mark.gen_test
+    @pytest.mark.parametrize("spell", OTHER_SPELLINGS.values(), ids=OTHER_SPELLINGS.keys())
+    async def test_an_id_in_another_spelling_than_the_documents_is_not_found(self, api, world, spell):
+        """Issue 45, item 3: the pattern's lowercase hyphenated form only, as for an unknown id."""
+        owner = world.owner()
+        created = (await add(api, owner.token)).body
+        path = f"/v1/domains/{quote(spell(created['id']), safe='')}"
+        for r in (await api.get(path, token=owner.token), await api.patch(path, {"notes": "x"}, token=owner.token),
+                  await api.get(path + "/delegation-record", token=owner.token)):
+            assert (r.status, r.code, r.body.get("message")) == (404, "not_found", "Domain not found.")
+        assert "notes" not in (await api.get(f"/v1/domains/{created['id']}", token=owner.token)).body
+
+    @pytest.mark.gen_test
     async def test_patch_sets_and_clears_tags_and_notes(self, api, world, clock):
         owner = world.owner()
         created = (await add(api, owner.token)).body
@@ -289,6 +304,17 @@ class TestItem:
         assert (r.status, r.code, r.body["message"]) == (404, "not_found", "Client not found.")
         r = await api.patch(f"/v1/domains/{created['id']}", {"clientId": "not-a-uuid"}, token=owner.token)
         assert r.status == 400 and "clientId" in r.body["details"]["fieldErrors"]
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("spell", OTHER_SPELLINGS.values(), ids=OTHER_SPELLINGS.keys())
+    async def test_patch_with_a_client_id_in_another_spelling_is_refused(self, api, world, spell):
+        """Issue 45, item 3: the id of a client of the workspace, but not as the pattern writes it."""
+        owner = world.owner()
+        created = (await add(api, owner.token)).body
+        client = (await api.post("/v1/clients", {"name": "Customer A"}, token=owner.token)).body
+        r = await api.patch(f"/v1/domains/{created['id']}", {"clientId": spell(client["id"])}, token=owner.token)
+        assert (r.status, r.code) == (400, "validation_error") and "clientId" in r.body["details"]["fieldErrors"]
+        assert "clientId" not in (await api.get(f"/v1/domains/{created['id']}", token=owner.token)).body
 
     @pytest.mark.gen_test
     async def test_patch_validates(self, api, world):

@@ -9,6 +9,7 @@ import attrs
 import pytest
 
 from core.config import OidcConfig
+from tests.helpers import OTHER_SPELLINGS
 from tests.servers.oidc import new_key
 
 
@@ -29,6 +30,15 @@ class TestSessionEndpoint:
         """Checked the same way with or without credentials (issue 37, item 12)."""
         for token in (None, world.owner().token):
             r = await api.get("/v1/auth/session", token=token, headers={"X-Workspace-Id": "abc"})
+            assert (r.status, r.code, r.body["message"]) == (404, "not_found", "Workspace not found."), token
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("spell", OTHER_SPELLINGS.values(), ids=OTHER_SPELLINGS.keys())
+    async def test_ones_own_workspace_in_another_spelling_is_404_with_or_without_a_token(self, api, world, spell):
+        """Issue 45, item 3: malformed as the header's pattern has it, so answered as "abc" is."""
+        owner = world.owner()
+        for token in (None, owner.token, world.key(owner.workspace, ["*"])):
+            r = await api.get("/v1/auth/session", token=token, headers={"X-Workspace-Id": spell(str(owner.workspace.id))})
             assert (r.status, r.code, r.body["message"]) == (404, "not_found", "Workspace not found."), token
 
     @pytest.mark.gen_test

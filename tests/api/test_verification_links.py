@@ -10,11 +10,13 @@ import logging
 import re
 import uuid
 from pathlib import Path
+from urllib.parse import urlencode
 
 import attrs
 import pytest
 
 from core.config import ConfigError, SmtpConfig, config_from_dict
+from tests.helpers import OTHER_SPELLINGS
 from tests.servers.smtp import SmtpServer
 
 BOTH = ["domains:write", "certificates:write"]
@@ -160,6 +162,15 @@ class TestList:
     @pytest.mark.gen_test
     async def test_a_malformed_domain_filter_is_refused(self, api, world):
         r = await api.get(f"{LINKS}?domainId=nope", token=world.owner().token)
+        assert (r.status, r.code) == (400, "validation_error") and "domainId" in r.body["details"]["fieldErrors"]
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("spell", OTHER_SPELLINGS.values(), ids=OTHER_SPELLINGS.keys())
+    async def test_a_domain_filter_in_another_spelling_is_refused(self, api, world, spell):
+        """Issue 45, item 3: refused as ``nope`` is, though it names one of the workspace's domains."""
+        owner = world.owner()
+        domain = await make_domain(api, owner)
+        r = await api.get(f"{LINKS}?{urlencode({'domainId': spell(domain['id'])})}", token=owner.token)
         assert (r.status, r.code) == (400, "validation_error") and "domainId" in r.body["details"]["fieldErrors"]
 
     @pytest.mark.gen_test

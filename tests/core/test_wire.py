@@ -9,7 +9,8 @@ import attrs
 import pytest
 
 from core.errors import ValidationError
-from core.wire import INTERNAL, dump, format_timestamp, structure_body
+from core.wire import INTERNAL, dump, format_timestamp, parse_uuid, structure_body
+from tests.helpers import OTHER_SPELLINGS
 
 
 @attrs.frozen
@@ -91,6 +92,29 @@ class TestStructure:
         with pytest.raises(ValidationError) as info:
             structure_body({"name": "a", "page": value}, Request)
         assert info.value.field_errors == {"page": [f"Expected object, received {kind}"]}
+
+
+@attrs.frozen
+class Filed:
+    client_id: uuid.UUID
+
+
+class TestUuids:
+    """Issue 45, item 3: one spelling, the one the service writes and the document's patterns state."""
+
+    ID = "0b9f3a44-6f4e-4c1e-9d55-1f6f0a3f8e21"
+
+    def test_the_lowercase_hyphenated_form_is_read(self):
+        assert parse_uuid(self.ID) == uuid.UUID(self.ID) == structure_body({"clientId": self.ID}, Filed).client_id
+
+    @pytest.mark.parametrize("spell", [*OTHER_SPELLINGS.values(), lambda i: i + "\n", lambda i: " " + i,
+                                       lambda i: i.replace("0", "\uff10")], ids=[*OTHER_SPELLINGS, "newline", "space", "fullwidth"])
+    def test_any_other_spelling_is_malformed(self, spell):
+        with pytest.raises(ValueError, match="Invalid uuid"):
+            parse_uuid(spell(self.ID))
+        with pytest.raises(ValidationError) as info:
+            structure_body({"clientId": spell(self.ID)}, Filed)
+        assert info.value.field_errors == {"clientId": ["Invalid uuid"]}
 
 
 class TestTimestamps:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 import re
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import attrs
 import pytest
@@ -15,7 +15,7 @@ from core.config import ServerConfig
 from core.identity import team
 from core.identity.auth import Principal
 from handlers.portal.pages import in_button_words
-from tests.helpers import active_domain, mark_verified
+from tests.helpers import OTHER_SPELLINGS, active_domain, mark_verified
 from tests.pages.portal_client import Browser, new_domain, sign_in
 from tests.servers.dns import DnsServer
 
@@ -190,6 +190,28 @@ class TestWorkspacesAndInvitations:
         assert "Workspace not found." in page and "Showing workspace <strong>Mine</strong>" in page
 
     @pytest.mark.gen_test
+    @pytest.mark.parametrize("spell", OTHER_SPELLINGS.values(), ids=OTHER_SPELLINGS.keys())
+    async def test_an_invitation_in_another_spelling_is_a_not_found_page(self, browser, services, invited, spell):
+        """Issue 45, item 3: the account page's buttons take ids as the API does."""
+        owner, invitation, guest = invited
+        sign_in(browser, services, guest)
+        form = await browser.form_on("/account", f"/account/accept/{invitation.id}")
+        assert (await browser.post(f"/account/accept/{quote(spell(str(invitation.id)), safe='')}", form)).code == 404
+        assert len(services.store.team.invitations(owner.workspace.id)) == 1
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("spell", OTHER_SPELLINGS.values(), ids=OTHER_SPELLINGS.keys())
+    async def test_the_switcher_does_not_take_a_workspace_in_another_spelling(self, browser, services, world, spell):
+        """Issue 45, item 3: the header's form names a workspace as X-Workspace-Id does."""
+        mine = world.owner("both@example.com", name="Mine")
+        theirs = world.owner(name="Theirs")
+        world.member(theirs.workspace, "operator", "both@example.com")
+        sign_in(browser, services, mine)
+        await browser.post("/account/switch", {"workspace": spell(str(theirs.workspace.id)), "next": "/account"})
+        page = (await browser.get("/account")).body.decode()
+        assert "Workspace not found." in page and "Showing workspace <strong>Mine</strong>" in page
+
+    @pytest.mark.gen_test
     async def test_leaving_on_the_account_page(self, browser, services, world):
         owner = world.owner(name="Acme")
         member = world.member(owner.workspace, "admin")
@@ -316,6 +338,20 @@ class TestDnsPage:
         sign_in(browser, services, world.owner())
         assert (await browser.get(f"/site/{d['id']}/dns")).code == 404
         assert (await browser.get("/site/not-a-uuid/dns")).code == 404
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("spell", OTHER_SPELLINGS.values(), ids=OTHER_SPELLINGS.keys())
+    async def test_ones_own_domain_in_another_spelling_is_a_not_found_page(self, browser, services, world, api, spell):
+        """Issue 45, item 3: an id is read in the one form the API's patterns state, as in the API."""
+        owner = world.owner()
+        d = await new_domain(api, owner)
+        sign_in(browser, services, owner)
+        site = f"/site/{quote(spell(d['id']), safe='')}"
+        for page in ("/dns", "/edit", "/status", "/delete"):
+            assert (await browser.get(site + page)).code == 404, page
+        form = await browser.form_on(f"/site/{d['id']}/delete", f"/site/{d['id']}/delete")
+        assert (await browser.post(site + "/delete", form)).code == 404
+        assert (await api.get(f"/v1/domains/{d['id']}", token=owner.token)).status == 200
 
     @pytest.mark.gen_test
     async def test_an_id_that_is_not_utf8_is_a_not_found_page_like_any_malformed_id(self, browser, services, world):
@@ -504,6 +540,19 @@ class TestKeysPage:
         key_id = (await api.get("/v1/api-keys", token=secret)).body[0]["id"]
         assert (await browser.submit(f"/account/keys/{key_id}/revoke", f"/account/keys/{key_id}/revoke")).code == 303
         assert (await api.get("/v1/api-keys", token=secret)).status == 401
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("spell", OTHER_SPELLINGS.values(), ids=OTHER_SPELLINGS.keys())
+    async def test_a_key_id_in_another_spelling_is_a_not_found_page(self, browser, services, world, api, spell):
+        """Issue 45, item 3: neither the confirmation page nor the action takes it; the key stays."""
+        owner = world.owner()
+        secret = world.key(owner.workspace, ["*"])
+        sign_in(browser, services, owner)
+        key_id = (await api.get("/v1/api-keys", token=secret)).body[0]["id"]
+        spelled = f"/account/keys/{quote(spell(key_id), safe='')}/revoke"
+        form = await browser.form_on(f"/account/keys/{key_id}/revoke", f"/account/keys/{key_id}/revoke")
+        assert [(await browser.get(spelled)).code, (await browser.post(spelled, form)).code] == [404, 404]
+        assert (await api.get("/v1/api-keys", token=secret)).status == 200
 
     @pytest.mark.gen_test
     async def test_an_operator_may_not_manage_keys(self, browser, services, world):
