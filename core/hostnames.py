@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
+import string
 import unicodedata
 
 import idna
@@ -24,6 +25,7 @@ MAX_LABEL = 63
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 _ASCII_NAME = re.compile(r"[a-z0-9.-]+")
 _PUNCTUATION = re.compile(r"[\x21-\x2c\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]")  # ASCII, but not a letter, digit, "-" or "."
+_ASCII_UPPER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 _SPACE = re.compile(r"\s")  # the same characters as str.isspace (both use Py_UNICODE_ISSPACE)
 #: Top-level labels no public CA issues for (RFC 6761, 6762, 7686, 8375, 9476; ICANN's .internal).
 SPECIAL_USE = frozenset({"arpa", "alt", "example", "internal", "invalid", "local", "localhost", "onion", "test"})
@@ -77,6 +79,24 @@ def normalise(raw: str) -> str:
     _check_scripts(name)
     _check_registrable(name)
     return name
+
+
+def match_key(name: str) -> str | None:
+    """A hostname a peer sends (a TLS ``server_name``, Caddy's ``ask``) in the stored form it is
+    looked up by, or None when it is not a valid hostname, which then matches nothing. Unlike
+    ``normalise``, which reads what a person types, it maps nothing but the case of ASCII letters
+    and one trailing dot: strict IDNA 2008, no UTS 46 mapping nor Unicode ``lower()``, so that no
+    other character becomes an ASCII one (the KELVIN SIGN U+212A is not ``k``, nor a fullwidth
+    letter or U+3002 a letter or a dot) and a name nobody stored never reaches a stored name's
+    certificate. A U-label is taken as its A-label. Costs a translate and a regex for most names."""
+    name = name.removesuffix(".").translate(_ASCII_UPPER)
+    if _plain_ascii(name):
+        return name
+    try:
+        key = idna.encode(name, uts46=False, strict=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError):
+        return None
+    return key if not key.endswith(".") else None  # "a.com.." had one dot too many
 
 
 def _plain_ascii(name: str) -> bool:

@@ -12,8 +12,10 @@ what Caddy asks at handshake time (docs/acme.md, "Certificates to the TLS termin
   issuers for one name, and Caddy's copy would shadow ours from its cache until it expires).
 
 Both take the endpoints' own secret, as ``?secret=`` (``get_certificate http`` and ``ask`` send a
-URL and no header) or ``Authorization: Bearer``; without it, 403 and an empty body. Only GET is
-served (HEAD and the rest are 405). The access log writes the path, never the query string.
+URL and no header) or ``Authorization: Bearer``; without it, 403 and an empty body. Query values are
+read as sent, not through ``get_argument``, which strips white space and turns control characters
+into spaces: ``%20<secret>`` would be the secret, ``<host>%00`` the host. Only GET is served (HEAD
+and the rest are 405). The access log writes the path, never the query string.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import tornado.web
 
-from core.tls_terminator.index import CertificateIndex
+from core.tls_terminator.index import CertificateIndex, Served
 from core.tls_terminator.secret import secret_matches
 from handlers.log import access_log, shown_path
 
@@ -44,10 +46,24 @@ class _TerminatorHandler(tornado.web.RequestHandler):
 
     def prepare(self) -> None:
         sent = self.request.headers.get("Authorization", "")
-        given = sent[7:] if sent[:7].lower() == "bearer " else self.get_query_argument("secret", "")
+        # Tornado decoded the header as Latin-1: encoded back, the bytes that came.
+        given = sent[7:].encode("latin-1") if sent[:7].lower() == "bearer " else self.sent("secret")
         if not secret_matches(self.secret, given):
             self.set_status(403)
             self.finish()
+
+    def sent(self, name: str) -> bytes | None:
+        """The query argument exactly as sent (percent-decoded), or None unless sent exactly once."""
+        values = self.request.query_arguments.get(name)
+        return values[0] if values is not None and len(values) == 1 else None
+
+    async def served(self, name: str) -> Served | None:
+        """The certificate of the hostname in query argument ``name``; a name that is not UTF-8 is not one."""
+        try:
+            text = (self.sent(name) or b"").decode()
+        except UnicodeDecodeError:
+            return None
+        return await self.index.lookup(text) if text else None
 
     def compute_etag(self) -> None:
         return None  # answered at every handshake, never revalidated: no hash of every body
@@ -74,15 +90,13 @@ class _TerminatorHandler(tornado.web.RequestHandler):
 
 class CertificateHandler(_TerminatorHandler):
     async def get(self) -> None:
-        name = self.get_query_argument("server_name", "")
-        served = await self.index.lookup(name) if name else None
+        served = await self.served("server_name")
         self.answer(None if served is None else served.body)
 
 
 class AskHandler(_TerminatorHandler):
     async def get(self) -> None:
-        name = self.get_query_argument("domain", "")
-        served = await self.index.lookup(name) if name else None
+        served = await self.served("domain")
         self.answer(None if served is None else b"")
 
 

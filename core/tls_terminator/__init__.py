@@ -11,6 +11,6 @@ read files.
 
 The endpoints themselves are HTTP, in handlers/tls_terminator.py, on a listener of their own.
 
-May import: store/ and the base modules of core/ (crypto, clock, config). No capability package:
+May import: store/ and the base modules of core/ (crypto, clock, config, hostnames). No capability package:
 what is served is what core/acme/ stored, read through the store.
 """

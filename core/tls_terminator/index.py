@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from core.hostnames import match_key
 from store.acme import CERTIFICATE_KEY, AcmeCertificate
 
 if TYPE_CHECKING:
@@ -36,11 +37,6 @@ log = logging.getLogger(__name__)
 CHECK_SECONDS = 1.0
 
 Version = tuple[str | None, int]
-
-
-def hostname_key(name: str) -> str:
-    """How hostnames are matched: without case, a trailing dot ignored (``Shop.Example.com.``)."""
-    return name.removesuffix(".").lower()
 
 
 @attrs.frozen
@@ -72,7 +68,7 @@ class CertificateIndex:
         self._keyring = keyring
         self._clock = clock
         self.served: dict[str, Served] = {}
-        "By ``hostname_key``; replaced whole at each reload, never changed in place (a thread may read it)."
+        "By ``match_key``; replaced whole at each reload, never changed in place (a thread may read it)."
         self.version: Version | None = None
         self._checked_at = float("-inf")
         self._check: asyncio.Task[None] | None = None
@@ -85,8 +81,12 @@ class CertificateIndex:
         self._listeners.append(callback)
 
     async def lookup(self, name: str) -> Served | None:
-        """The certificate served for ``name``, or None; checks for changes as the docstring says."""
-        key = hostname_key(name)
+        """The certificate served for ``name``, or None; checks for changes as the docstring says.
+        Names match as everywhere else (core/hostnames.py): ASCII case and a trailing dot aside, as
+        sent; a name that is not a valid hostname is found nowhere, without a look at the store."""
+        key = match_key(name)
+        if key is None:
+            return None
         served = self.served.get(key)
         stale = self._clock.timestamp() - self._checked_at >= CHECK_SECONDS
         if served is None and (stale or self._checking()):
@@ -140,8 +140,8 @@ class CertificateIndex:
             else:
                 entry = self._decrypt(certificate)
             decrypted[certificate.handle] = (certificate.chain_pem, certificate.key_ciphertext, entry)
-            name = hostname_key(certificate.apex)
-            if entry is not None and (name not in served or _later(entry, served[name])):
+            name = match_key(certificate.apex)  # stored canonical: itself
+            if entry is not None and name is not None and (name not in served or _later(entry, served[name])):
                 served[name] = entry
         self._decrypted = decrypted
         return served

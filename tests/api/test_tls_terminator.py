@@ -93,6 +93,34 @@ class TestCertificate:
             assert (await get("/caddy/certificate", server_name=name)).body == issued.body
 
     @pytest.mark.gen_test
+    @pytest.mark.parametrize("name", ["\u212aiosk.customer.test", "\uff4biosk.customer.test", "kiosk\u3002customer.test"],
+                             ids=["kelvin-sign", "fullwidth-k", "ideographic-full-stop"])
+    async def test_only_ascii_letters_match_without_case(self, get, services, ca, name):
+        """Issue 45, item 6: Unicode lower() made the KELVIN SIGN a k, and kiosk's key went to that name."""
+        issue(services.store, services.keyring, ca, "kiosk.customer.test")
+        assert (await get("/caddy/certificate", server_name="KIOSK.customer.test")).code == 200
+        for path, query in (("/caddy/certificate", {"server_name": name}), ("/caddy/ask", {"domain": name})):
+            r = await get(path, **query)
+            assert r.code == 404 and r.body == b"", path
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("name", [" " + HOST, HOST + " ", HOST + "\x00", "\t" + HOST, HOST + "\n", HOST + ".."])
+    async def test_a_name_with_anything_around_it_is_not_found(self, get, services, ca, name):
+        """Issue 45, item 6: the query was read stripped, so ``<host>%00`` was the host."""
+        issue(services.store, services.keyring, ca, HOST)
+        for path, query in (("/caddy/certificate", {"server_name": name}), ("/caddy/ask", {"domain": name})):
+            r = await get(path, **query)
+            assert r.code == 404 and r.body == b"", path
+
+    @pytest.mark.gen_test
+    async def test_a_u_label_is_served_the_certificate_of_its_a_label(self, get, services, ca):
+        """Names match as core/hostnames.py reads them: IDNA 2008, the case of ASCII letters aside."""
+        issued = issue(services.store, services.keyring, ca, "xn--bcher-kva.customer.test")
+        for name in ("b\u00fccher.customer.test", "XN--BCHER-KVA.Customer.test", "B\u00fccher.customer.test."):
+            assert (await get("/caddy/certificate", server_name=name)).body == issued.body, name
+        assert (await get("/caddy/certificate", server_name="bu\u0308cher.customer.test")).code == 404  # not NFC
+
+    @pytest.mark.gen_test
     async def test_an_unknown_hostname_is_404_never_204(self, get, services, ca):
         issue(services.store, services.keyring, ca, HOST)
         r = await get("/caddy/certificate", server_name="other.customer.test")
@@ -160,6 +188,30 @@ class TestSecret:
         for path, query in (("/caddy/certificate", {"server_name": HOST}), ("/caddy/ask", {"domain": HOST})):
             r = await get(path, secret=SECRET + "x", **query)
             assert r.code == 403 and r.body == b""
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("secret", [" " + SECRET, SECRET + " ", SECRET + "\x00", "\t" + SECRET, SECRET + "\n"],
+                             ids=["space-before", "space-after", "nul-after", "tab-before", "newline-after"])
+    async def test_the_secret_with_anything_around_it_is_403(self, get, services, ca, secret):
+        """Issue 45, item 6: compared exactly as sent; ``%20<secret>`` and ``<secret>%00`` answered 200."""
+        issue(services.store, services.keyring, ca, HOST)
+        for path, query in (("/caddy/certificate", {"server_name": HOST}), ("/caddy/ask", {"domain": HOST})):
+            r = await get(path, secret=secret, **query)
+            assert r.code == 403 and r.body == b"", path
+
+    @pytest.mark.gen_test
+    async def test_a_bearer_with_anything_around_the_secret_is_403(self, get, services, ca):
+        issue(services.store, services.keyring, ca, HOST)
+        for header in (f"Bearer  {SECRET}", f"Bearer \t{SECRET}", f"Bearer {SECRET} x"):  # a NUL is a 400 before
+            r = await get("/caddy/certificate", secret=None, headers={"Authorization": header}, server_name=HOST)
+            assert r.code == 403, header
+
+    @pytest.mark.gen_test
+    async def test_a_secret_sent_twice_is_403(self, http_client, base_url, services, ca):
+        """One value or none: which of two would count is a guess no refusal should depend on."""
+        issue(services.store, services.keyring, ca, HOST)
+        query = urllib.parse.urlencode([("secret", "wrong"), ("secret", SECRET), ("server_name", HOST)])
+        assert (await http_client.fetch(f"{base_url}/caddy/certificate?{query}", raise_error=False)).code == 403
 
     @pytest.mark.gen_test
     async def test_a_missing_secret_is_403(self, get, services, ca):

@@ -7,7 +7,7 @@ import random
 import idna
 import pytest
 
-from core.hostnames import HostnameError, _plain_ascii, normalise
+from core.hostnames import HostnameError, _plain_ascii, match_key, normalise
 
 
 class TestNormalise:
@@ -107,3 +107,29 @@ class TestPlainAsciiShortcut:
                                       ("a" * 63 + ".") * 4 + "com", "Shop.com", "ex_ample.com"])
     def test_names_the_shortcut_leaves_to_idna(self, name):
         assert not _plain_ascii(name)
+
+
+class TestMatchKey:
+    """A name a peer sends (the TLS terminator's ``server_name``), as it is looked up (issue 45, item 6)."""
+
+    @pytest.mark.parametrize(("sent", "key"), [
+        ("shop.example.com", "shop.example.com"),
+        ("SHOP.Example.COM.", "shop.example.com"),
+        ("b\u00fccher.example.com", "xn--bcher-kva.example.com"),
+        ("XN--BCHER-KVA.example.com", "xn--bcher-kva.example.com"),
+        ("B\u00fccher.example.com", "xn--bcher-kva.example.com"),
+    ])
+    def test_ascii_case_and_one_trailing_dot_aside_a_name_is_its_idna_form(self, sent, key):
+        assert match_key(sent) == key
+
+    @pytest.mark.parametrize("sent", [
+        "\u212aiosk.example.com",  # KELVIN SIGN: lower() and UTS 46 make it k
+        "\uff4biosk.example.com",  # FULLWIDTH k
+        "kiosk\u3002example.com",  # IDEOGRAPHIC FULL STOP, a dot to UTS 46
+        "\u0130stanbul.example.com",  # I WITH DOT ABOVE: lower() makes it i and a combining dot
+        "bu\u0308cher.example.com",  # not NFC
+        " shop.example.com", "shop.example.com\x00", "shop.example.com..", "", ".", "a..b.com", "ex_ample.com",
+        "a" * 64 + ".com",
+    ])
+    def test_anything_else_is_no_hostname_and_matches_nothing(self, sent):
+        assert match_key(sent) is None
