@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import uuid
 from typing import Any, cast
@@ -9,7 +10,7 @@ from typing import Any, cast
 import attrs
 import sqlite_utils
 
-from store._rows import postgres, select, uid
+from store._rows import postgres, select, ts, uid
 from store.domain_rows import StoredDomain, from_columns, to_columns
 from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 from store.records import DomainRow
@@ -340,6 +341,16 @@ class DomainRepo:
             params += [after[0], after[1]]
         sql = f"{_SELECT} WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
         return select(self.db, sql, [*params, limit])
+
+    def serving(self, workspace_id: uuid.UUID, *, issued_before: dt.datetime, at_most: int) -> int:
+        """The workspace's domains verified and serving a certificate (opsStatus ``active``) last
+        issued before ``issued_before``, counted up to ``at_most``: along the index of its active
+        domains, no further than that many (core/edge/pacing.py needs no more)."""
+        sql = """SELECT count(*) FROM (
+                     SELECT 1 FROM domains WHERE workspace_id = ? AND ops_status = 'active'
+                     AND validation_status = 'verified' AND cert_last_issued_at <= ? LIMIT ?
+                 ) AS serving"""
+        return int(self.db.execute(sql, [uid(workspace_id), ts(issued_before), at_most]).fetchone()[0])
 
     def workspace_size(self, workspace_id: uuid.UUID) -> int:
         return self.count(workspace_id, DomainFilter())

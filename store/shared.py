@@ -1,6 +1,7 @@
 """What service processes on one PostgreSQL database share beyond the records: rate-limit
-windows, the provider's request budget and used sign-in states (migration 13), and each
-workspace's calls in that budget (migration 15).
+windows, the provider's request budget and used sign-in states (migration 13), each
+workspace's calls in that budget (migration 15), and which of them came out of the part every
+workspace shares beyond what its hostnames earn (migration 20).
 
 On SQLite the service is one process and keeps these in memory (core/ratelimit.py,
 core/edge/pacing.py, core/identity/portal_signin.py); these tables exist on PostgreSQL only.
@@ -49,11 +50,18 @@ class SharedRepo:
 
     def take_call(self, provider: str, *, now: float, window: float, limit: int, background: bool,
                   background_limit: int, workspace: str | None, workspace_limit: int, patience: float,
-                  turn: float) -> tuple[float, bool]:
-        """Take one call from the provider's budget shared by every process: ``(0, False)`` when
-        taken, else the seconds until one may go and whether the workspace's own share of its kind
-        of call (``workspace_limit`` in the window) held it back rather than the budget. Under the
-        budget's row lock, so two processes never both take the last call.
+                  turn: float, earned: int | None = None, new_workspace_limit: int = 0,
+                  common_limit: int = 0) -> tuple[float, str, bool]:
+        """Take one call from the provider's budget shared by every process: ``(0, _, common)`` when
+        taken, else the seconds until one may go and what held it back: ``"budget"``, the
+        workspace's own share of its kind of call (``"share"``: ``workspace_limit`` in the window)
+        or the common part (``"common"``). Under the budget's row lock, so two processes never both
+        take the last call.
+
+        With ``earned`` (the calls the workspace's hostnames earn it; ``None``: its share does not
+        grow), a call beyond those comes out of the common part (``common`` true): at most
+        ``new_workspace_limit`` of the workspace's and ``common_limit`` of all workspaces' calls
+        there in the window (core/edge/pacing.py says why).
 
         A workspace's call the budget holds back is noted as waiting, until a little after it will
         look again (if it will: within ``patience``). A call that finds room while another
@@ -71,17 +79,29 @@ class SharedRepo:
         self.db.execute("DELETE FROM provider_calls WHERE provider = ? AND sent_at <= ?", [provider, now - window])
         self.db.execute("DELETE FROM provider_waiters WHERE provider = ? AND until < ?", [provider, now])
         calls = self.db.execute(
-            "SELECT sent_at, background, workspace FROM provider_calls WHERE provider = ? ORDER BY sent_at", [provider]
+            "SELECT sent_at, background, workspace, common FROM provider_calls WHERE provider = ? ORDER BY sent_at",
+            [provider],
         ).fetchall()
         waits = [float(row[0]) - now, _room(calls, limit, window, now)]
         if background:
             waits.append(_room([c for c in calls if c[1]], background_limit, window, now))
         wait = max(0.0, *waits)
+        common = False
         if workspace is not None:
-            held = _room([c for c in calls if bool(c[1]) == background and c[2] == workspace], workspace_limit, window, now)
+            mine = [c for c in calls if bool(c[1]) == background and c[2] == workspace]
+            held, why = _room(mine, workspace_limit, window, now), "share"
+            own = [c for c in mine if not c[3]]
+            if earned is not None and len(own) >= earned:
+                common = True
+                alone = _room([c for c in mine if c[3]], new_workspace_limit, window, now)
+                shared = _room([c for c in calls if c[3]], common_limit, window, now)
+                # Either room in the common part, or one of its earned calls leaving the window.
+                part = min(max(alone, shared), _room(own, earned, window, now) if earned else float("inf"))
+                if part > held:
+                    held, why = part, "common" if shared > alone and part == shared else "share"
             if held > wait:
                 self._done_waiting(provider, workspace, background)
-                return held, True
+                return held, why, common
             if wait <= 0 and self._others_turn(provider, workspace, background, calls):
                 wait = turn
             if 0 < wait <= patience:
@@ -92,12 +112,14 @@ class SharedRepo:
                     [provider, workspace, int(background), now + wait + WAITING_GRACE],
                 )
         if wait > 0:
-            return wait, False
-        self.db.execute("INSERT INTO provider_calls (provider, sent_at, background, workspace) VALUES (?, ?, ?, ?)",
-                        [provider, now, int(background), workspace or ""])
+            return wait, "budget", common
+        self.db.execute(
+            "INSERT INTO provider_calls (provider, sent_at, background, workspace, common) VALUES (?, ?, ?, ?, ?)",
+            [provider, now, int(background), workspace or "", int(common)],
+        )
         if workspace is not None:
             self._done_waiting(provider, workspace, background)
-        return 0.0, False
+        return 0.0, "budget", common
 
     def _others_turn(self, provider: str, workspace: str, background: bool, calls: list[Any]) -> bool:
         """Whether another workspace with fewer calls of this kind in the window is waiting for one."""

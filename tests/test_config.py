@@ -95,6 +95,8 @@ class TestErrors:
             ({"dns": {"nameservers": ["1.1.1.1:99999"]}}, "dns.nameservers:"),
             ({"dns": {"timeout_seconds": "3"}}, "dns.timeout_seconds: Expected number, received string"),
             ({"provider": {"kind": "aws"}}, 'provider.kind: must be "sandbox", "cloudflare" or "acme"'),
+            ({"provider": {"new_workspace_share": 0}}, "provider.new_workspace_share: must be above 0 and at most 1"),
+            ({"provider": {"calls_per_active_hostname": -1}}, "provider.calls_per_active_hostname: must be zero or more"),
             ({"server": {"trusted_proxies": ["proxy.local"]}}, "server.trusted_proxies:"),
             ({"network": {"allow_private_ranges": [10]}}, "network.allow_private_ranges.0:"),
             ({"webhooks": {"max_attempts": 0}}, "webhooks.max_attempts: must be positive"),

@@ -41,7 +41,14 @@ from core.acme import keys
 from core.acme.cas import Ca, CaDown, CaRefused, make_cas
 from core.acme.orders import Orders, Records, new_order_fields, renewal_due
 from core.dns import caa, chain
-from core.edge import HostnameGone, ProviderBusy, ProviderRejected, ProviderState, ProviderUnavailable
+from core.edge import (
+    HostnameGone,
+    ProviderBusy,
+    ProviderRejected,
+    ProviderState,
+    ProviderUnavailable,
+    ShareSpent,
+)
 from core.edge.pacing import Pacer
 from store.acme import AcmeCertificate
 
@@ -76,7 +83,9 @@ class AcmeProvider:
         for ca in self.cas:
             pacer = Pacer(self.config.orders_per_window, self.config.window_seconds,
                           background_share=config.lifecycle.provider_share,
-                          workspace_share=config.provider.workspace_share)
+                          workspace_share=config.provider.workspace_share,
+                          new_workspace_share=config.provider.new_workspace_share,
+                          calls_per_hostname=config.provider.calls_per_active_hostname)
             if store.pg is not None:  # every process orders from the same accounts
                 pacer.share_with_processes(store, f"acme:{ca.directory_url}")
             self.pacers[ca.directory_url] = pacer
@@ -184,7 +193,7 @@ class AcmeProvider:
                     busy.append(RATE_LIMITED_SECONDS)
                 continue
             except ProviderBusy as exc:  # our own pacing of this CA's orders
-                tried.append(f"{ca.directory_url}: the service's order budget for it is spent")
+                tried.append(f"{ca.directory_url}: {_busy(exc)}")
                 busy.append(exc.retry_after)
                 continue
             except CaRefused as refused:
@@ -284,6 +293,17 @@ class AcmeProvider:
             errors=(certificate.error,) if certificate.error else (),
             renew_at=certificate.renew_at,
         )
+
+
+def _busy(exc: ProviderBusy) -> str:
+    """Why our pacing of a CA's orders took none now: its budget, or this workspace's part of it."""
+    if not isinstance(exc, ShareSpent):
+        return "the service's order budget for it is spent"
+    if exc.common:
+        return ("the part of the service's order budget for it that workspaces share beyond what their verified, "
+                "active hostnames earn is spent for now")
+    return ("this workspace has used its share of the service's order budget for it, a share that grows with its "
+            "verified, active hostnames")
 
 
 def _place(chain_pem: str) -> float:

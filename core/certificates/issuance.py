@@ -18,12 +18,14 @@ of a new issuance request and the Idempotency-Key's response commit together or 
 The storing itself is core/certificates/results.py.
 
 Each provider interaction has a ``traceId``: in the log lines of the adapter and on the Domain. Its
-calls are the workspace's (``for_workspace``): no workspace spends more than its share of the
-provider's request budget (core/edge/pacing.py).
+calls are the workspace's (``_for``): no workspace spends more than its share of the provider's
+request budget, which grows with its hostnames verified and serving (core/edge/pacing.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import logging
 import uuid
 from typing import TYPE_CHECKING
@@ -47,6 +49,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+def _for(services: Services, workspace: Workspace) -> contextlib.AbstractContextManager[None]:
+    """The provider calls made inside are ``workspace``'s. What grows its share of the provider's
+    budget (counted only if its share is asked): its hostnames verified and serving a certificate
+    with nothing drifted (opsStatus ``active``) that was issued long enough ago. Each is a name its
+    owner controls and that the provider validated and issued for: costly to multiply, unlike sign-ups."""
+    async def active_hostnames(seconds: float, at_most: int) -> int:
+        issued_before = services.clock.now() - dt.timedelta(seconds=seconds)
+        return await services.store.run(services.store.domains.serving, workspace.id, issued_before=issued_before,
+                                        at_most=at_most)
+    return for_workspace(workspace.id, active_hostnames)
 
 
 @attrs.frozen
@@ -147,7 +160,7 @@ async def request_issuance(services: Services, workspace: Workspace, row: Domain
         return await services.store.run(results.store, services, workspace, row.id, trace_id=trace_id, state=None,
                                          classified=results.FAILED, message=verdict.message or "", new_request=True, claim=claim)
     try:
-        with for_workspace(workspace.id):
+        with _for(services, workspace):
             state = await services.provider.issue(row.apex, trace_id=trace_id)
     except ProviderRejected as exc:
         return await services.store.run(results.store, services, workspace, row.id, trace_id=trace_id, state=None,
@@ -169,7 +182,7 @@ async def validate_again(services: Services, workspace: Workspace, row: DomainRo
     assert failed.provider_hostname_id is not None  # as revalidation_can_fix says
     trace_id = uuid.uuid4()
     try:
-        with for_workspace(workspace.id):
+        with _for(services, workspace):
             state = await services.provider.revalidate(failed.provider_hostname_id, apex=row.apex, trace_id=trace_id)
     except HostnameGone:
         return await request_issuance(services, workspace, row)
@@ -211,7 +224,7 @@ async def refresh_loaded(services: Services, workspace: Workspace, certificate: 
         return results.summary_of(certificate, certificate.last_error or "This certificate never reached the edge provider.")
     trace_id = uuid.uuid4()
     try:
-        with for_workspace(workspace.id):
+        with _for(services, workspace):
             state = await services.provider.refresh(certificate.provider_hostname_id, apex=certificate.apex, trace_id=trace_id)
     except ProviderUnavailable as exc:
         await services.store.run(results.note_failure, services, workspace, certificate.domain_id, message=exc.message,

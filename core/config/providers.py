@@ -138,9 +138,15 @@ class ProviderConfig:
     caa_issuers: list[str] = attrs.field(factory=lambda: list(CLOUDFLARE_CAA_ISSUERS), validator=_check("provider.caa_issuers", lambda v: bool(v) and _is_glob_list(v), "must list at least one CA domain"))
     "CAA issuer domains the provider's CAs answer to; the pre-flight asks that one is allowed."
     workspace_share: float = attrs.field(default=0.25, validator=_check("provider.workspace_share", lambda v: 0 < v <= 1, "must be above 0 and at most 1"))
-    """The most of the provider's request budget one workspace's calls may take in any window: of the
-    whole window for the calls someone waits on, of ``[lifecycle] provider_share`` for background
-    ones; 1 sets no limit (core/edge/pacing.py)."""
+    """The most of the provider's request window one workspace's calls someone waits on may take; also
+    the part all workspaces' calls beyond what their hostnames earn take together; 1 sets no limit
+    at all (core/edge/pacing.py). Background calls share ``[lifecycle] provider_share`` by turns."""
+    new_workspace_share: float = attrs.field(default=0.02, validator=_check("provider.new_workspace_share", lambda v: 0 < v <= 1, "must be above 0 and at most 1"))
+    """The most of the window a workspace's calls beyond what its hostnames earn may take (all a new
+    workspace has), out of the part every workspace shares; at most ``workspace_share``."""
+    calls_per_active_hostname: int = attrs.field(default=1, validator=_check("provider.calls_per_active_hostname", lambda v: v >= 0, "must be zero or more"))
+    """Calls in each window that each of a workspace's hostnames earns it, once verified and serving a
+    certificate (opsStatus ``active``), up to ``workspace_share``."""
     cloudflare: CloudflareConfig = attrs.Factory(CloudflareConfig)
     sandbox: SandboxConfig = attrs.Factory(SandboxConfig)
     acme: AcmeConfig = attrs.Factory(AcmeConfig)

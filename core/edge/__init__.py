@@ -79,6 +79,15 @@ class ProviderBusy(ProviderUnavailable):
         )
 
 
+class ShareSpent(ProviderBusy):
+    """The budget has room, but not for this workspace now: its share of it is used, or (``common``)
+    the part every workspace shares beyond what its hostnames earn (core/edge/pacing.py)."""
+
+    def __init__(self, retry_after: int, message: str, *, common: bool) -> None:
+        super().__init__(retry_after, message)
+        self.common = common
+
+
 class ProviderRejected(ProviderError):
     """The provider refused this hostname for good (invalid name, quota, not allowed, ...).
 

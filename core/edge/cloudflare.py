@@ -71,11 +71,13 @@ class CloudflareProvider:
 
     def __init__(self, config: CloudflareConfig, *, caa_issuers: list[str] | None = None,
                  background_share: float = 1.0, workspace_share: float = 1.0,
+                 new_workspace_share: float | None = None, calls_per_active_hostname: int = 0,
                  monotonic: Callable[[], float] = time.monotonic, store: Store | None = None) -> None:
         self.config = config
         self._caa_issuers = caa.terms(caa_issuers if caa_issuers is not None else CLOUDFLARE_CAA_ISSUERS)
         self.pacer = Pacer(config.requests_per_window, config.window_seconds, background_share=background_share,
-                           workspace_share=workspace_share, monotonic=monotonic)
+                           workspace_share=workspace_share, new_workspace_share=new_workspace_share,
+                           calls_per_hostname=calls_per_active_hostname, monotonic=monotonic)
         if store is not None and store.pg is not None:  # several processes spend one token's budget
             self.pacer.share_with_processes(store, f"cloudflare:{config.zone_id}")
         self._monotonic = monotonic

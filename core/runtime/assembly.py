@@ -123,7 +123,9 @@ def make_provider(config: Config, keyring: Keyring, clock: Clock, store: Store, 
     if kind == "cloudflare":
         return CloudflareProvider(config.provider.cloudflare, caa_issuers=issuers,
                                   background_share=config.lifecycle.provider_share,
-                                  workspace_share=config.provider.workspace_share, store=store)
+                                  workspace_share=config.provider.workspace_share,
+                                  new_workspace_share=config.provider.new_workspace_share,
+                                  calls_per_active_hostname=config.provider.calls_per_active_hostname, store=store)
     if kind == "acme":
         assert challenges is not None
         return AcmeProvider(config, keyring=keyring, clock=clock, store=store, dns=dns, records=challenges)

@@ -17,7 +17,7 @@ A database is never edited by hand: a new migration is added to both lists, with
 
 from __future__ import annotations
 
-from store.postgres.schema_shared import SHARED_MIGRATIONS, T
+from store.postgres.schema_shared import MIGRATION_20_PG, SHARED_MIGRATIONS, T
 from store.schema_19 import POSTGRES as MIGRATION_19
 from store.schema_acme import ACME_PG
 from store.schema_both import BOTH, STAND_INS
@@ -364,3 +364,4 @@ MIGRATIONS_PG += BOTH
 MIGRATIONS_PG.append(ACME_PG)
 MIGRATIONS_PG.append(STAND_INS)
 MIGRATIONS_PG.append(MIGRATION_19)
+MIGRATIONS_PG.append(MIGRATION_20_PG)

@@ -65,3 +65,10 @@ SHARED_MIGRATIONS: list[Migration] = [
         )""",
     ]),
 ]
+
+#: Migration 20: which calls came out of the part of the budget every workspace shares beyond what its
+#: hostnames earn (core/edge/pacing.py). SQLite records the step with nothing to do.
+WORKSPACE_SHARES_GROW = "each workspace's share of the provider's budget grows with its hostnames"
+MIGRATION_20_PG: Migration = (20, WORKSPACE_SHARES_GROW, [
+    "ALTER TABLE provider_calls ADD COLUMN common INTEGER NOT NULL DEFAULT 0",
+])

@@ -7,11 +7,13 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
+import attrs
 import pytest
 
 from core.lifecycle.watcher import LifecycleWatcher
 from tests.acme.conftest import acme_config, needs_lab
 from tests.acme.test_issuing import SLOW, add, served, verify
+from tests.helpers import mark_active
 from tests.servers.pebble import Directory, Pebble
 
 pytestmark = needs_lab
@@ -94,6 +96,38 @@ class TestPacing:
             await verify(api, caller, created)
         r = await api.post(f"/v1/domains/{created['id']}/certificates/issue", {}, token=caller.token)
         assert (r.status, r.body["code"]) == (503, "provider_busy") and int(r.headers["Retry-After"]) > 0
+
+
+class TestWorkspaceShareOfOrders:
+    """8 orders an hour; a workspace's share of them starts at 1 and grows by one for each of its
+    hostnames verified and serving a certificate issued an hour ago or more."""
+
+    @pytest.fixture
+    def config(self, config, acme_lab):
+        paced = acme_config(config, acme_lab, orders_per_window=8, window_seconds=3600)
+        return attrs.evolve(paced, provider=attrs.evolve(paced.provider, workspace_share=0.5))
+
+    @pytest.mark.gen_test(timeout=SLOW)
+    async def test_a_new_workspace_orders_once_and_one_with_a_serving_hostname_again(self, api, world, acme_lab,
+                                                                                      services):
+        caller, first = await add(api, world, "share-new.lab.com")
+        acme_lab.publish_records(first)
+        assert (await verify(api, caller, first))["certificate"]["status"] == "active"
+        second = (await api.post("/v1/domains", {"apex": "share-new-two.lab.com"}, token=caller.token)).body
+        acme_lab.publish_records(second)
+        await verify(api, caller, second)  # verified; the order waits
+        r = await api.post(f"/v1/domains/{second['id']}/certificates/issue", {}, token=caller.token)
+        assert (r.status, r.body["code"]) == (503, "provider_busy")  # the certificate just issued earns nothing yet
+        assert "this workspace has used its share of the service's order budget" in r.body["message"]
+        assert int(r.headers["Retry-After"]) > 0
+
+        grown, third = await add(api, world, "share-grown.lab.com")
+        serving = (await api.post("/v1/domains", {"apex": "share-serving.lab.com"}, token=grown.token)).body
+        mark_active(services, serving)
+        acme_lab.publish_records(third)
+        assert (await verify(api, grown, third))["certificate"]["status"] == "active"
+        r = await api.post(f"/v1/domains/{third['id']}/certificates/issue", {}, token=grown.token)
+        assert r.status == 200  # its second order: one earned, one a new workspace's
 
 
 class TestBackgroundRenewal:

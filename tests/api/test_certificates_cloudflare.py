@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 from core.config import CloudflareConfig, ProviderConfig
-from tests.helpers import mark_verified
+from tests.helpers import mark_active, mark_verified
 from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
 
 APEX = "shop.example.com"
@@ -360,7 +360,8 @@ class TestPacing:
 
 class TestFairShare:
     """A budget of 20 calls a window for every tenant: one workspace flooding it is held back at its
-    share (a quarter: 5 calls), and the others' calls in the same window still go through."""
+    share, which grows with its verified, active hostnames (a new workspace's: 1 call; one for each
+    such hostname; at most a quarter: 5), and the others' calls in the same window still go through."""
 
     @pytest.fixture
     def budget(self):
@@ -369,10 +370,13 @@ class TestFairShare:
     @pytest.mark.gen_test(timeout=10)
     async def test_a_workspace_flooding_refresh_is_held_back_and_another_still_issues(self, api, world, services, cloudflare):
         flooder, d = await marked_verified(api, world, services)
+        for n in range(2):  # two hostnames verified and serving: 1 + 2 calls
+            active = (await api.post("/v1/domains", {"apex": f"live{n}.example.com"}, token=flooder.token)).body
+            mark_active(services, active)
         summary = (await issue(api, flooder, d)).body  # its first call
         refresh = f"/v1/certificates/{summary['certificateId']}/refresh"
         flood = await asyncio.gather(*(api.post(refresh, token=flooder.token) for _ in range(30)))
-        assert sorted(r.status for r in flood) == [200] * 4 + [503] * 26
+        assert sorted(r.status for r in flood) == [200] * 2 + [503] * 28
         held = [r for r in flood if r.status == 503]
         assert all(r.code == "provider_busy" and 50 <= int(r.headers["Retry-After"]) <= 60 for r in held)
         assert held[0].body["message"].startswith("This workspace has used its share")
@@ -381,5 +385,43 @@ class TestFairShare:
         r = await issue(api, quiet, other)
         assert (r.status, r.body["status"]) == (200, "pending")
         assert cloudflare.find("quiet.example.net") is not None
-        assert len(cloudflare.requests) == 1 + 5 + 1  # the delegation id, the flooder's share, the issuance
+        assert len(cloudflare.requests) == 1 + 3 + 1  # the delegation id, the flooder's share, the issuance
+        assert 429 not in cloudflare.statuses
+
+
+class TestManyWorkspacesOfOnePerson:
+    """Sign-up is public and needs only a hostname its creator controls: six workspaces opened by one
+    person (one e-mail address each) take no more of a budget of 30 calls than their hostnames
+    earn, however many they open, and a quiet tenant is still served."""
+
+    @pytest.fixture
+    def budget(self):
+        return 30
+
+    @pytest.mark.gen_test(timeout=20)
+    async def test_six_workspaces_of_one_person_flooding_leave_a_quiet_workspace_served(
+            self, api, world, services, cloudflare):
+        quiet = world.owner("quiet@tenant-quiet.com")
+        pending = []
+        for n in range(5):  # five hostnames serving certificates; five more to issue for
+            made = (await api.post("/v1/domains", {"apex": f"www{n}.tenant-quiet.com"}, token=quiet.token)).body
+            mark_active(services, made)
+            made = (await api.post("/v1/domains", {"apex": f"shop{n}.tenant-quiet.com"}, token=quiet.token)).body
+            mark_verified(services, made)
+            pending.append(made)
+
+        async def flood(n: int) -> list[int]:
+            owner = world.owner(f"mallory+{n}@flood.example.com")
+            d = (await api.post("/v1/domains", {"apex": f"www.flood{n}.example.com"}, token=owner.token)).body
+            mark_verified(services, d)
+            first = await issue(api, owner, d)
+            refresh = f"/v1/certificates/{first.body['certificateId']}/refresh"
+            again = await asyncio.gather(*(api.post(refresh, token=owner.token) for _ in range(8)))
+            return [first.status] + [r.status for r in again]
+
+        flooded = await asyncio.gather(*(flood(n) for n in range(6)))
+        served = [await issue(api, quiet, d) for d in pending]
+        assert [(r.status, r.body["status"]) for r in served] == [(200, "pending")] * 5
+        assert [statuses.count(200) for statuses in flooded] == [1] * 6  # a new workspace's share each
+        assert len(cloudflare.requests) == 1 + 6 + 5  # the delegation id, the six's, the quiet one's
         assert 429 not in cloudflare.statuses

@@ -271,14 +271,30 @@ class TestBackground:
         assert clock.slept == [12]  # only the spacing (the fourth call set the grid)
 
 
-async def acquire_for(budget: Pacer, workspace: str, *, background: bool = False) -> None:
-    """One call made for ``workspace`` (a background one if ``background``)."""
+async def acquire_for(budget: Pacer, workspace: str, *, background: bool = False, hostnames: int | None = None) -> None:
+    """One call made for ``workspace`` (a background one if ``background``), which has ``hostnames``
+    verified, active hostnames (``None``: none counted, as for a new workspace)."""
+
+    async def active(seconds: float, at_most: int) -> int:
+        assert hostnames is not None
+        return min(hostnames, at_most)
+
     token = BACKGROUND.set(background)
     try:
-        with for_workspace(workspace):
+        with for_workspace(workspace, None if hostnames is None else active):
             await budget.acquire()
     finally:
         BACKGROUND.reset(token)
+
+
+async def calls_until_busy(budget: Pacer, workspace: str, *, hostnames: int | None = None, most: int = 100) -> int:
+    """How many calls ``workspace`` makes at once before one is refused."""
+    for n in range(most):
+        try:
+            await acquire_for(budget, workspace, hostnames=hostnames)
+        except ProviderBusy:
+            return n
+    return most
 
 
 class TestWorkspaceShare:
@@ -296,18 +312,18 @@ class TestWorkspaceShare:
         assert caught.value.message.startswith("This workspace has used its share")
 
     @pytest.mark.gen_test
-    async def test_the_other_workspaces_keep_the_rest_of_the_window(self, clock):
-        budget = Pacer(20, 60, workspace_share=0.25, monotonic=clock, sleep=clock.sleep)
+    async def test_workspaces_with_active_hostnames_keep_the_rest_of_the_window(self, clock):
+        budget = Pacer(20, 60, workspace_share=0.25, calls_per_hostname=1, monotonic=clock, sleep=clock.sleep)
         for _ in range(5):
             await acquire_for(budget, "a")
         for workspace in ("b", "c", "d"):
             for _ in range(5):
-                await acquire_for(budget, workspace)
+                await acquire_for(budget, workspace, hostnames=5)
         assert clock.slept == []
 
     @pytest.mark.gen_test
     async def test_a_workspace_held_back_takes_nothing_and_calls_again_once_its_calls_leave_the_window(self, clock):
-        budget = Pacer(4, 60, workspace_share=0.5, monotonic=clock, sleep=clock.sleep)
+        budget = Pacer(4, 60, workspace_share=0.5, calls_per_hostname=1, monotonic=clock, sleep=clock.sleep)
         await acquire_for(budget, "a")
         clock.now += 30
         await acquire_for(budget, "a")
@@ -315,8 +331,8 @@ class TestWorkspaceShare:
             await acquire_for(budget, "a")
         clock.now += 30
         await acquire_for(budget, "a")
-        await acquire_for(budget, "b")
-        await acquire_for(budget, "b")  # the refused call took no slot
+        await acquire_for(budget, "b", hostnames=2)
+        await acquire_for(budget, "b", hostnames=2)  # the refused call took no slot
 
     @pytest.mark.gen_test
     async def test_calls_made_for_no_workspace_are_in_nobodys_share(self, clock):
@@ -342,6 +358,89 @@ class TestWorkspaceShare:
         for _ in range(10):  # the background's 10 a window, one every 6 s (two at once after idling)
             await acquire_for(budget, "a", background=True)
         assert clock.now < 1060  # all ten in the first window, beyond the 4 of a share of 0.2
+
+
+class TestSharesGrow:
+    """A workspace's share starts small and grows with its verified, active hostnames; what workspaces
+    take beyond what their hostnames earn comes out of one common part: opening workspaces does
+    not multiply a share."""
+
+    @staticmethod
+    def budget(clock: Clock, requests: int = 40) -> Pacer:
+        """A quarter of the window at most for one workspace (10 of 40), a twentieth (2) for a new one."""
+        return Pacer(requests, 60, workspace_share=0.25, new_workspace_share=0.05, calls_per_hostname=1,
+                     monotonic=clock, sleep=clock.sleep)
+
+    @pytest.mark.gen_test
+    async def test_a_new_workspace_takes_at_most_the_new_workspace_share(self, clock):
+        budget = self.budget(clock)
+        assert await calls_until_busy(budget, "new", hostnames=0) == 2
+
+    @pytest.mark.gen_test
+    async def test_each_verified_active_hostname_adds_calls(self, clock):
+        budget = self.budget(clock)
+        assert await calls_until_busy(budget, "grown", hostnames=3) == 3 + 2
+
+    @pytest.mark.gen_test
+    async def test_hostnames_grow_a_share_up_to_the_workspace_share(self, clock):
+        budget = self.budget(clock)
+        assert await calls_until_busy(budget, "big", hostnames=500) == 10
+
+    @pytest.mark.gen_test
+    async def test_workspaces_without_hostnames_together_take_one_workspace_share(self, clock):
+        budget = self.budget(clock)
+        taken = [await calls_until_busy(budget, f"sign-up {n}", hostnames=0) for n in range(8)]
+        assert taken == [2, 2, 2, 2, 2, 0, 0, 0]  # 10 of the window's 40, however many workspaces
+        with pytest.raises(ProviderBusy) as caught:
+            await acquire_for(budget, "sign-up 9", hostnames=0)
+        assert caught.value.message.startswith("The part of the edge provider's request budget that workspaces share")
+        assert caught.value.retry_after == 60
+
+    @pytest.mark.gen_test
+    async def test_six_workspaces_of_one_person_leave_a_quiet_workspace_served(self, clock):
+        budget = self.budget(clock, requests=30)  # 7 a workspace at most, 1 for a new one
+        for n in range(6):  # each with a verified, active hostname of its own
+            await calls_until_busy(budget, f"mallory+{n}", hostnames=1)
+        for _ in range(5):  # a quiet workspace's five certificates, each refreshed once
+            await acquire_for(budget, "quiet", hostnames=5)
+        assert clock.slept == []
+
+    @pytest.mark.gen_test
+    async def test_a_held_workspace_may_call_again_when_an_earned_call_leaves_the_window(self, clock):
+        budget = self.budget(clock)
+        await acquire_for(budget, "a", hostnames=1)  # earned by its hostname, leaves at 60
+        clock.now += 10
+        await acquire_for(budget, "a", hostnames=1)  # its two beyond that leave at 70 and 80
+        clock.now += 10
+        await acquire_for(budget, "a", hostnames=1)
+        clock.now += 10
+        with pytest.raises(ProviderBusy) as caught:
+            await acquire_for(budget, "a", hostnames=1)
+        assert caught.value.retry_after == 30
+        assert caught.value.message.startswith("This workspace has used its share")
+
+    @pytest.mark.gen_test
+    async def test_active_hostnames_are_counted_only_for_the_calls_someone_waits_on(self, clock):
+        counted = []
+
+        async def active(seconds: float, at_most: int) -> int:
+            counted.append((seconds, at_most))
+            return 3
+
+        budget = self.budget(clock)
+        token = BACKGROUND.set(True)
+        try:
+            with for_workspace("a", active):
+                await budget.acquire()
+        finally:
+            BACKGROUND.reset(token)
+        unlimited = Pacer(40, 60, workspace_share=1.0, calls_per_hostname=1, monotonic=clock, sleep=clock.sleep)
+        with for_workspace("a", active):
+            await unlimited.acquire()
+        assert counted == []
+        with for_workspace("a", active):
+            await budget.acquire()
+        assert counted == [(60, 10)]  # issued a window ago at least; 10 earn the whole share
 
 
 class VirtualTime:

@@ -122,3 +122,23 @@ def test_sparse_and_dense_pages_agree(store):
     dense = [r["id"] for r in store.domains.page(ws.id, f, sparse=False, **kwargs)]
     sparse = [r["id"] for r in store.domains.page(ws.id, f, sparse=True, **kwargs)]
     assert dense == sparse and len(dense) == brute_force(store, ws, f)
+
+
+def test_serving_counts_the_verified_active_domains_issued_before_a_time_up_to_a_bound(store):
+    ws, other = workspace(store), workspace(store)
+    day = dt.timedelta(days=1)
+    kinds = [("verified", "active", NOW - 2 * day)] * 3 + [
+        ("verified", "active", NOW),  # issued too recently
+        ("verified", "pending", NOW - 2 * day),  # not serving
+        ("verified", "renewing", NOW - 2 * day),  # serving, so opsStatus active too
+        ("error", "active", NOW - 2 * day),  # no longer verified
+    ]
+    for n, (validation, cert, issued) in enumerate(kinds):
+        row = attrs.evolve(random_domain(random.Random(n), ws, n), validation_status=validation, cert_status=cert,
+                           ops_status=ops_status(validation, cert), cert_last_issued_at=issued)
+        store.domains.insert(row)
+    store.domains.insert(attrs.evolve(random_domain(random.Random(0), other, 99), validation_status="verified",
+                                      cert_status="active", ops_status="active", cert_last_issued_at=NOW - 2 * day))
+    assert store.domains.serving(ws.id, issued_before=NOW - day, at_most=100) == 4
+    assert store.domains.serving(ws.id, issued_before=NOW - day, at_most=2) == 2
+    assert store.domains.serving(ws.id, issued_before=NOW + day, at_most=100) == 5
