@@ -2,7 +2,8 @@
 
 ``python app.py`` runs on embedded defaults; ``python app.py --config FILE`` reads a TOML file.
 A configuration problem stops start-up with one line naming the key, and no traceback.
-``python app.py COMMAND --config FILE`` runs one of the operator's commands (core/runtime/commands.py).
+``python app.py COMMAND --config FILE`` (or ``--config FILE COMMAND``) runs one of the operator's
+commands (core/runtime/commands.py), on the database and secret key file that exist: never new ones.
 
 Only what binding the port needs is imported first: the rest of the service (handlers/, the
 capabilities, the store), most of start-up, is imported once the port is bound, so that a client
@@ -85,21 +86,22 @@ def raise_open_files_limit() -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """One of the operator's commands: its lines printed, or its refusal."""
-    from core.runtime.commands import CommandError  # here, not above: see the module's docstring
+    # here, not above: see the module's docstring
+    from core.runtime.commands import CommandError, require_storage
 
     try:
         config = load(args, serving=False)
+        # Before open_services, which would create the database and the secret key file.
         if args.command in cli.WRITING_NOTHING:
-            # Before open_services, which would create the database and the secret key file.
-            try:
-                print("\n".join(cli.run_writing_nothing(args, config)))
-            except CommandError as exc:
-                print(exc, file=sys.stderr)
-                return 2
+            print("\n".join(cli.run_writing_nothing(args, config)))
             return 0
+        require_storage(args.command, config, args.config)
         services = open_services(config)
     except (ConfigError, SecretKeyError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    except CommandError as exc:
+        print(exc, file=sys.stderr)
         return 2
     try:
         print("\n".join(cli.run_command(args, services)))

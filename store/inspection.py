@@ -25,6 +25,14 @@ MIN_SCRUBBED = 4
 #: libpq's own words it quotes (connection options, the ``]`` it looks for), kept in its messages.
 _LIBPQ_WORDS = frozenset({"host", "hostaddr", "port", "dbname", "user", "sslmode", "connect_timeout", "]"})
 _QUOTED = re.compile(r'(?<!\w)"[^"]*"|(?<!\w)\'[^\']*\'')  # not from the apostrophe of "couldn't"
+#: What no user, host or database name that can be shown holds: the makings of a libpq keyword
+#: string (``host=db password='a b'``), of a query, or of a fragment.
+_UNPLAIN = re.compile(r"[\s=\"'\\?&#;]")
+#: A ``password`` or ``passfile`` keyword (any case, with spaces around its ``=`` or none) and its
+#: value: quoted as libpq quotes (to the closing quote, to the end when unclosed), or to a space.
+_SECRET_KEYWORD = re.compile(r"(?i)(pass(?:word|file)\s*=\s*)('(?:\\.|[^'\\])*'?|\"(?:\\.|[^\"\\])*\"?|\S+)")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+_HOST = re.compile(r"(\[[^\]]*\]|[^:\[\]]*)(?::(\d*))?")
 
 
 @attrs.frozen
@@ -92,13 +100,18 @@ def inspect_postgres(url: str) -> Summary:
 def redacted(url: str) -> str:
     """A database URL fit for logs and output: no password, wherever it was. Only the user, host,
     port and database are kept: everything between ``://`` and the last ``@`` after the user name
-    goes (a password may hold unencoded ``/`` or ``@``), and the query (``?password=``) too."""
-    scheme, separator, rest = url.partition("://")
-    if not separator:
+    goes (a password may hold unencoded ``/`` or ``@``), and the query (``?password=``) too. A part
+    that is not a plain name (a space, ``=`` or a quote in it, even percent-encoded: a libpq keyword
+    string such as ``host=db password=...`` written where the URL's parts go), or a port that is
+    not a number, may hold the password and is shown as "…"."""
+    split = _split(url)
+    if split is None:
         return "(not a URL)"
-    userinfo, at, location = rest.rpartition("@")
-    location, query, _ = location.partition("?")
-    return f"{scheme}://{userinfo.split(':', 1)[0] + '@' if at else ''}{location}" + ("?…" if query else "")
+    scheme, user, hosts, database, query = split
+    shown_user = (user if _plain(user) else "…") + "@" if user is not None else ""
+    location = f"{','.join(hosts)}/{database}" if database is not None else ",".join(hosts)
+    shown = location if all(_plain_host(host) for host in hosts) and _plain(database or "") else "…"
+    return f"{scheme}://{shown_user}{shown}" + ("?…" if query else "")
 
 
 def database_error(exc: BaseException, url: str) -> str | None:
@@ -106,11 +119,13 @@ def database_error(exc: BaseException, url: str) -> str | None:
     ``url`` that may be secret; None for an exception that is not theirs.
 
     libpq quotes what it cannot use, and what it quotes can hold the password: the whole URL (an
-    unclosed ``[``), the token around a bad ``%`` escape, or a piece of a password holding ``@`` or
-    ``/`` that it read as the host, port or database. So a quoted value is kept only when it is one
-    ``redacted`` shows (the user, a host, port or database, read after the last ``@``), an IP
-    address or a word of libpq's own, and is no part of the password; any other becomes "…". The
-    password and the URL are then taken out of the rest, wherever they appear.
+    unclosed ``[``), the token around a bad ``%`` escape, a piece of a password holding ``@`` or
+    ``/`` that it read as the host, port or database, or a keyword string (``host=... password=...``)
+    it read as a host name. So a quoted value is kept only when it is one ``redacted`` shows (the
+    user, a host, port or database, read after the last ``@``), an IP address or a word of libpq's
+    own, and is no part of the password; any other becomes "…". The password and the URL are then
+    taken out of the rest, wherever they appear, and anything left after a ``password`` or
+    ``passfile`` keyword too.
     """
     if not type(exc).__module__.startswith("psycopg"):
         return None
@@ -124,32 +139,68 @@ def database_error(exc: BaseException, url: str) -> str | None:
         return quoted.group(0)[0] + "…" + quoted.group(0)[-1]
 
     text = _QUOTED.sub(kept, " ".join(str(exc).split()))
-    for secret in sorted({url, *secrets}, key=len, reverse=True):
+    for secret in sorted({url, unquote(url), *secrets}, key=len, reverse=True):
         if len(secret) >= MIN_SCRUBBED:
             text = text.replace(secret, "…")
+    text = _SECRET_KEYWORD.sub(r"\1…", text)
     if "percent-encoded" in text:
         text += " (a % in the URL is written %25)"
     return text
 
 
+def _split(url: str) -> tuple[str, str | None, list[str], str | None, bool] | None:
+    """``url`` read as ``redacted`` reads it: the scheme, the user (None without an ``@``), the
+    hosts (each with its port), the database (None without a ``/``) and whether it has a query;
+    None when it is no URL."""
+    scheme, separator, rest = url.partition("://")
+    if not separator or not _SCHEME.fullmatch(scheme):
+        return None
+    userinfo, at, location = rest.rpartition("@")
+    location, question, _ = location.partition("?")
+    hosts, slash, database = location.partition("/")
+    return scheme, userinfo.split(":", 1)[0] if at else None, hosts.split(","), database if slash else None, bool(question)
+
+
+def _plain(value: str) -> bool:
+    """Whether a user, host or database name is one that can be shown: nothing in it, as written
+    or percent-decoded, that a ``keyword=value`` pair or a quoted value is made of."""
+    return not (_UNPLAIN.search(value) or _UNPLAIN.search(unquote(value)))
+
+
+def _plain_host(host: str) -> bool:
+    """A host and its port: a plain name (an IPv6 address in brackets) and digits."""
+    return (found := _HOST.fullmatch(host)) is not None and _plain(found.group(1))
+
+
 def _passwords(url: str) -> list[str]:
-    """The password as written in ``url`` (after the user's ``:`` up to the last ``@``, and any
-    ``password=`` of the query), and each percent-decoded."""
+    """The password as written in ``url`` (after the user's ``:`` up to the last ``@``, any
+    ``password=`` of the query, and the value after any ``password`` or ``passfile`` keyword,
+    quoted or not, percent-encoded or not), and each percent-decoded."""
     userinfo, at, _ = url.partition("://")[2].rpartition("@")
     written = [userinfo.partition(":")[2]] if at else []
     pairs = (pair.partition("=") for pair in url.partition("?")[2].split("&"))
     written += [value for name, _, value in pairs if name == "password"]
-    return [form for value in written for form in (value, unquote(value)) if form]
+    for text in (url, unquote(url)):
+        for found in _SECRET_KEYWORD.finditer(text):
+            value = found.group(2)
+            unquoted = value[1:].removesuffix(value[0]) if value[0] in "'\"" else value
+            # A URL's & or @ may end it, or be part of it: both are taken out.
+            written += [value, unquoted, re.sub(r"\\(.)", r"\1", unquoted), re.split(r"[&@/?]", unquoted)[0]]
+    return list(dict.fromkeys(form for value in written for form in (value, unquote(value)) if form))
 
 
 def _shown_parts(url: str) -> set[str]:
     """What ``redacted`` shows of ``url``: the user name, and each host, port and database."""
-    userinfo, at, location = url.partition("://")[2].rpartition("@")
-    hosts, _, database = location.partition("?")[0].partition("/")
-    parts = {userinfo.partition(":")[0] if at else "", database, unquote(database)}
-    for host in hosts.split(","):
-        name, colon, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
-        parts |= {port, unquote(name if colon else port).strip("[]")}
+    split = _split(url)
+    if split is None:
+        return set()
+    _, user, hosts, database, _ = split
+    parts = {user, unquote(user)} if user is not None and _plain(user) else set()
+    if all(_plain_host(host) for host in hosts) and _plain(database or ""):
+        parts |= {database or "", unquote(database or "")}
+        for host in hosts:
+            name, port = _HOST.fullmatch(host).groups("")  # type: ignore[union-attr]  # plain: it matches
+            parts |= {port, unquote(name).strip("[]")}
     return parts - {""}
 
 

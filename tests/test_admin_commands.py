@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import shutil
+import signal
 import sqlite3
 import stat
 import subprocess
@@ -14,7 +16,10 @@ import uuid
 from pathlib import Path
 
 import attrs
+import psycopg
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 import app
 from core.config import ProviderConfig, SandboxConfig, StorageConfig
@@ -323,3 +328,176 @@ class TestRebindUser:
         assert app.main(["rebind-user", "--email", "nobody@example.com", "--config", str(config_file(services, tmp_path))]) == 0
         assert "nothing changed" in capsys.readouterr().out
         assert services.store.accounts.user_by_subject(self.OLD, "dev-subject") is not None
+
+
+def run_placed(folder: Path, config: Path, where: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python app.py`` with ``--config CONFIG`` before the command or after it, run from ``folder``."""
+    placed = ["--config", str(config), *args] if where == "before" else [*args, "--config", str(config)]
+    return subprocess.run([sys.executable, str(ROOT / "app.py"), *placed], cwd=folder, check=False,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+class TestEveryCommandActsOnTheDatabaseItsConfigurationNames:
+    """``--config FILE`` before the command or after it: the command acts on the database the file
+    names, run from a folder where the embedded defaults would name another one (./data), which
+    nothing may create."""
+
+    OLD_ISSUER = "http://127.0.0.1:8080/idp"
+
+    @pytest.fixture
+    def named(self, services, world, clock, tmp_path):
+        """The configuration file naming the test's database (one workspace, its owner bound to an
+        old issuer, one delivered webhook delivery 40 days old), and the folder the command runs in."""
+        clock.current = dt.datetime.now(dt.UTC)  # purge runs on the system clock
+        owner = world.owner("ops@example.com")
+        services.store.accounts.link_user(owner.user.id, issuer=self.OLD_ISSUER, subject="dev-subject")
+        stored_deliveries(services, owner.workspace, ("delivered", 40))
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        yield config_file(services, tmp_path), elsewhere, str(owner.workspace.id)
+        assert files_under(elsewhere) == set()
+
+    def test_serve(self, named, services, where):
+        config, elsewhere, _ = named
+        with config.open("a") as more:
+            more.write("[server]\nport = 0\n")
+        proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"),
+                                 *(["--config", str(config), "serve"] if where == "before" else ["serve", "--config", str(config)])],
+                                cwd=elsewhere, stderr=subprocess.PIPE, text=True)
+        try:
+            lines = []
+            for line in proc.stderr:  # ends when the process does, if it never listens
+                lines.append(line)
+                if "listening on" in line:
+                    break
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(10)
+            proc.stderr.close()
+        assert f"configuration {config}; database {services.config.storage.path};" in lines[0], lines
+        assert any("listening on" in line for line in lines), lines
+
+    def test_check_config(self, named, services, where):
+        config, elsewhere, _ = named
+        result = run_placed(elsewhere, config, where, "check-config")
+        assert result.returncode == 0, result.stderr
+        assert f"  database {services.config.storage.path} (1 workspaces, 0 domains;" in result.stdout
+
+    def test_domain_connect_template(self, named, where):
+        config, elsewhere, _ = named
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        (config.parent / "dc.pem").write_bytes(key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        (config.parent / "dc.pem").chmod(0o600)
+        with config.open("a") as more:
+            more.write(f'[domain_connect]\nprovider_id = "named.example"\nservice_id = "tls-hostname"\n'
+                       f'private_key_file = "{config.parent / "dc.pem"}"\nkey_host = "keys.named.example"\n')
+        result = run_placed(elsewhere, config, where, "domain-connect-template")
+        assert result.returncode == 0, result.stderr
+        assert '"providerId": "named.example"' in result.stdout
+
+    def test_backup(self, named, where, tmp_path):
+        config, elsewhere, workspace = named
+        result = run_placed(elsewhere, config, where, "backup", str(tmp_path / "copy.sqlite3"))
+        assert result.returncode == 0, result.stderr
+        copy = sqlite3.connect(tmp_path / "copy.sqlite3")
+        assert copy.execute("SELECT id FROM workspaces").fetchall() == [(workspace,)]
+        copy.close()
+
+    def test_copy_to_postgres(self, named, where, postgres_url):
+        config, elsewhere, workspace = named
+        result = run_placed(elsewhere, config, where, "copy-to-postgres", postgres_url)
+        assert result.returncode == 0, result.stderr
+        with psycopg.connect(postgres_url) as pg:
+            assert pg.execute("SELECT id::text FROM workspaces").fetchall() == [(workspace,)]
+
+    def test_list_workspaces(self, named, where):
+        config, elsewhere, workspace = named
+        result = run_placed(elsewhere, config, where, "list-workspaces")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith(f"{workspace}  Acme  owners: ops@example.com")
+
+    def test_create_api_key(self, named, where, services):
+        config, elsewhere, workspace = named
+        result = run_placed(elsewhere, config, where, "create-api-key", "--workspace", workspace, "--scopes", "*")
+        assert result.returncode == 0, result.stderr
+        assert f"for workspace {workspace}" in result.stdout
+
+    def test_rebind_user(self, named, where):
+        config, elsewhere, _ = named
+        result = run_placed(elsewhere, config, where, "rebind-user", "--from-issuer", self.OLD_ISSUER)
+        assert result.returncode == 0, result.stderr
+        assert "unbound 1 user(s): ops@example.com" in result.stdout
+
+    def test_purge(self, named, where):
+        config, elsewhere, _ = named
+        result = run_placed(elsewhere, config, where, "purge")
+        assert result.returncode == 0, result.stderr
+        assert "purged 1 delivered webhook delivery" in result.stdout
+
+
+#: The commands that open the service's database (check-config and domain-connect-template write nothing).
+OPENING = {"backup": ["backup", "copy.sqlite3"], "copy-to-postgres": ["copy-to-postgres", "postgresql://cps@127.0.0.1:9/cps"],
+           "list-workspaces": ["list-workspaces"], "purge": ["purge"], "rebind-user": ["rebind-user", "--email", "a@example.com"],
+           "create-api-key": ["create-api-key", "--workspace", str(uuid.UUID(int=1)), "--scopes", "*"]}
+
+
+class TestACommandNeverCreatesTheDatabaseOrTheKey:
+    """Only serving creates the database and the secret key file (at the first start): a command run
+    with the wrong configuration, or none, refuses instead of acting on a new, empty database."""
+
+    @pytest.mark.parametrize("where", ["before", "after"])
+    @pytest.mark.parametrize("command", ["serve", "check-config", "list-workspaces"])
+    def test_a_configuration_file_that_is_not_there_is_refused_wherever_it_stands(self, tmp_path, command, where):
+        result = run_placed(tmp_path, tmp_path / "absent.toml", where, command)
+        assert (result.returncode, result.stderr) == (2, f"config error: config file not found: {tmp_path / 'absent.toml'}\n")
+        assert files_under(tmp_path) == set()
+
+    def test_a_configuration_given_twice_is_refused(self, tmp_path):
+        result = run_placed(tmp_path, tmp_path / "a.toml", "before", "list-workspaces", "--config", str(tmp_path / "b.toml"))
+        assert result.returncode == 2 and "--config is given twice" in result.stderr
+        assert files_under(tmp_path) == set()
+
+    @pytest.mark.parametrize("command", OPENING.keys())
+    def test_a_database_that_does_not_exist_is_refused_and_not_created(self, tmp_path, command):
+        config = tmp_path / "c.toml"
+        config.write_text(f'[storage]\npath = "{tmp_path}/data/db.sqlite3"\nsecret_key_file = "{tmp_path}/data/secret.key"\n')
+        result = run_placed(tmp_path, config, "before", *OPENING[command])
+        assert result.returncode == 2
+        assert result.stderr == (f"{command}: no database at {tmp_path}/data/db.sqlite3 (storage.path in {config}): a command "
+                                 "acts on the service's existing database and never creates one; give --config the "
+                                 "service's configuration file\n")
+        assert files_under(tmp_path) == {"c.toml"}
+
+    @pytest.mark.parametrize("command", OPENING.keys())
+    def test_a_secret_key_file_that_does_not_exist_is_refused_and_not_created(self, tmp_path, migrated_sqlite, command):
+        shutil.copy(migrated_sqlite, tmp_path / "db.sqlite3")
+        config = tmp_path / "c.toml"
+        config.write_text(f'[storage]\npath = "{tmp_path}/db.sqlite3"\nsecret_key_file = "{tmp_path}/secret.key"\n')
+        result = run_placed(tmp_path, config, "after", *OPENING[command])
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"{command}: no secret key file at {tmp_path}/secret.key (storage.secret_key_file "
+                                        f"in {config}): a command never makes a new key")
+        assert files_under(tmp_path) == {"c.toml", "db.sqlite3"}
+
+    def test_without_a_configuration_the_embedded_defaults_database_is_not_created(self, tmp_path):
+        result = subprocess.run([sys.executable, str(ROOT / "app.py"), "list-workspaces"], cwd=tmp_path, check=False,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"list-workspaces: no database at {tmp_path}/data/service.sqlite3 "
+                                        "(storage.path its embedded default: no --config was given)")
+        assert files_under(tmp_path) == set()
+
+    def test_a_file_that_is_not_the_services_database_is_refused_and_left_as_it_was(self, tmp_path):
+        other = sqlite3.connect(tmp_path / "other.sqlite3")
+        other.execute("CREATE TABLE notes (body TEXT)")
+        other.commit()
+        other.close()
+        before = (tmp_path / "other.sqlite3").read_bytes()
+        config = tmp_path / "c.toml"
+        config.write_text(f'[storage]\npath = "{tmp_path}/other.sqlite3"\nsecret_key_file = "{tmp_path}/secret.key"\n')
+        result = run_placed(tmp_path, config, "after", "list-workspaces")
+        assert result.returncode == 2
+        assert result.stderr == f"list-workspaces: storage.path: cannot read {tmp_path}/other.sqlite3: no such table: schema_migrations\n"
+        assert (tmp_path / "other.sqlite3").read_bytes() == before and files_under(tmp_path) == {"c.toml", "other.sqlite3"}

@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
 import psycopg
 import pytest
 
+from core.crypto import load_or_create_master_key
 from store.migrations import latest_version
 from tests.servers.oidc import CLIENT_ID
-from tests.servers.service import ROOT, signed_up
+from tests.servers.service import ROOT, ServiceProcess, call, signed_up
 from tests.servers.service import run_app as run
 
 
@@ -97,10 +99,22 @@ MALFORMED = {
     "a bad escape in a password in the query": f"postgresql://cps@127.0.0.1:9/cps?password={PASSWORD}%zz",
     "an unencoded @ in the password": f"postgresql://cps:p@{PASSWORD}@127.0.0.1:9/cps",
     "an unencoded / in the password": f"postgresql://cps:{PASSWORD}/x@127.0.0.1:9/cps",
+    "a libpq keyword string as the URL's authority": f"postgresql://host=127.0.0.1 port=9 password={PASSWORD}",
+    "a percent-encoded keyword string": f"postgresql://host=127.0.0.1%20port=9%20password={PASSWORD}",
+    "a quoted password in a keyword string": f"postgresql://host=127.0.0.1 port=9 password='{PASSWORD} x'",
+    "spaces around the = of a password": f"postgresql://host=127.0.0.1 port=9 password = {PASSWORD}",
+    "a keyword string as the user": f"postgresql://user=cps password={PASSWORD}@127.0.0.1:9/cps",
+    "a keyword string as the database": f"postgresql://cps@127.0.0.1:9/cps%20password%3D{PASSWORD}",
+    "a keyword string without a scheme": f"host=127.0.0.1 port=9 password={PASSWORD}",
 }
 
 
-def sqlite_config(tmp_path) -> str:
+@pytest.fixture
+def sqlite_config(tmp_path, migrated_sqlite) -> str:
+    """A configuration naming an SQLite database and its key file, which exist (a command acts only
+    on a database that does)."""
+    shutil.copy(migrated_sqlite, tmp_path / "lite.sqlite3")
+    load_or_create_master_key(tmp_path / "secret.key")
     path = tmp_path / "lite.toml"
     path.write_text(f'[storage]\npath = "{tmp_path / "lite.sqlite3"}"\nsecret_key_file = "{tmp_path / "secret.key"}"\n')
     return str(path)
@@ -115,10 +129,10 @@ class TestThePasswordOfAnUnusableUrlIsNeverPrinted:
         assert result.returncode == 2, result.stdout + result.stderr
         assert PASSWORD not in result.stdout + result.stderr
 
-    def test_by_start_up(self, tmp_path, oidc_issuer, url):
+    def test_by_start_up_logging_at_debug_level(self, tmp_path, oidc_issuer, url):
         config = postgres_config(tmp_path, url, oidc_issuer.issuer)
         with open(config, "a") as more:
-            more.write("[server]\nport = 0\n")
+            more.write('[server]\nport = 0\n[logging]\nlevel = "debug"\n')
         self.refused_without_the_password(subprocess.run(
             [sys.executable, str(ROOT / "app.py"), "--config", config],
             check=False, capture_output=True, text=True, timeout=60))
@@ -129,10 +143,44 @@ class TestThePasswordOfAnUnusableUrlIsNeverPrinted:
     def test_by_any_other_command(self, tmp_path, oidc_issuer, url):
         self.refused_without_the_password(run(postgres_config(tmp_path, url, oidc_issuer.issuer), "list-workspaces"))
 
-    def test_by_copy_to_postgres(self, tmp_path, url):
-        self.refused_without_the_password(run(sqlite_config(tmp_path), "copy-to-postgres", url))
+    def test_by_copy_to_postgres(self, sqlite_config, url):
+        self.refused_without_the_password(run(sqlite_config, "copy-to-postgres", url))
 
 
-def test_copy_to_postgres_does_not_echo_a_url_that_is_not_postgresql(tmp_path):
-    result = run(sqlite_config(tmp_path), "copy-to-postgres", f"postgres:/cps:{PASSWORD}@127.0.0.1/cps")
+def test_copy_to_postgres_does_not_echo_a_url_that_is_not_postgresql(sqlite_config):
+    result = run(sqlite_config, "copy-to-postgres", f"postgres:/cps:{PASSWORD}@127.0.0.1/cps")
     assert result.returncode == 2 and PASSWORD not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("written", ["postgres:{password}@127.0.0.1", "postgres@127.0.0.1"], ids=["in the user", "in the query"])
+def test_a_service_serving_at_debug_level_never_logs_the_password(tmp_path, postgres_url, written):
+    """Every log line of a start, a sign-up and a stop, at the level that logs the most."""
+    url = postgres_url.replace("postgres@127.0.0.1", written.format(password=PASSWORD))
+    url += "" if PASSWORD in url else f"?password={PASSWORD}"
+    service = ServiceProcess(tmp_path, dns_address="127.0.0.1:9", storage_url=url, extra='[logging]\nlevel = "debug"\n')
+    service.start()
+    try:
+        assert call(service.base_url, "POST", "/v1/public/signup", {"email": "ops@example.com", "domain": "shop.example.com"})[0] == 201
+    finally:
+        service.stop()
+    log = service.log.read_text()
+    assert " DEBUG " in log and f"database {postgres_url}" in log
+    assert PASSWORD not in log
+
+
+class TestACommandOnPostgres:
+    def test_acts_on_a_database_holding_the_services_tables(self, tmp_path, postgres_url, oidc_issuer):
+        from store import Store
+
+        Store(url=postgres_url).close()
+        load_or_create_master_key(tmp_path / "secret.key")
+        result = run(postgres_config(tmp_path, postgres_url, oidc_issuer.issuer), "list-workspaces")
+        assert (result.returncode, result.stdout) == (0, "no workspace\n"), result.stderr
+
+    def test_refuses_a_database_without_the_services_tables_and_creates_none(self, tmp_path, postgres_url, oidc_issuer):
+        load_or_create_master_key(tmp_path / "secret.key")
+        result = run(postgres_config(tmp_path, postgres_url, oidc_issuer.issuer), "list-workspaces")
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"list-workspaces: {postgres_url} holds no tables of this service (storage.url in ")
+        with psycopg.connect(postgres_url) as pg:
+            assert pg.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()").fetchone() == (0,)

@@ -35,13 +35,20 @@ class _Version(argparse.Action):
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command and its options; no command means serve."""
+    # --config goes before the command or after it. A subcommand's parser writes every option it
+    # knows into the one namespace, defaults included: with the same destination and a default,
+    # the command's --config would overwrite the one given before the command with None (the
+    # embedded defaults: a new database under ./data). So the command's has its own destination,
+    # set only when given, and the two are merged below.
+    help_text = "TOML configuration file, before or after the command (default: embedded defaults)"
     config = argparse.ArgumentParser(add_help=False)
-    config.add_argument("--config", metavar="FILE", help="TOML configuration file (default: embedded defaults)")
+    config.add_argument("--config", metavar="FILE", dest="config_after_command", default=argparse.SUPPRESS,
+                        help=help_text)
     parser = argparse.ArgumentParser(
         description="Certificate Provisioning Service. Without a command it serves; the commands are "
                     "the operator's tools and are safe while the service runs.",
-        parents=[config],
     )
+    parser.add_argument("--config", metavar="FILE", help=help_text)
     parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND")
     subcommands.add_parser("serve", parents=[config], help="run the service (the default)")
@@ -69,7 +76,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     who.add_argument("--from-issuer", metavar="URL", help="every user bound to this (old) issuer")
     purge = subcommands.add_parser("purge", parents=[config], help="drop old idempotency records and delivered webhook deliveries")
     purge.add_argument("--webhook-days", type=int, default=30, help="keep delivered deliveries this many days (default 30)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    after = vars(args).pop("config_after_command", None)
+    if after is not None:
+        if args.config is not None and args.config != after:
+            parser.error(f"--config is given twice, {args.config} and {after}: give the one configuration to act on")
+        args.config = after
+    return args
 
 
 #: Commands run before the services are built, since building them creates the database and the

@@ -58,7 +58,7 @@ def check_config(config: Config) -> list[str]:
     try:
         key_exists = key_file.exists()
     except OSError as exc:
-        raise _unreadable("storage.secret_key_file", key_file, exc) from None
+        raise _unreadable("check-config", "storage.secret_key_file", key_file, exc) from None
     if key_exists:
         try:
             read_master_key(key_file)
@@ -105,7 +105,7 @@ def _provider_lines(config: Config) -> list[str]:
     return lines
 
 
-def _inspect_database(config: Config) -> tuple[str, inspection.Summary | None]:
+def _inspect_database(config: Config, command: str = "check-config") -> tuple[str, inspection.Summary | None]:
     """The database named and what it holds: the SQLite file, or PostgreSQL (connected to, read
     in a read-only transaction: the connection and the migration level are what is checked)."""
     if config.storage.url:
@@ -113,33 +113,69 @@ def _inspect_database(config: Config) -> tuple[str, inspection.Summary | None]:
         try:
             return shown, inspection.inspect_postgres(config.storage.url)
         except SchemaTooNew as exc:
-            raise CommandError(f"check-config: storage.url: {exc}") from None
+            raise CommandError(f"{command}: storage.url: {exc}") from None
         except Exception as exc:  # psycopg's errors: cannot connect, no permission, not ours
             if (why := inspection.database_error(exc, config.storage.url)) is None:
                 raise
-            raise CommandError(f"check-config: storage.url: cannot read {shown}: {why}") from None
+            raise CommandError(f"{command}: storage.url: cannot read {shown}: {why}") from None
     database = Path(config.storage.path).resolve()
     try:
         return str(database), inspection.inspect(database)
     except OSError as exc:
-        raise _unreadable("storage.path", database, exc) from None
+        raise _unreadable(command, "storage.path", database, exc) from None
     except sqlite3.Error as exc:
-        raise CommandError(f"check-config: storage.path: cannot read {database}: {exc}") from None
+        raise CommandError(f"{command}: storage.path: cannot read {database}: {exc}") from None
     except SchemaTooNew as exc:
-        raise CommandError(f"check-config: storage.path: {exc}") from None
+        raise CommandError(f"{command}: storage.path: {exc}") from None
 
 
-def _unreadable(setting: str, path: Path, exc: OSError) -> CommandError:
+def _unreadable(command: str, setting: str, path: Path, exc: OSError) -> CommandError:
     """A file that cannot even be looked at (typically: a data folder, 0700, of another user)."""
-    return CommandError(f"check-config: {setting}: cannot read {exc.filename or path}: {exc.strerror or exc}; "
+    return CommandError(f"{command}: {setting}: cannot read {exc.filename or path}: {exc.strerror or exc}; "
                         "run the command as the service's user")
+
+
+def require_storage(command: str, config: Config, config_file: str | None) -> None:
+    """Refuse, before the services are opened, a command that would act on a database other than
+    the service's: opening them creates the database and the secret key file when missing, as the
+    service's first start must. A command run with the wrong configuration, or none (the embedded
+    defaults), then acted on a new, empty database ("no workspace"), and with no key file made a
+    new key, under which nothing the service's database holds decrypts. So a command acts only on
+    a database that exists and is this service's (a PostgreSQL one with its schema), and only with
+    an existing key file; what it reads is read as ``check-config`` reads it, writing nothing."""
+    if config.storage.url and command in ("backup", "copy-to-postgres"):
+        raise _not_on_postgres(command)
+    named = f"in {config_file}" if config_file else "its embedded default: no --config was given"
+    database, summary = _inspect_database(config, command)
+    if summary is None or (config.storage.url and summary.version == 0):
+        setting = "storage.url" if config.storage.url else "storage.path"
+        where = f"{database} holds no tables of this service" if summary is not None else f"no database at {database}"
+        raise CommandError(f"{command}: {where} ({setting} {named}): a command acts on the service's existing database "
+                           "and never creates one; give --config the service's configuration file")
+    key_file = Path(config.storage.secret_key_file).resolve()
+    try:
+        key_exists = key_file.exists()
+    except OSError as exc:
+        raise _unreadable(command, "storage.secret_key_file", key_file, exc) from None
+    if not key_exists:
+        raise CommandError(f"{command}: no secret key file at {key_file} (storage.secret_key_file {named}): a command "
+                           "never makes a new key, as what the database holds is encrypted under the service's; give "
+                           "--config the service's configuration file, or restore the key file backed up with the "
+                           "database")
+
+
+def _not_on_postgres(command: str) -> CommandError:
+    if command == "backup":
+        return CommandError("backup: the database is PostgreSQL ([storage] url): back it up with its own tools "
+                            "(pg_dump, or base backups with WAL archiving), and the secret key file with it")
+    return CommandError("copy-to-postgres: [storage] url already names PostgreSQL; the command copies the SQLite "
+                        "file at [storage] path: run it with the configuration that names that file")
 
 
 def backup(services: Services, target: str) -> list[str]:
     """An online, consistent copy through SQLite's backup API, private (0600) like the original."""
     if services.store.pg is not None:
-        raise CommandError("backup: the database is PostgreSQL ([storage] url): back it up with its own tools "
-                           "(pg_dump, or base backups with WAL archiving), and the secret key file with it")
+        raise _not_on_postgres("backup")
     path = Path(target)
     if path.is_symlink():  # even one pointing nowhere: O_EXCL refuses it, and it is no new file
         raise CommandError(f"backup: {path} already exists (a symbolic link); choose a new file")
@@ -170,8 +206,7 @@ def copy_to_postgres(services: Services, url: str) -> list[str]:
     """This SQLite database's rows, from a snapshot taken through the backup API (the service may
     run meanwhile), copied into the empty PostgreSQL database ``url`` (store/postgres/copy.py)."""
     if services.store.pg is not None:
-        raise CommandError("copy-to-postgres: [storage] url already names PostgreSQL; the command copies the SQLite "
-                           "file at [storage] path: run it with the configuration that names that file")
+        raise _not_on_postgres("copy-to-postgres")
     if not url.startswith(("postgresql://", "postgres://")):
         raise CommandError('copy-to-postgres: the database URL must start with "postgresql://"')  # never echoed: it holds a password
     from store.postgres import copy as copying  # loads psycopg: only here, not in every SQLite process
