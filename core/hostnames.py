@@ -47,6 +47,16 @@ class HostnameError(ValueError):
 
 def normalise(raw: str) -> str:
     """The canonical form of ``raw``, or ``HostnameError`` saying exactly what is wrong."""
+    name = canonical(raw)
+    _check_special_use(name)
+    _check_registrable(name)
+    return name
+
+
+def canonical(raw: str) -> str:
+    """``raw`` as a well-formed DNS name in its canonical ASCII form, or ``HostnameError``: the
+    rules of a name, without those of a name a public CA issues for (special-use, public
+    suffixes), which is what the domain of an e-mail address must be (core/text.py)."""
     given = shown(raw.strip())
     name = raw.strip().lower()
     name = name.removesuffix(".")
@@ -75,9 +85,7 @@ def normalise(raw: str) -> str:
     except UnicodeError:
         raise HostnameError(f"'{given}' is not a valid hostname: a label is empty or too long.") from None
     _check_labels(name)
-    _check_special_use(name)
     _check_scripts(name)
-    _check_registrable(name)
     return name
 
 

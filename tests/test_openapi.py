@@ -20,6 +20,9 @@ from tests.helpers import OPENAPI, OTHER_SPELLINGS, openapi, template_regex
 METHODS = ("get", "post", "put", "patch", "delete")
 PRINTABLE = {"$ref": "#/components/schemas/PrintableText"}
 UUID = "0b9f3a44-6f4e-4c1e-9d55-1f6f0a3f8e21"
+#: Every e-mail address a request carries (issue 45, item 2).
+EMAIL_FIELDS = (("Signup", "email"), ("Invite", "email"), ("CreateDomain", "contactEmail"),
+                ("CreateVerificationLink", "recipientEmail"))
 
 
 def app_operations() -> dict[tuple[str, str], RequestHandler]:
@@ -215,7 +218,32 @@ class TestRulesTheSchemaStates:
         """The pattern is core/text.py's (tests/core/test_text.py checks it against the rule)."""
         printable = openapi()["components"]["schemas"]["PrintableText"]
         assert printable["pattern"] == text.PATTERN
-        assert all(word in printable["description"] for word in ("unassigned", "surrogate", "beyond U+FFFF"))
+
+    def test_printable_text_names_every_range_it_refuses(self):
+        """Each range of core/text.py's list, by its code points (issue 45, item 4); the noncharacters
+        at the end of each plane by name, and the Unicode version the list follows."""
+        description = openapi()["components"]["schemas"]["PrintableText"]["description"]
+        unnamed = [(f"U+{first:04X}", f"U+{last:04X}") for first, last, why in text.REFUSED if why != "noncharacters"
+                   if f"U+{first:04X}" not in description or f"U+{last:04X}" not in description]
+        assert unnamed == []
+        version = text.UNICODE_VERSION.removesuffix(".0")  # "15.1"
+        assert "last two code points of every plane" in description and f"Unicode {version} lists them" in description
+
+    @pytest.mark.parametrize(("schema", "field"), EMAIL_FIELDS)
+    def test_every_email_field_is_an_email_address(self, schema, field):
+        email, value = {"$ref": "#/components/schemas/EmailAddress"}, self.schema(schema)[field]
+        assert value == email or value["anyOf"] == [email, {"type": "null"}]
+
+    def test_no_email_field_states_a_rule_of_its_own(self):
+        found = {(name, field) for name, schema in openapi()["components"]["schemas"].items()
+                 for field, value in schema.get("properties", {}).items()
+                 if "format" in json.dumps(value) and "email" in json.dumps(value)}
+        assert found == set()
+
+    def test_an_email_address_is_the_services_one_rule(self):
+        email = openapi()["components"]["schemas"]["EmailAddress"]
+        assert (email["pattern"], email["maxLength"]) == (text.EMAIL_PATTERN, text.EMAIL_MAX)
+        assert all(words in email["description"] for words in ("254", "one `@`", "hostname", "IDNA", "PrintableText"))
 
     @pytest.mark.parametrize(("schema", "field"), [
         ("CreateDomain", "tags"), ("BulkCreate", "tags"), ("PatchDomain", "tags"), ("QueryDomains", "tags"),

@@ -18,7 +18,7 @@ from core.domains.ids import uuid7
 from core.domains.records import DelegationRecord, delegation_record, ops_status, ownership_record
 from core.domains.shape import Domain, present, render
 from core.errors import NotFound, ValidationError
-from core.text import printable, shown, valid_email
+from core.text import EMAIL_MESSAGE, email_address, printable, shown
 from core.wire import dump, parse_uuid
 from store.records import DomainRow, Workspace
 
@@ -107,10 +107,10 @@ def _clean_notes(notes: str | None, errors: dict[str, list[str]]) -> str | None:
 def _clean_email(email: str | None, errors: dict[str, list[str]]) -> str | None:
     if email is None:
         return None
-    email = email.strip()
-    if not valid_email(email):
-        errors.setdefault("contactEmail", []).append("Must be an e-mail address")
-    return email
+    address = email_address(email)
+    if address is None:
+        errors.setdefault("contactEmail", []).append(EMAIL_MESSAGE)
+    return address
 
 
 def _clean_client_id(raw: str | None, errors: dict[str, list[str]]) -> uuid.UUID | None:

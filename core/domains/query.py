@@ -79,8 +79,8 @@ def _validate(request: QueryDomains) -> tuple[DomainFilter, Sort, Page]:
     _one_of("certStatus", request.cert_status, CERT_STATUSES, errors)
     q = printable(request.q or "")
     if q is None:  # the rule tags follow; a NUL would also cut SQLite's LIKE pattern short
-        errors.setdefault("q", []).append("Must be printable: no control, format, private-use or unassigned "
-                                          "characters, and no space but U+0020")
+        errors.setdefault("q", []).append("Must be printable: no control, format, private-use or noncharacter "
+                                          "code points, and no space but U+0020")
         q = ""
     elif len(q) > Q_MAX:
         errors.setdefault("q", []).append(f"Must be at most {Q_MAX} characters")

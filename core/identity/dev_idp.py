@@ -33,7 +33,7 @@ from joserfc import jwt
 from joserfc.jwk import RSAKey
 
 from core.clock import Clock
-from core.text import normalise_email, valid_email
+from core.text import email_address, normalise_email
 
 if TYPE_CHECKING:
     from store import Store
@@ -170,9 +170,10 @@ class DevIdentityProvider:
     async def issue_code(self, params: dict[str, str], email: str) -> str:
         """A one-minute, single-use code for this e-mail; returns the redirect location."""
         request = self.check_authorize(params)
-        email = normalise_email(email)
-        if not valid_email(email):
+        address = email_address(email)
+        if address is None:
             raise InvalidEmail("Enter an e-mail address.")
+        email = normalise_email(address)
         code = secrets.token_urlsafe(32)
         await self._keep(code, _Code(
             email=email,

@@ -14,7 +14,7 @@ from core import hostnames
 from core.domains import operations, shape
 from core.errors import ValidationError
 from core.identity import accounts
-from core.text import normalise_email, valid_email
+from core.text import EMAIL_MESSAGE, email_address, normalise_email
 
 if TYPE_CHECKING:
     from core.services import Services
@@ -68,18 +68,18 @@ def _portal(services: Services) -> str:
 
 def _validate(request: SignupRequest) -> str:
     errors: dict[str, list[str]] = {}
-    email = normalise_email(request.email)
-    if not valid_email(email):
-        errors["email"] = ["Must be an e-mail address"]
+    email = email_address(request.email)
+    if email is None:
+        errors["email"] = [EMAIL_MESSAGE]
     if request.password is not _NOT_SENT:
         errors["password"] = ["Sign-up is passwordless: do not send a password; sign in with OpenID Connect"]
     try:
         hostnames.normalise(request.domain)
     except hostnames.HostnameError as exc:
         errors["domain"] = [str(exc)]
-    if errors:
+    if errors or email is None:
         raise ValidationError(field_errors=errors)
-    return email
+    return normalise_email(email)
 
 
 def _known(services: Services, email: str) -> bool:

@@ -14,7 +14,7 @@ import attrs
 
 from core.errors import Conflict, Forbidden, NotFound, ValidationError
 from core.identity.scopes import ROLES
-from core.text import normalise_email, shown, valid_email
+from core.text import EMAIL_MESSAGE, email_address, normalise_email, shown
 from store.records import Invitation, Member
 
 if TYPE_CHECKING:
@@ -56,9 +56,10 @@ def team(services: Services, *, principal: Principal) -> Team:
 
 def invite(services: Services, *, principal: Principal, request: Invite) -> Invitation:
     _check_role(request.role)
-    email = normalise_email(request.email)
-    if not valid_email(email):
-        raise ValidationError.field("email", "Must be an e-mail address")
+    address = email_address(request.email)
+    if address is None:
+        raise ValidationError.field("email", EMAIL_MESSAGE)
+    email = normalise_email(address)
     _owner_only(principal, request.role == "owner")
     store = services.store
     with store.transaction():

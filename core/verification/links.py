@@ -34,7 +34,7 @@ from core.domains import shape
 from core.domains.shape import CertSummary, Validation
 from core.errors import ApiError, Conflict, NotFound, UpstreamError, ValidationError
 from core.outbound import mail
-from core.text import normalise_email, valid_email
+from core.text import EMAIL_MESSAGE, email_address, normalise_email
 from core.verification import checks as verification
 from core.verification import diagnosis, reminders
 from core.verification.checks import VerifyResult
@@ -173,9 +173,9 @@ def create(services: Services, *, workspace: Workspace, request: CreateLink) -> 
     days = DEFAULT_DAYS if request.expires_in_days is None else request.expires_in_days
     if not MIN_DAYS <= days <= MAX_DAYS:
         errors["expiresInDays"] = [f"Must be {MIN_DAYS} to {MAX_DAYS} days (got {days})"]
-    email = request.recipient_email.strip() if request.recipient_email is not None else None
-    if email is not None and not valid_email(email):
-        errors["recipientEmail"] = ["Must be an e-mail address"]
+    email = email_address(request.recipient_email) if request.recipient_email is not None else None
+    if request.recipient_email is not None and email is None:
+        errors["recipientEmail"] = [EMAIL_MESSAGE]
     if errors:
         raise ValidationError(field_errors=errors)
     now = services.clock.now()

@@ -184,7 +184,8 @@ class ShareLink(PortalHandler):
         await self.hit_rate_limit("/v1/verification-links")
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
-        recipient = self.get_body_argument("recipientEmail", "").strip() or None
+        typed = self.typed("recipientEmail")
+        recipient = typed if typed.strip(" ") else None  # an empty field: no recipient
 
         async def share() -> Outcome:
             try:

@@ -26,7 +26,7 @@ from store.records import DomainRow
 def split_tags(text: str) -> list[str]:
     """Tags typed as one comma-separated line; empty entries (``a,,b``, a trailing comma) are
     dropped, so clearing the field clears the tags as an empty list does in the API."""
-    return [tag.strip() for tag in text.split(",") if tag.strip()]
+    return [tag for tag in text.split(",") if tag.strip(" ")]
 
 
 class EditDomain(PortalHandler):
@@ -48,9 +48,9 @@ class EditDomain(PortalHandler):
         row = self.domain_row(domain_id)
         principal = self.member(WRITERS)
         # Browsers send a textarea's line breaks as CRLF; the API's notes use LF.
-        notes = self.get_body_argument("notes", "").replace("\r\n", "\n")
-        tags_text = self.get_body_argument("tags", "")
-        client_id = self.get_body_argument("clientId", "")  # "": no client
+        notes = self.typed("notes").replace("\r\n", "\n")
+        tags_text = self.typed("tags")
+        client_id = self.typed("clientId")  # "": no client
 
         async def save() -> Outcome:
             request = operations.PatchDomain(tags=split_tags(tags_text), notes=notes, client_id=client_id)

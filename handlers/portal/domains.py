@@ -67,8 +67,8 @@ class DomainsListing(PortalHandler):
         of them waits on a background check, the address that refreshes their rows, with the seconds
         until the first such check."""
         principal = self.member()
-        args = {name: self.get_argument(name, "").strip() for name in FILTERS}
-        cursor = self.get_argument("cursor", None)
+        args = {name: self.typed(name, query=True) for name in FILTERS}
+        cursor = self.typed("cursor", query=True) or None
         request = domain_query.QueryDomains(
             q=args["q"] or None,
             status=args["status"] or None,
@@ -100,7 +100,7 @@ class DomainsPage(DomainsListing):
         add_error, typed = self.refused()
         # ``?add=``: hostnames to fill in, from a sign-up with an e-mail that had an account already,
         # or those a bulk add refused.
-        hostnames = typed.get("hostnames", self.get_query_argument("add", ""))
+        hostnames = typed.get("hostnames", self.typed("add", query=True))
         self.render_page("domains.html", page=page, args=args, next_link=next_link, error=error, poll=poll,
                          can_write=principal.role in WRITERS, add_error=add_error, hostnames=hostnames)
 
@@ -110,7 +110,7 @@ class DomainsPage(DomainsListing):
         await self.hit_rate_limit("/v1/domains")
         principal = self.member(WRITERS)
         assert self.user is not None
-        user_id, text = str(self.user.id), self.get_body_argument("hostnames", "")
+        user_id, text = str(self.user.id), self.typed("hostnames")
         names = hostnames_in(text)
 
         async def add() -> Outcome:

@@ -56,7 +56,8 @@ class AuthorizeHandler(_IdpHandler):
 
     async def post(self) -> None:
         params = self.params()
-        email = params.pop("email", "")
+        params.pop("email", None)
+        email = self.typed("email")  # as typed: the e-mail rule (core/text.py) sees what it would refuse
         try:
             location = await self.idp.issue_code(params, email)
         except AuthorizeError as exc:

@@ -34,7 +34,7 @@ class KeysPage(PortalHandler):
     async def post(self) -> None:
         await self.hit_rate_limit("/v1/api-keys")
         principal = self.member(MANAGERS)
-        name, scopes = self.get_body_argument("name", "").strip(), self.get_body_arguments("scopes")
+        name, scopes = self.typed("name"), self.typed_all("scopes")
         if not scopes and self.get_body_argument("noScopes", "") != "yes":
             # Not refused: asked to confirm, since a key without scopes can do nothing.
             self.refuse(KEYS, None, {"name": name, "unscoped": name})

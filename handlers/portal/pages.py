@@ -281,6 +281,21 @@ class PageHandler(BaseHandler):
         sandbox = provider.sandbox
         return {"dns": sandbox.simulate_dns, "dns_delay": sandbox.simulate_dns_delay_seconds}
 
+    def typed(self, name: str, default: str = "", *, query: bool = False) -> str:
+        """A form field (or with ``query``, a query argument) exactly as sent, its last value.
+
+        Pages read what people type through this, never ``get_argument``: Tornado's strips white
+        space from the ends (NBSP, U+0085, U+2028 and U+3000 too) and turns control characters into
+        spaces, so a page would pass on, cleaned, text the API refuses; the core's rules
+        (core/text.py) must see what was typed, and refuse it as they refuse it from the API."""
+        values = self.typed_all(name, query=query)
+        return values[-1] if values else default
+
+    def typed_all(self, name: str, *, query: bool = False) -> list[str]:
+        """Every value of a form field (or with ``query``, a query argument), exactly as sent."""
+        source = self.request.query_arguments if query else self.request.body_arguments
+        return [self.decode_argument(value, name=name) for value in source.get(name, [])]
+
     def decode_argument(self, value: bytes, name: str | None = None) -> str:
         # A path id that is not UTF-8 names nothing: the page's own lookup makes it a 404 page, like
         # any malformed id, instead of Tornado's 400. Query arguments are still decoded strictly.

@@ -45,7 +45,7 @@ class SignupPageHandler(PageHandler):
 
     async def post(self) -> None:
         await self.hit_rate_limit("/v1/public/signup")
-        email, domain = self.get_body_argument("email", ""), self.get_body_argument("domain", "")
+        email, domain = self.typed("email"), self.typed("domain")
         try:
             result = await signup.signup(self.services, signup.SignupRequest(email=email, domain=domain))
         except ApiError as exc:

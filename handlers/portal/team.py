@@ -92,7 +92,7 @@ class InvitePage(TeamPortalHandler):
     async def post(self) -> None:
         await self.hit_rate_limit("/v1/team/invitations")
         principal = self.member(MANAGERS)
-        email, role = self.get_body_argument("email", ""), self.get_body_argument("role", "")
+        email, role = self.typed("email"), self.typed("role")
 
         async def invite() -> Outcome:
             made = await self.services.store.run(team.invite, self.services, principal=principal,
@@ -131,7 +131,7 @@ class ChangeRole(TeamPortalHandler):
         await self.hit_rate_limit("/v1/team/members")
         principal = self.member(MANAGERS)
         member = await self.team_member(principal, user_id)
-        role = self.get_body_argument("role", "")
+        role = self.typed("role")
 
         async def change() -> Outcome:
             changed = await self.services.store.run(team.change_role, self.services, principal=principal,
@@ -161,7 +161,7 @@ class RemoveMember(TeamPortalHandler):
             member: Member | None = await self.team_member(principal, user_id)
         except HTTPError:
             member = None  # removed already: the same form sent again answers as the first did
-        if member is not None and self.get_body_argument("email", "") != member.email:
+        if member is not None and self.typed("email") != member.email:
             # Not sent from the confirmation page: nothing is removed until it is confirmed there.
             self.redirect(f"/team/members/{member.user_id}/remove", status=303)
             return

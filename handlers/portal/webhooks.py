@@ -80,7 +80,7 @@ class WebhooksHandler(PortalHandler):
         """The ticked events. None ticked is refused rather than read as "all" as the API reads
         it: an empty box list looks like "nothing" to a person. Raised inside an action, the
         refusal releases the form, so the corrected form can be sent again."""
-        chosen = self.get_body_arguments("events")
+        chosen = self.typed_all("events")
         if not chosen:
             raise ValidationError.field("events", "Choose at least one event, or \u201cAll events\u201d.")
         return chosen
@@ -96,7 +96,7 @@ class WebhooksHandler(PortalHandler):
                               url: str | None = None, checked: list[str] | None = None) -> None:
         """The endpoint's page with a page of its delivery log, newest first."""
         log_error = None
-        cursor = self.get_query_argument("cursor", None)
+        cursor = self.typed("cursor", query=True) or None
         try:
             log = await self.services.store.run(deliveries.list_deliveries, self.services,
                                                 workspace_id=endpoint.workspace_id, endpoint_id=endpoint.id,
@@ -126,8 +126,8 @@ class WebhookListPage(WebhooksHandler):
     async def post(self) -> None:
         await self.hit_rate_limit(API_PATH)
         workspace_id = self.manager()
-        url = self.get_body_argument("url", "").strip()
-        checked = self.get_body_arguments("events")
+        url = self.typed("url")
+        checked = self.typed_all("events")
 
         async def add() -> Outcome:
             request = endpoints.CreateWebhook(url=url, events=self.chosen_events())
@@ -166,8 +166,8 @@ class WebhookPage(WebhooksHandler):
     async def post(self, endpoint_id: str) -> None:
         await self.hit_rate_limit(API_PATH)
         endpoint = await self.endpoint(endpoint_id)
-        url = self.get_body_argument("url", "").strip()
-        checked = self.get_body_arguments("events")
+        url = self.typed("url")
+        checked = self.typed_all("events")
 
         async def edit() -> Outcome:
             # An unchanged URL is not looked up again: changing the events of an endpoint whose

@@ -7,7 +7,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.helpers import OTHER_SPELLINGS
+from core.text import EMAIL_MESSAGE
+from tests.helpers import OTHER_SPELLINGS, UNPRINTABLE_EMAILS
 
 WRITE = ["domains:write"]
 READ = ["domains:read"]
@@ -125,7 +126,23 @@ class TestCreate:
     @pytest.mark.gen_test
     async def test_a_bad_contact_email_is_refused(self, api, world):
         r = await add(api, world.owner().token, contactEmail="not an address")
-        assert r.body["details"]["fieldErrors"]["contactEmail"] == ["Must be an e-mail address"]
+        assert r.body["details"]["fieldErrors"]["contactEmail"] == [EMAIL_MESSAGE]
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("email", UNPRINTABLE_EMAILS)
+    async def test_a_contact_email_with_a_control_format_or_space_character_is_refused(self, api, world, email):
+        r = await add(api, world.owner().token, contactEmail=email)
+        assert (r.status, r.code) == (400, "validation_error")
+        assert r.body["details"]["fieldErrors"]["contactEmail"] == [EMAIL_MESSAGE]
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("email", UNPRINTABLE_EMAILS)
+    async def test_re_adding_a_domain_with_such_a_contact_email_changes_nothing(self, api, world, email):
+        owner = world.owner()
+        first = (await add(api, owner.token, contactEmail="ops@example.com")).body
+        r = await add(api, owner.token, contactEmail=email)
+        assert (r.status, r.code) == (400, "validation_error")
+        assert (await api.get(f"/v1/domains/{first['id']}", token=owner.token)).body["contactEmail"] == "ops@example.com"
 
     @pytest.mark.gen_test
     async def test_an_unknown_client_is_not_found(self, api, world):

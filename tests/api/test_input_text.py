@@ -98,8 +98,9 @@ class TestUnknownFields:
 
 
 #: One of each kind that printable text refuses (core/text.py): C0, C1, NBSP, line separator, zero
-#: width space, right-to-left override, byte-order mark, private use, unassigned.
-NOT_PRINTABLE = ["\x1b", "\x85", "\xa0", "\u2028", "\u200b", "\u202e", "\ufeff", "\ue000", "\u0378"]
+#: width space, right-to-left override, byte-order mark, private use, a noncharacter, a format
+#: character beyond U+FFFF.
+NOT_PRINTABLE = ["\x1b", "\x85", "\xa0", "\u2028", "\u200b", "\u202e", "\ufeff", "\ue000", "\ufffe", "\U000110bd"]
 
 
 class TestPrintableText:
@@ -128,6 +129,12 @@ class TestPrintableText:
     async def test_a_tag_in_any_script_with_spaces_inside_is_kept_trimmed(self, api, world):
         r = await api.post("/v1/domains", {"apex": "a.example.com", "tags": ["  Zürich 東京 ✓ "]}, token=world.owner().token)
         assert r.status == 201 and r.body["tags"] == ["Zürich 東京 ✓"]
+
+    @pytest.mark.gen_test
+    async def test_a_tag_with_a_character_newer_than_pythons_unicode_tables_is_kept(self, api, world):
+        """U+1FAE8 (Unicode 15.0), unassigned for Python 3.11: the rule is the same on every Python (issue 45)."""
+        r = await api.post("/v1/domains", {"apex": "a.example.com", "tags": ["\U0001fae8"]}, token=world.owner().token)
+        assert r.status == 201 and r.body["tags"] == ["\U0001fae8"]
 
     @pytest.mark.parametrize("char", ["\x85", "\xa0", "\u2028", "\t"])
     @pytest.mark.gen_test

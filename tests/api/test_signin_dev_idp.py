@@ -13,6 +13,7 @@ from tornado.httpclient import HTTPRequest
 from core.config import Config, ConfigError, OidcConfig, RateLimitsConfig, ServerConfig, config_from_dict
 from core.identity.dev_idp import CODE_SECONDS, DEFAULT_CLIENT_ID, MAX_CODES, DevIdentityProvider, TokenError
 from store import Store
+from tests.helpers import UNPRINTABLE_EMAILS
 from tests.servers.oidc import new_key
 from tests.servers.pkce import authorize_params, code_from, new_flow, query
 
@@ -146,6 +147,18 @@ class TestProviderPages:
         r = await http_client.fetch(
             HTTPRequest(f"{services.config.server.base_url}/idp/authorize", method="POST",
                         body=query({**params, "email": "not an address"}), follow_redirects=False),
+            raise_error=False,
+        )
+        assert r.code == 400 and b"Enter an e-mail address." in r.body
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("email", UNPRINTABLE_EMAILS)
+    async def test_the_form_wants_an_address_without_control_format_or_space_characters(self, http_client, services,
+                                                                                        email):
+        params = authorize_params(new_flow(), client_id=DEFAULT_CLIENT_ID, redirect_uri=services.oidc_client.redirect_uri)
+        r = await http_client.fetch(
+            HTTPRequest(f"{services.config.server.base_url}/idp/authorize", method="POST",
+                        body=query({**params, "email": email}), follow_redirects=False),
             raise_error=False,
         )
         assert r.code == 400 and b"Enter an e-mail address." in r.body

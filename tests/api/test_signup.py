@@ -8,6 +8,7 @@ import attrs
 import pytest
 
 from core.config import RateLimitsConfig
+from tests.helpers import UNPRINTABLE_EMAILS
 
 
 async def signup(api, email="new@example.com", domain="shop.example.com", **extra):
@@ -94,6 +95,13 @@ class TestRefusals:
     async def test_an_invalid_email(self, api, email):
         r = await signup(api, email)
         assert r.status == 400 and "email" in r.body["details"]["fieldErrors"]
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("email", UNPRINTABLE_EMAILS)
+    async def test_an_email_with_a_control_format_or_space_character_makes_no_account(self, api, services, email):
+        r = await signup(api, email)
+        assert (r.status, r.code) == (400, "validation_error") and "email" in r.body["details"]["fieldErrors"]
+        assert services.store.accounts.workspaces_with_owners() == []
 
     @pytest.mark.gen_test
     async def test_missing_fields(self, api):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import UNPRINTABLE_EMAILS
+
 
 async def invite(api, actor, email, role="operator"):
     return await api.post("/v1/team/invitations", {"email": email, "role": role}, token=actor.token)
@@ -79,6 +81,14 @@ class TestInvitations:
     async def test_bad_role_and_email(self, api, world):
         r = await api.post("/v1/team/invitations", {"email": "nope", "role": "superuser"}, token=world.owner().token)
         assert r.status == 400
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("email", UNPRINTABLE_EMAILS)
+    async def test_an_email_with_a_control_format_or_space_character_is_not_invited(self, api, world, email):
+        owner = world.owner()
+        r = await invite(api, owner, email)
+        assert (r.status, r.code) == (400, "validation_error") and "email" in r.body["details"]["fieldErrors"]
+        assert (await api.get("/v1/team", token=owner.token)).body["invitations"] == []
 
     @pytest.mark.gen_test
     async def test_only_an_owner_invites_an_owner(self, api, world):

@@ -16,7 +16,7 @@ import attrs
 import pytest
 
 from core.config import ConfigError, SmtpConfig, config_from_dict
-from tests.helpers import OTHER_SPELLINGS
+from tests.helpers import OTHER_SPELLINGS, UNPRINTABLE_EMAILS
 from tests.servers.smtp import SmtpServer
 
 BOTH = ["domains:write", "certificates:write"]
@@ -119,6 +119,14 @@ class TestCreate:
         owner = world.owner()
         domain = await make_domain(api, owner)
         r = await api.post(LINKS, {"domainId": domain["id"], "recipientEmail": "not an address"}, token=owner.token)
+        assert (r.status, r.code) == (400, "validation_error") and "recipientEmail" in r.body["details"]["fieldErrors"]
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("email", UNPRINTABLE_EMAILS)
+    async def test_a_recipient_with_a_control_format_or_space_character_is_refused(self, api, world, email):
+        owner = world.owner()
+        domain = await make_domain(api, owner)
+        r = await api.post(LINKS, {"domainId": domain["id"], "recipientEmail": email}, token=owner.token)
         assert (r.status, r.code) == (400, "validation_error") and "recipientEmail" in r.body["details"]["fieldErrors"]
 
     @pytest.mark.gen_test
