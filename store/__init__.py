@@ -24,6 +24,7 @@ import sqlite_utils
 
 from store.accounts import AccountRepo
 from store.acme import AcmeRepo
+from store.acme_validations import AcmeValidationRepo
 from store.api_keys import ApiKeyRepo
 from store.certificates import CertificateRepo
 from store.clients import ClientRepo
@@ -108,6 +109,7 @@ class Store:
         "The connection the repositories use: SQLite's, or the PostgreSQL pool's for this thread."
         self.accounts = AccountRepo(db)
         self.acme = AcmeRepo(db)
+        self.acme_validations = AcmeValidationRepo(db)
         self.api_keys = ApiKeyRepo(db)
         self.certificates = CertificateRepo(db)
         self.clients = ClientRepo(db)

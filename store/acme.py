@@ -57,11 +57,15 @@ class AcmeCertificate:
     "When to renew: inside the CA's renewal window (ARI), or at two thirds of its lifetime."
     ari_checked_at: dt.datetime | None = None
     error: str | None = None
-    "Why the last order failed, in the CA's words."
+    "Why the last order failed: the CA's refusal in a customer's words (core/acme/problems.py)."
+    ari_next_at: dt.datetime | None = None
+    "When the CA's renewal window may be read again: its ``Retry-After``."
+    ari_explanation_url: str | None = None
+    "Where the CA explains the renewal window it suggests (RFC 9773 ``explanationURL``), when it gives one."
 
 
 _COLUMNS = [field.name for field in attrs.fields(AcmeCertificate)]
-_TIMES = {"created_at", "updated_at", "not_before", "not_after", "renew_at", "ari_checked_at"}
+_TIMES = {"created_at", "updated_at", "not_before", "not_after", "renew_at", "ari_checked_at", "ari_next_at"}
 
 
 def _row(certificate: AcmeCertificate) -> list[Any]:

@@ -100,6 +100,8 @@ class TestErrors:
             ({"server": {"trusted_proxies": ["proxy.local"]}}, "server.trusted_proxies:"),
             ({"network": {"allow_private_ranges": [10]}}, "network.allow_private_ranges.0:"),
             ({"webhooks": {"max_attempts": 0}}, "webhooks.max_attempts: must be positive"),
+            ({"provider": {"acme": {"failed_validations_per_hour": 0}}},
+             "provider.acme.failed_validations_per_hour: must be positive"),
             ({"oidc": {"issuer": "https://idp.example"}}, "oidc.client_id: required"),
             ({"storage": {"url": "mysql://db/cps"}}, 'storage.url: must be empty (the SQLite file at path) or a "postgresql://" URL'),
             ({"domain_connect": {"simulate": True}},

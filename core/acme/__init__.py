@@ -8,6 +8,10 @@
 - ``client``: one CA's endpoint through the ``acme`` package (certbot's), with what it lacks
   (``replaces``, ARI windows);
 - ``keys``: keys, certificate requests, certificates, ARI ids;
+- ``renewal``: when an issued certificate is renewed: inside the CA's window (ARI), read again
+  when its ``Retry-After`` says;
+- ``problems``: a CA's refusal (its problem document) in words a customer can act on;
+- ``failures``: the pacing of a hostname's orders after failed validations, within the CA's limits;
 - ``upkeep``: certificates of deleted domains revoked, domains moved from another provider
   pointed at the delegation zone.
 

@@ -2,8 +2,9 @@
 
 Every call to a CA goes to this module's threads (the ``acme`` package blocks), one request at a
 time per call, and comes back as a ``CaDown`` (the CA could not take it: unreachable, 5xx, rate
-limited; another CA may) or a ``CaRefused`` (the CA answered about the hostname: a refusal to store)
-or its result. Each CA has an account of ours, created on first use with a key kept encrypted with
+limited; another CA may) or a ``CaRefused`` (the CA answered about the hostname: a refusal to store,
+its problem kept; a hostname the CA paused for our account, or one past its failed-validation
+limit, is refused, not the CA down) or its result. Each CA has an account of ours, created on first use with a key kept encrypted with
 the service's key (store/acme.py); a second process finding one kept uses it.
 """
 
@@ -20,7 +21,8 @@ from acme import errors as acme_errors
 from acme import messages
 
 from core.acme import keys
-from core.acme.client import CaClient, problem, problem_type
+from core.acme.client import CaClient, problem, problem_of
+from core.acme.problems import Problem, kind_of
 from core.clock import Clock
 from core.config import AcmeConfig
 from core.crypto import Keyring
@@ -49,6 +51,10 @@ class CaDown(Exception):
 class CaRefused(Exception):
     """The CA answered, and refused: about the hostname or the order, in its words."""
 
+    def __init__(self, said: str | Problem) -> None:
+        self.problem = said if isinstance(said, Problem) else Problem(type="", detail=said)
+        super().__init__(f"{self.problem.detail} ({self.problem.type})" if self.problem.type else self.problem.detail)
+
 
 class Ca:
     """One configured CA: its client and our account there."""
@@ -70,10 +76,11 @@ class Ca:
         except requests.RequestException as exc:
             raise CaDown(f"{self.directory_url} could not be reached ({type(exc).__name__})") from None
         except messages.Error as exc:
-            kind = problem_type(exc)
-            if kind in _DOWN:
-                raise CaDown(f"{self.directory_url} answered {problem(exc)}", rate_limited=kind == "rateLimited") from None
-            raise CaRefused(problem(exc)) from None
+            found = problem_of(exc)
+            if found.type in _DOWN and kind_of(found) not in ("paused", "limited"):
+                raise CaDown(f"{self.directory_url} answered {problem(exc)}",
+                             rate_limited=found.type == "rateLimited") from None
+            raise CaRefused(found) from None
         except acme_errors.Error as exc:
             raise CaDown(f"{self.directory_url}: {problem(exc)}") from None
 

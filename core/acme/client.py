@@ -4,8 +4,9 @@ The package is synchronous (it sends with ``requests``): every method here block
 calls them in worker threads of its own (core/acme/provider.py), never on the event loop. Each
 method is one or two requests: the provider does the waiting between them, so polling never
 sleeps in a thread. What the package lacks is added here: an order naming the certificate it
-replaces (RFC 9773 ``replaces``), and the renewal information of a certificate (ARI) read with the
-window's ``Retry-After``.
+replaces (RFC 9773 ``replaces``), the renewal information of a certificate (ARI) read with the
+window's ``Retry-After`` and ``explanationURL``, and a 409 answer read as the problem it carries
+(the package drops its body: a refused ``replaces`` is ``alreadyReplaced``, a 409).
 
 The CA is the operator's configuration, reached directly (no outbound address guard), with its own
 CA bundle for a test CA.
@@ -14,6 +15,7 @@ CA bundle for a test CA.
 from __future__ import annotations
 
 import datetime as dt
+import email.utils
 from typing import Any
 
 import attrs
@@ -26,8 +28,26 @@ from josepy.jwa import ES256
 from josepy.jwk import JWK
 
 from core.acme import keys
+from core.acme.problems import Problem, clean
 
 USER_AGENT = "certificate-provisioning-service"
+
+
+class _Network(acme_client.ClientNetwork):
+    """The package's network, but a 409 with a problem document raises that problem: the package
+    raises a bare ``ConflictError`` for any 409 (an ACME v1 account conflict), and RFC 9773's
+    ``alreadyReplaced`` would lose its words."""
+
+    @classmethod
+    def _check_response(cls, response: Any, content_type: str | None = None) -> Any:
+        if response.status_code == 409:
+            try:
+                body = response.json()
+            except ValueError:
+                body = None
+            if isinstance(body, dict) and "type" in body:
+                raise messages.Error.from_json(body)
+        return super()._check_response(response, content_type=content_type)
 
 
 class NewOrder(messages.NewOrder):
@@ -44,8 +64,8 @@ class Order:
     authorizations: tuple[str, ...]
     finalize: str
     certificate: str | None
-    error: str | None
-    "The CA's problem, in its words, for an invalid order."
+    error: Problem | None
+    "The CA's problem, for an invalid order."
 
 
 @attrs.frozen
@@ -61,7 +81,8 @@ class Challenge:
     "The DNS-01 challenge's: ``pending`` until answered, then ``processing``, ``valid``, ``invalid``."
     validation: str | None
     "The TXT value the CA looks for."
-    error: str | None
+    errors: tuple[Problem, ...]
+    "The problems of its challenges that failed."
 
 
 @attrs.frozen
@@ -69,19 +90,23 @@ class RenewalWindow:
     start: dt.datetime
     end: dt.datetime
     retry_after: dt.timedelta
+    "When to read it again: the CA's ``Retry-After``."
+    explanation_url: str | None = None
+    "Where the CA explains the window (RFC 9773 ``explanationURL``): say, why it moved it earlier."
+
+
+def problem_of(error: messages.Error) -> Problem:
+    """A problem document as the service reads it: its type's last part, its detail cleaned."""
+    detail = clean(str(error.detail or error.description or error.title or ""))
+    return Problem(type=(error.typ or "").rsplit(":", 1)[-1], detail=detail or "no detail given")
 
 
 def problem(exc: BaseException) -> str:
     """A CA's error as a sentence: its problem document's detail and type, or the exception."""
     if isinstance(exc, messages.Error):
-        kind = (exc.typ or "").rsplit(":", 1)[-1]
-        return f"{exc.detail or exc.description or 'error'} ({kind})" if kind else str(exc.detail or exc)
-    return str(exc) or type(exc).__name__
-
-
-def problem_type(exc: BaseException) -> str | None:
-    """``rateLimited``, ``serverInternal``, ``caa`` ... for a CA's problem document; else None."""
-    return (exc.typ or "").rsplit(":", 1)[-1] if isinstance(exc, messages.Error) else None
+        found = problem_of(exc)
+        return f"{found.detail} ({found.type})" if found.type else found.detail
+    return clean(str(exc)) or type(exc).__name__
 
 
 class CaClient:
@@ -89,7 +114,7 @@ class CaClient:
 
     def __init__(self, directory_url: str, *, ca_bundle: str, timeout: float) -> None:
         self.directory_url = directory_url
-        self._net = acme_client.ClientNetwork(key=None, alg=ES256, user_agent=USER_AGENT, timeout=int(max(1, timeout)))
+        self._net = _Network(key=None, alg=ES256, user_agent=USER_AGENT, timeout=int(max(1, timeout)))
         # requests verifies against a CA bundle file when given its path (a test CA such as Pebble's).
         self._net.verify_ssl = ca_bundle or True  # type: ignore[assignment]
         self._client: acme_client.ClientV2 | None = None
@@ -150,12 +175,11 @@ class CaClient:
         body = messages.Authorization.from_json(self._get(authorization_url).json())
         dns01 = [c for c in body.challenges if isinstance(c.chall, challenges.DNS01)]
         chall = dns01[0] if dns01 else None
-        errors = [problem(c.error) for c in body.challenges if c.error is not None]
         return Challenge(
             authorization_url=authorization_url, status=body.status.name, identifier=body.identifier.value,
             challenge_url=chall.uri if chall else None, challenge_status=chall.status.name if chall else None,
             validation=chall.chall.validation(self._net.key) if chall else None,
-            error="; ".join(errors) or None,
+            errors=tuple(problem_of(c.error) for c in body.challenges if c.error is not None),
         )
 
     def answer(self, challenge: Challenge) -> None:
@@ -182,9 +206,12 @@ class CaClient:
         except KeyError:
             return None
         response = self._net.get(f"{str(base).rstrip('/')}/{keys.ari_id(chain_pem)}", content_type="application/json")
-        window = messages.RenewalInfo.from_json(response.json()).suggested_window
+        body = response.json()
+        window = messages.RenewalInfo.from_json(body).suggested_window
         retry = _retry_after(response.headers.get("Retry-After"))
-        return RenewalWindow(start=_utc(window.start), end=_utc(window.end), retry_after=retry)
+        explained = body.get("explanationURL") if isinstance(body, dict) else None
+        return RenewalWindow(start=_utc(window.start), end=_utc(window.end), retry_after=retry,
+                             explanation_url=explained if isinstance(explained, str) and explained else None)
 
     def _get(self, url: str) -> Any:
         """POST-as-GET, as RFC 8555 asks for every resource but the directory and ARI."""
@@ -195,17 +222,30 @@ def _order(url: str, data: dict[str, Any]) -> Order:
     body = messages.Order.from_json(data)
     return Order(url=url, status=body.status.name, authorizations=tuple(body.authorizations or ()),
                  finalize=body.finalize, certificate=body.certificate,
-                 error=problem(body.error) if body.error is not None else None)
+                 error=problem_of(body.error) if body.error is not None else None)
 
 
 def _utc(moment: dt.datetime) -> dt.datetime:
     return moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment.astimezone(dt.UTC)
 
 
+#: Without the CA's ``Retry-After``, when its renewal window is read again.
+ARI_EVERY = dt.timedelta(hours=6)
+#: The bounds put on a CA's ``Retry-After`` (RFC 9773 section 4.3 asks clients for limits of their
+#: own): not more often than every minute, at least once a day.
+RETRY_AFTER_BOUNDS = (dt.timedelta(minutes=1), dt.timedelta(days=1))
+
+
 def _retry_after(header: str | None) -> dt.timedelta:
-    """When to ask for the window again: the CA's ``Retry-After``, within six hours to a day."""
-    try:
-        seconds = int(header or "")
-    except ValueError:
-        seconds = 6 * 3600
-    return dt.timedelta(seconds=min(max(seconds, 3600), 86400))
+    """When to ask for the window again: the CA's ``Retry-After`` (seconds, or an HTTP date; RFC 9110
+    section 10.2.3) within ``RETRY_AFTER_BOUNDS``, else ``ARI_EVERY``."""
+    value = (header or "").strip()
+    if value.isdigit():
+        wait = dt.timedelta(seconds=int(value))
+    else:
+        try:
+            wait = email.utils.parsedate_to_datetime(value) - dt.datetime.now(dt.UTC)
+        except (TypeError, ValueError):
+            return ARI_EVERY
+    low, high = RETRY_AFTER_BOUNDS
+    return min(max(wait, low), high)

@@ -8,7 +8,7 @@ Each step reads the order and does the one thing its status calls for:
 | ``ready``    | finalize it with a request for the order's own key                                   |
 | ``processing`` | nothing: the CA is issuing                                                          |
 | ``valid``    | download the chain: it becomes the certificate served, its key with it; the TXT values go |
-| ``invalid``  | note the CA's reasons (the order's, its challenges'); a new order may follow          |
+| ``invalid``  | note the CA's reasons (its challenges', else the order's), explained; a new order may follow, paced (core/acme/failures.py) |
 
 Steps are repeated with short pauses until the order is done or a deadline passes; whatever the
 step reached is stored at once (store/acme.py), so a refresh, in this process or another, takes it
@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -28,6 +29,7 @@ import attrs
 from core.acme import keys
 from core.acme.cas import Ca, CaRefused
 from core.acme.client import Order
+from core.acme.problems import Problem
 from store.acme import CERTIFICATE_KEY, AcmeCertificate
 
 if TYPE_CHECKING:
@@ -57,6 +59,8 @@ class Orders:
     keyring: Keyring
     clock: Clock
     records: Records
+    refused: Callable[[AcmeCertificate, Problem], Awaitable[str]]
+    "Notes the CA's refusal of the certificate's validation (the pacing's), and says it in a customer's words."
 
     async def save(self, certificate: AcmeCertificate) -> AcmeCertificate:
         certificate = attrs.evolve(certificate, updated_at=self.clock.now())
@@ -89,7 +93,9 @@ class Orders:
             await self._withdraw(ca, order, target)
             return await self.save(self._issued(certificate, chain))
         if order.status == "invalid":
-            why = order.error or await self._reasons(ca, order) or "the certificate authority refused the order"
+            reasons = await self._reasons(ca, order)
+            found = reasons[0] if reasons else order.error or Problem("", "the certificate authority refused the order")
+            why = await self.refused(certificate, found)
             await self._withdraw(ca, order, target)
             log.info("ACME order for %s at %s invalid: %s", certificate.apex, ca.directory_url, why)
             return await self.save(attrs.evolve(
@@ -105,7 +111,8 @@ class Orders:
         not_before, not_after = keys.validity(chain)
         return attrs.evolve(
             certificate, status="valid", chain_pem=chain, key_ciphertext=certificate.order_key_ciphertext,
-            not_before=not_before, not_after=not_after, renew_at=None, ari_checked_at=None,
+            not_before=not_before, not_after=not_after, renew_at=None, ari_checked_at=None, ari_next_at=None,
+            ari_explanation_url=None,
             order_url=None, order_key_ciphertext=None, replaces=None, error=None,
         )
 
@@ -130,13 +137,13 @@ class Orders:
             except Exception as exc:  # noqa: BLE001 (the values expire by themselves: an order never fails for this)
                 log.info("the DNS-01 value for %s stays until it expires: %s", target, exc)
 
-    async def _reasons(self, ca: Ca, order: Order) -> str:
-        said = []
+    async def _reasons(self, ca: Ca, order: Order) -> list[Problem]:
+        """The problems of the order's failed challenges: what the CA met (the order's own problem
+        says less: "some challenges have failed")."""
+        said: list[Problem] = []
         for url in order.authorizations:
-            challenge = await ca.call(ca.client.challenge, url)
-            if challenge.error:
-                said.append(challenge.error)
-        return "; ".join(said)
+            said += (await ca.call(ca.client.challenge, url)).errors
+        return said
 
 
 def _put(store: Store, certificate: AcmeCertificate) -> None:

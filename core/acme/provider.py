@@ -10,9 +10,16 @@ pacing, the watcher, the portal and the diagnosis work as they do with Cloudflar
   allowed, by account and method, RFC 8657) and can take it (up, not rate limiting us: else the
   next one), then takes it as far as it gets in ``wait_seconds``: issued, refused, or under way.
 - **Refresh** takes an order under way further; for an issued certificate, it reads the CA's
-  renewal window (ARI, RFC 9773) now and then, and renews once its time has come, with an order
-  that names the certificate it replaces. The certificate served stays until its successor is
-  issued. **Revalidate** (a refused order, and the records found right) places a new order.
+  renewal window (ARI, RFC 9773) when the CA's ``Retry-After`` says (six hours without one), and
+  renews once its time has come (at once for a window the CA moved into the past), with an order
+  that names the certificate it replaces; a CA that refuses the name (``alreadyReplaced``, or a
+  certificate another account issued) gets the order again without it. The certificate served
+  stays until its successor is issued. **Revalidate** (a refused order, and the records found
+  right) places a new order.
+- **Refused validations** are explained in a customer's words (core/acme/problems.py), and the
+  hostname's next order is paced so that it neither meets the same resolver cache nor passes the
+  CA's failed-validation limits (core/acme/failures.py); a hostname the CA paused is ordered again
+  only once a person asks.
 - **Pacing.** New orders take from a budget per CA (``orders_per_window`` per ``window_seconds``,
   Let's Encrypt's limits by default), shared fairly between workspaces like Cloudflare's
   (core/edge/pacing.py), and across processes on PostgreSQL.
@@ -30,17 +37,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
-import hashlib
 import logging
 import uuid
 from typing import TYPE_CHECKING
 
 import attrs
 
-from core.acme import keys
+from core.acme import failures, keys, renewal
 from core.acme.cas import Ca, CaDown, CaRefused, make_cas
 from core.acme.orders import Orders, Records, new_order_fields, renewal_due
+from core.acme.problems import Problem, explain, kind_of, replaces_refused
+from core.delegation_dns.answers import NEGATIVE_TTL
 from core.dns import caa, chain
+from core.dns.probe import zone_negative_ttl
 from core.edge import (
     HostnameGone,
     ProviderBusy,
@@ -49,7 +58,7 @@ from core.edge import (
     ProviderUnavailable,
     ShareSpent,
 )
-from core.edge.pacing import Pacer
+from core.edge.pacing import BACKGROUND, Pacer
 from store.acme import AcmeCertificate
 
 if TYPE_CHECKING:
@@ -61,10 +70,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: How often an issued certificate's renewal window is read again from its CA (ARI).
-ARI_EVERY = dt.timedelta(hours=6)
 #: Without a retry time, the wait a rate-limited CA gets.
 RATE_LIMITED_SECONDS = 3600
+#: The negative TTL assumed of an operator's zone (``mode = "rfc2136"``) whose SOA could not be read.
+UNKNOWN_NEGATIVE_TTL = 300
 
 
 class AcmeProvider:
@@ -77,8 +86,9 @@ class AcmeProvider:
         self.zone = config.delegation_dns.zone.lower().rstrip(".")
         self.fallback_issuers = config.provider.caa_issuers
         self.keyring, self.clock, self.store, self.dns = keyring, clock, store, dns
+        self._negative: int | None = NEGATIVE_TTL if config.delegation_dns.mode == "builtin" else None
         self.cas, self._executor = make_cas(self.config)
-        self.orders = Orders(store=store, keyring=keyring, clock=clock, records=records)
+        self.orders = Orders(store=store, keyring=keyring, clock=clock, records=records, refused=self._refused)
         self.pacers: dict[str, Pacer] = {}
         for ca in self.cas:
             pacer = Pacer(self.config.orders_per_window, self.config.window_seconds,
@@ -121,11 +131,11 @@ class AcmeProvider:
     # -- the operations of EdgeProvider -------------------------------------------------------------
 
     async def issue(self, apex: str, *, trace_id: uuid.UUID) -> ProviderState:
-        await self._check_delegation(apex)
+        records = await self._check_delegation(apex)
         now = self.clock.now()
         certificate = AcmeCertificate(handle=uuid.uuid4().hex, apex=apex, directory_url="", status="pending",
                                       created_at=now, updated_at=now)
-        certificate = await self._new_order(certificate, replaces=None, trace_id=trace_id)
+        certificate = await self._new_order(certificate, replaces=None, trace_id=trace_id, records=records)
         return await self._state(await self._finish(certificate))
 
     async def refresh(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
@@ -137,55 +147,93 @@ class AcmeProvider:
             known = any(ca.directory_url == certificate.directory_url for ca in self.cas)
             if known:
                 certificate = await self._renewal_window(certificate)
-            if (not known or renewal_due(certificate, self.clock.now())) and await self._delegated(apex):
-                replaces = keys.ari_id(certificate.chain_pem) if certificate.chain_pem else None
-                log.info("renewing %s (trace %s)", apex, trace_id)
-                certificate = await self._finish(await self._new_order(certificate, replaces=replaces, trace_id=trace_id))
+            if not known or renewal_due(certificate, self.clock.now()):
+                records = await self._delegated(apex)
+                held = await self._hold(apex, records) if records is not None else None
+                if held is not None:
+                    log.info("renewal of %s waits: %s (trace %s)", apex, held.why, trace_id)
+                elif records is not None:
+                    replaces = keys.ari_id(certificate.chain_pem) if certificate.chain_pem else None
+                    log.info("renewing %s (trace %s)", apex, trace_id)
+                    certificate = await self._finish(await self._new_order(certificate, replaces=replaces,
+                                                                           trace_id=trace_id, records=records))
         return await self._state(certificate)
 
     async def revalidate(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
-        """A refused order, and the records are right now: a new order."""
+        """A refused order, and the records are right now: a new order, unless the pacing of failed
+        validations holds it (then the state as it is, which says until when)."""
         certificate = await self._load(hostname_id)
         if certificate.order_url is None and certificate.status == "invalid":
-            await self._check_delegation(apex)
+            records = await self._check_delegation(apex)
+            held = await self._hold(apex, records)
+            if held is not None:
+                log.info("no new order for %s yet: %s (trace %s)", apex, held.why, trace_id)
+                return await self._state(certificate)
             replaces = keys.ari_id(certificate.chain_pem) if certificate.chain_pem else None
-            certificate = await self._finish(await self._new_order(certificate, replaces=replaces, trace_id=trace_id))
+            certificate = await self._finish(await self._new_order(certificate, replaces=replaces, trace_id=trace_id,
+                                                                   records=records))
             return attrs.evolve(await self._state(certificate), revalidated=True)
         return await self.refresh(hostname_id, apex=apex, trace_id=trace_id)
 
     # -- orders --------------------------------------------------------------------------------
 
-    async def _delegated(self, apex: str) -> bool:
+    async def _delegated(self, apex: str) -> str | None:
         """Whether ``_acme-challenge.<apex>`` leads to the domain's target now, as the CA will find
         it: no order is placed otherwise, so a validation bound to fail never counts against the
-        CA's limits. A renewal is left for later; drift says why (core/domains/drift.py)."""
+        CA's limits. A renewal is left for later; drift says why (core/domains/drift.py). When it
+        does: the names on the way, which a stop of failed validations compares (``records``)."""
         owner, target = f"_acme-challenge.{apex}", self.target(apex)
         found = await self.dns.lookup(owner, "CNAME")
         if found.outcome != "found":
-            return False
-        return (await chain.follow(self.dns, owner, found.values[0], target)).end == "target"
+            return None
+        followed = await chain.follow(self.dns, owner, found.values[0], target)
+        return str(followed) if followed.end == "target" else None
 
-    async def _check_delegation(self, apex: str) -> None:
-        if not await self._delegated(apex):
+    async def _check_delegation(self, apex: str) -> str:
+        records = await self._delegated(apex)
+        if records is None:
             raise ProviderRejected(f"The CNAME at _acme-challenge.{apex} does not lead to {self.target(apex)}, so no "
                                    "order was placed with the certificate authority; publish it, then check again.")
+        return records
 
-    async def _new_order(self, certificate: AcmeCertificate, *, replaces: str | None,
-                         trace_id: uuid.UUID) -> AcmeCertificate:
-        """A new order at the first CA that may issue and can take it; stored before anything else."""
+    async def _new_order(self, certificate: AcmeCertificate, *, replaces: str | None, trace_id: uuid.UUID,
+                         records: str) -> AcmeCertificate:
+        """A new order at the first CA that may issue and can take it; stored before anything else.
+        A CA holding back the hostname's orders after failed validations (core/acme/failures.py) is
+        passed over, as is one that paused the hostname; when every CA does, nothing is ordered."""
         permitted = await caa.preflight(self.dns, certificate.apex, await self.caa_issuers())
+        holds = await self._holds(certificate.apex, records)
         tried: list[str] = []
         busy: list[float] = []
+        held: list[failures.Held] = []
+        refused: list[str] = []
+        excluded = 0
+        now = self.clock.now()
         for ca in self.cas:
             identities = await self._identities(ca)
             if permitted.permitted is not None and not set(self._domains(identities)) & set(permitted.permitted):
                 tried.append(f"{ca.directory_url}: not allowed by the hostname's CAA records")
+                excluded += 1
                 continue
+            hold = holds[ca.directory_url]
+            if hold is not None:
+                tried.append(f"{ca.directory_url}: {hold.why}")
+                held.append(hold)
+                continue
+            same_ca = certificate.directory_url == ca.directory_url
+            sent = replaces if same_ca else None
             try:
                 await ca.ready(self.store, self.keyring, self.clock)
                 await self.pacers[ca.directory_url].acquire()
-                same_ca = certificate.directory_url == ca.directory_url
-                order = await ca.call(ca.client.new_order, certificate.apex, replaces=replaces if same_ca else None)
+                try:
+                    order = await ca.call(ca.client.new_order, certificate.apex, replaces=sent)
+                except CaRefused as refusal:
+                    if sent is None or not replaces_refused(refusal.problem):
+                        raise
+                    log.warning("%s refused the order's replaces for %s (%s): ordered again without it (trace %s)",
+                                ca.directory_url, certificate.apex, refusal, trace_id)
+                    sent = None
+                    order = await ca.call(ca.client.new_order, certificate.apex, replaces=None)
             except CaDown as down:
                 log.warning("ACME order for %s: %s (trace %s)", certificate.apex, down, trace_id)
                 tried.append(str(down))
@@ -196,13 +244,23 @@ class AcmeProvider:
                 tried.append(f"{ca.directory_url}: {_busy(exc)}")
                 busy.append(exc.retry_after)
                 continue
-            except CaRefused as refused:
-                raise ProviderRejected(f"The certificate authority refused the order: {refused}") from None
+            except CaRefused as refusal:
+                why = await self._refused(attrs.evolve(certificate, directory_url=ca.directory_url), refusal.problem)
+                if kind_of(refusal.problem) not in ("paused", "limited"):
+                    raise ProviderRejected(f"The certificate authority refused the order. {why}") from None
+                tried.append(f"{ca.directory_url}: {why}")  # this CA, for this hostname: another may issue
+                refused.append(why)
+                continue
             log.info("ACME order for %s at %s: %s (trace %s)", certificate.apex, ca.directory_url, order.url, trace_id)
-            fields = new_order_fields(self.keyring, certificate.handle, order, replaces if same_ca else None,
-                                      ca.directory_url)
+            fields = new_order_fields(self.keyring, certificate.handle, order, sent, ca.directory_url)
             return await self.orders.save(attrs.evolve(certificate, **fields))  # type: ignore[arg-type]
         said = "; ".join(tried) or "no certificate authority is configured"
+        if refused:
+            raise ProviderRejected(" ".join(refused))
+        if held and len(held) + len(busy) + excluded == len(tried):
+            waits = [(h.until - now).total_seconds() if h.until is not None else failures.HOUR.total_seconds()
+                     for h in held] + busy
+            raise ProviderBusy(int(min(waits)) + 1, " ".join(h.why for h in held))
         if busy and len(busy) == len(tried):
             raise ProviderBusy(int(min(busy)), f"No certificate authority can take a new order now ({said}).")
         if not permitted.allowed:
@@ -213,38 +271,69 @@ class AcmeProvider:
         """The order under way taken as far as ``wait_seconds`` allows."""
         ca = self._ca(certificate.directory_url)
         deadline = asyncio.get_running_loop().time() + self.config.wait_seconds
+        ordered = certificate.order_url is not None
         try:
             certificate = await self.orders.until_done(ca, certificate, self.target(certificate.apex), deadline)
         except CaDown as down:
             raise ProviderUnavailable(f"The certificate authority could not be asked: {down}; try again shortly.") from None
-        except CaRefused as refused:
+        except CaRefused as refusal:
             certificate = await self.orders.save(attrs.evolve(
                 certificate, status="invalid", order_url=None, order_key_ciphertext=None, replaces=None,
-                error=str(refused)))
+                error=await self._refused(certificate, refusal.problem)))
+        if ordered and certificate.order_url is None and certificate.status == "valid":
+            await self.store.run(failures.note_issued, self.store, certificate.directory_url, certificate.apex, self.clock.now())
         if certificate.order_url is None and certificate.status == "valid" and certificate.renew_at is None:
             certificate = await self._renewal_window(certificate)
         return certificate
 
+    # -- failed validations (core/acme/failures.py) --------------------------------------------
+
+    async def _refused(self, certificate: AcmeCertificate, found: Problem) -> str:
+        """The CA refused the certificate's hostname: its words explained, the failure noted (when
+        the next order may go). Orders.step and ``_new_order`` call it."""
+        apex = certificate.apex
+        refusal = explain(found, apex=apex, target=self.target(apex), negative_ttl=await self._negative_ttl())
+        records = await self._delegated(apex)
+        noted = await self.store.run(failures.note_failure, self.store, certificate.directory_url, apex, refusal,
+                                     self.clock.now(), await self._limits(), records)
+        log.warning("the certificate authority %s refused %s (%s, %d in a row, %d in the last hour); next order "
+                    "after %s%s", certificate.directory_url, apex, refusal.kind, noted.consecutive, len(noted.recent),
+                    noted.next_order_at, f"; stopped ({noted.stopped})" if noted.stopped else "")
+        return refusal.words
+
+    async def _holds(self, apex: str, records: str | None) -> dict[str, failures.Held | None]:
+        """At each CA, why ``apex`` may not be ordered now (a person's request lifts a stop)."""
+        paced = {v.directory_url: v for v in await self.store.run(self.store.acme_validations.of_hostname, apex)}
+        now, limits = self.clock.now(), await self._limits()
+        return {ca.directory_url: failures.held(paced.get(ca.directory_url), now=now, person=not BACKGROUND.get(),
+                                                records=records, limits=limits) for ca in self.cas}
+
+    async def _hold(self, apex: str, records: str | None) -> failures.Held | None:
+        """Why no CA may be asked for ``apex`` now, if none may (the soonest to let an order go)."""
+        holds = list((await self._holds(apex, records)).values())
+        if not holds or None in holds:
+            return None
+        return min((h for h in holds if h is not None), key=lambda h: h.until or dt.datetime.max.replace(tzinfo=dt.UTC))
+
+    async def _limits(self) -> failures.Limits:
+        return failures.Limits(per_hour=self.config.failed_validations_per_hour,
+                               stop_after=self.config.stop_after_failed_validations,
+                               negative_ttl=await self._negative_ttl())
+
+    async def _negative_ttl(self) -> int:
+        """How long a resolver keeps the delegation zone's "no such name": the built-in server's SOA
+        says 60 s; an operator's zone's SOA is read once through the resolver."""
+        if self._negative is None:
+            found = await zone_negative_ttl(self.dns, self.zone)
+            if found is None:
+                return UNKNOWN_NEGATIVE_TTL
+            self._negative = found
+        return self._negative
+
     async def _renewal_window(self, certificate: AcmeCertificate) -> AcmeCertificate:
-        """When to renew: a moment in the CA's window (RFC 9773 section 4.2: uniformly spread over
-        the window, across certificates), read again every few hours; without ARI, two thirds into
-        the certificate's life."""
-        now = self.clock.now()
-        if certificate.chain_pem is None or (
-                certificate.ari_checked_at is not None and now < certificate.ari_checked_at + ARI_EVERY):
+        if certificate.chain_pem is None:
             return certificate
-        ca = self._ca(certificate.directory_url)
-        try:
-            window = await ca.call(ca.client.renewal_window, certificate.chain_pem)
-        except (CaDown, CaRefused) as exc:
-            log.info("renewal window of %s not read: %s", certificate.apex, exc)
-            window = None
-        if window is not None:
-            renew_at = window.start + (window.end - window.start) * _place(certificate.chain_pem)
-        else:
-            assert certificate.not_before is not None and certificate.not_after is not None
-            renew_at = certificate.not_before + (certificate.not_after - certificate.not_before) * 2 / 3
-        return await self.orders.save(attrs.evolve(certificate, renew_at=renew_at, ari_checked_at=now))
+        return await renewal.window(self.orders, self._ca(certificate.directory_url), certificate)
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -282,6 +371,11 @@ class AcmeProvider:
         else:
             ssl = "active"
         issued = certificate.chain_pem is not None
+        errors: tuple[str, ...] = (certificate.error,) if certificate.error else ()
+        if ssl == "invalid":
+            held = await self._hold(certificate.apex, None)
+            errors += (held.why,) if held is not None else ()
+        explained = certificate.ari_explanation_url
         return ProviderState(
             hostname_id=certificate.handle,
             hostname_status="active" if issued else "pending",
@@ -290,8 +384,10 @@ class AcmeProvider:
             issuer=keys.issuer_name(certificate.chain_pem) if certificate.chain_pem else None,
             issued_at=certificate.not_before,
             expires_at=certificate.not_after,
-            errors=(certificate.error,) if certificate.error else (),
+            errors=errors,
             renew_at=certificate.renew_at,
+            notice=f"The certificate authority explains the renewal window it suggests for this certificate: "
+                   f"{explained}" if explained and issued else None,
         )
 
 
@@ -305,8 +401,3 @@ def _busy(exc: ProviderBusy) -> str:
     return ("this workspace has used its share of the service's order budget for it, a share that grows with its "
             "verified, active hostnames")
 
-
-def _place(chain_pem: str) -> float:
-    """Where in its window a certificate renews, 0 to 1: random across certificates, the same at each
-    reading of one certificate's window, so a window read again does not move a renewal that is due."""
-    return int.from_bytes(hashlib.sha256(chain_pem.encode()).digest()[:8], "big") / 2**64

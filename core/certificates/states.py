@@ -80,7 +80,9 @@ def classify(state: ProviderState, *, was_active: bool) -> Classified:
 def describe(state: ProviderState, classified: Classified) -> str:
     """One sentence (or two) for ``message`` and ``cert.lastError``, in a customer's words."""
     seen = f"hostname {state.hostname_status}, certificate {state.ssl_status or 'not started'}"
-    said = f" The provider says: {'; '.join(state.errors)}" if state.errors else ""
+    said = f" The provider says: {' '.join(_sentence(e) for e in state.errors)}" if state.errors else ""
+    noted = f" {state.notice}" if state.notice else ""
+    said += noted
     if classified.domain == "blocked":
         return f"The edge provider blocked this hostname ({seen}); contact the provider's support.{said}"
     if classified.certificate == "error":
@@ -89,10 +91,14 @@ def describe(state: ProviderState, classified: Classified) -> str:
             f"in place, then {VERIFY_AGAIN} to have it validate again.{said}"
         )
     if classified.certificate == "active":
-        return "The certificate is active at the edge provider."
+        return f"The certificate is active at the edge provider.{noted}"
     if classified.domain == "renewing":
         return f"The certificate is being renewed by the edge provider ({seen}); the current one keeps serving.{said}"
     return (
         f"The edge provider is issuing the certificate ({seen}); keep both DNS records in place and "
         f"{CHECK_AGAIN}.{said}"
     )
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "!", "?")) else f"{text}."

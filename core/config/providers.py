@@ -75,6 +75,10 @@ class AcmeConfig:
     "Each request to the CA."
     wait_seconds: float = attrs.field(default=10.0, validator=_check("provider.acme.wait_seconds", lambda v: v >= 0, "must be zero or more"))
     "How long a request waits for the CA to validate and issue before answering ``pending`` (a refresh finishes it)."
+    failed_validations_per_hour: int = attrs.field(default=5, validator=_check("provider.acme.failed_validations_per_hour", _positive, "must be positive"))
+    "The CA's limit of failed validations per hostname and hour (Let's Encrypt: 5): orders stay within it, at every CA."
+    stop_after_failed_validations: int = attrs.field(default=8, validator=_check("provider.acme.stop_after_failed_validations", _positive, "must be positive"))
+    "Failed validations in a row after which the background checks order no more for the hostname, until its records change or a person asks."
 
 
 def _is_base64(value: str) -> bool:

@@ -45,6 +45,8 @@ class Probe:
     lookup: Lookup
     negative_ttl: int | None = None
     "For nxdomain and nodata: how many more seconds the resolver keeps that answer, when it says."
+    zone: str | None = None
+    "For nxdomain and nodata: the zone that said so (the owner of the SOA it carries)."
 
 
 def is_servfail(lookup: Lookup) -> bool:
@@ -128,4 +130,27 @@ def _read(response: dns.message.Message, name: str, rtype: str) -> Probe:
     soa = [rrset for rrset in response.authority if rrset.rdtype == dns.rdatatype.SOA]
     negative_ttl = min(soa[0].ttl, soa[0][0].minimum) if soa else None
     negative = Lookup(name=name, rtype=rtype, outcome="nxdomain" if rcode == dns.rcode.NXDOMAIN else "nodata")
-    return Probe(negative, negative_ttl)
+    return Probe(negative, negative_ttl, soa[0].name.to_text().rstrip(".").lower() if soa else None)
+
+
+async def zone_negative_ttl(resolver: Resolver, zone: str) -> int | None:
+    """How long a resolver keeps a "no such record" answer from ``zone`` (RFC 2308: its SOA's TTL
+    and minimum, the lower), as the resolver reads the zone's SOA; None when it does not say."""
+    server = _first_server(resolver)
+    if server is None:
+        return None
+    found = (await ask(server, zone, "SOA", timeout=resolver.timeout)).lookup
+    if found.outcome != "found" or not found.values:
+        return None
+    try:
+        minimum = int(found.values[0].split()[-1])
+    except ValueError:
+        return None
+    return min(found.ttl, minimum) if found.ttl is not None else minimum
+
+
+async def ask_resolver(resolver: Resolver, name: str, rtype: str) -> Probe | None:
+    """``rtype`` at ``name`` asked of the resolver c-ares asks first, with what a negative answer's
+    authority section says (``Probe.zone``); None for the development DNS simulation."""
+    server = _first_server(resolver)
+    return None if server is None else await ask(server, name, rtype, timeout=resolver.timeout)

@@ -51,6 +51,8 @@ class ProviderState:
     "This is the answer to a request to validate again (``revalidate`` sent one), not a plain read."
     renew_at: dt.datetime | None = None
     "When the provider itself means to renew the certificate (ACME: inside the CA's renewal window)."
+    notice: str | None = None
+    "What the provider says of the certificate beyond errors (ACME: where the CA explains its renewal window)."
 
 
 class ProviderError(UpstreamError):

@@ -31,7 +31,8 @@ Findings, errors first:
 | `renewal_at_risk` | error | an active or renewing certificate whose CNAME no longer points at the target |
 | `renewal_unchecked` | warning | the same certificate, but no DNS server answered for its CNAME: not known |
 | `drift_recorded` | error, or info once the record looks right again | a background check recorded drift (``validation.drift``) |
-| `provider_error`, `provider_pending` | error, info | the provider's own view |
+| `provider_error`, `provider_pending` | error (a warning while the provider retries by itself), info | the provider's own view |
+| `ca_paused`, `orders_stopped`, `orders_waiting`, `delegation_zone_unreachable`, `renewal_explained` | | ACME only: core/verification/acme_findings.py |
 | `served_mismatch` | warning | the host serves a certificate other than the provider's |
 | `authority_unknown` | info | the zone's nameservers could not be found or did not answer; resolvers only |
 | `one_click_ignored` | info | the zone's Domain Connect settings were ignored (too large, not https, a private address...) |
@@ -58,6 +59,7 @@ from core.domains import dns_hosts
 from core.domains.operations import load
 from core.domains.records import delegation_record, ownership_record
 from core.verification import dns_host
+from core.verification.acme_findings import acme_view
 from core.verification.provider_findings import ProviderView, provider_findings, served_findings
 from core.verification.record_findings import (
     Finding,
@@ -237,7 +239,11 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     if host_seen.dns_host is not None and host_seen.dns_host.problem:
         findings.append(Finding("one_click_ignored", "info", host_seen.dns_host.problem
                                 + " So one-click set-up is not offered; the records can be published by hand."))
-    provider = provider_findings(findings, row, certificate, delegation_ok, delegation_seen)
+    acme = await acme_view(services, row, certificate)
+    findings += acme.findings if acme is not None else []
+    provider = provider_findings(findings, row, certificate, delegation_ok, delegation_seen,
+                                 fix=acme.fix if acme is not None else None,
+                                 waiting=acme is not None and acme.waiting)
     if row.cert_status == "active" and certificate is not None:
         await served_findings(services, findings, row, workspace)
     if not any(f.severity in ("error", "warning") for f in findings):
@@ -339,7 +345,8 @@ def _answer(source: str, lookup: Lookup) -> Answer:
 
 
 #: Findings that time alone resolves: a cache, a resolver or the provider still at work.
-_WAITING = frozenset({"not_yet_visible", "still_cached", "lookup_failed", "renewal_unchecked", "provider_pending"})
+_WAITING = frozenset({"not_yet_visible", "still_cached", "lookup_failed", "renewal_unchecked", "provider_pending",
+                      "orders_waiting"})
 
 
 def _verdict(findings: list[Finding]) -> str:

@@ -86,15 +86,25 @@ class ProviderView:
 
 
 def provider_findings(findings: list[Finding], row: DomainRow, certificate: Certificate | None,
-                       delegation_ok: bool | None, delegation: Seen) -> ProviderView | None:
+                       delegation_ok: bool | None, delegation: Seen, *, fix: str | None = None,
+                       waiting: bool = False) -> ProviderView | None:
+    """``fix``: what to do about the provider's refusal, when the provider says (ACME: by what the CA
+    met); ``waiting``: the provider tries again by itself (ACME: after a resolver's cache)."""
     if certificate is None:
         return None
     if row.cert_status in _SERVING and certificate.not_after is not None and not delegation_ok:
         _renewal_finding(findings, row, certificate.not_after, delegation_ok, delegation)
     if certificate.status == "error":
-        findings.append(Finding("provider_error", "error",
+        # Errors are listed first, in the order found: those found so far are the ones above this one.
+        above = any(f.severity == "error" for f in findings)
+        waiting = waiting and not above
+        if above:
+            fix = f"Fix what the findings above name, then {RECHECK}."
+        elif fix is None:
+            fix = f"Nothing the checks can see is wrong now: {RECHECK} to have the provider validate again."
+        findings.append(Finding("provider_error", "warning" if waiting else "error",
                                 f"The edge provider could not issue the certificate: {certificate.last_error or 'no reason given'}",
-                                fix=f"Fix what the findings above name, then {RECHECK}."))
+                                fix=fix))
     elif certificate.status == "pending":
         findings.append(Finding(
             "provider_pending", "info",

@@ -22,7 +22,7 @@ TABLES = (
     "workspaces", "users", "memberships", "api_keys", "invitations", "clients", "domains", "domain_tags",
     "certificates", "outbox_events", "idempotency_keys", "webhook_endpoints", "webhook_deliveries",
     "webhook_attempts", "verification_links", "reminder_sends", "one_click_starts", "acme_accounts",
-    "acme_certificates", "acme_challenges", "simulated_dns_records",
+    "acme_certificates", "acme_challenges", "acme_validations", "simulated_dns_records",
 )
 #: Kept by triggers from the rows above; compared, not copied.
 DERIVED = ("domain_counts", "tag_counts")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from store.postgres.schema_shared import WORKSPACE_SHARES_GROW
 from store.schema_19 import SQLITE as MIGRATION_19
+from store.schema_21 import SQLITE as MIGRATION_21
 from store.schema_acme import ACME_SQLITE
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import FIRST, Migration
@@ -196,3 +197,4 @@ MIGRATIONS.append(STAND_INS)
 MIGRATIONS.append(MIGRATION_19)
 # 20 marks the provider calls out of the common part of the budget, which one process counts in memory.
 MIGRATIONS.append((20, WORKSPACE_SHARES_GROW, []))
+MIGRATIONS.append(MIGRATION_21)

@@ -102,6 +102,15 @@ class Answering:
 
 
 @pytest.fixture(autouse=True)
+def front(acme_lab) -> Iterator[Directory]:
+    """The CA's front (tests/servers/pebble.py ``Directory``) as Pebble answers, after each test too."""
+    yield acme_lab.directory
+    directory = acme_lab.directory
+    directory.refuse_orders = directory.refuse_replaces = directory.explanation_url = None
+    directory.retry_after = "21600"
+
+
+@pytest.fixture(autouse=True)
 def answering(services, config, clock) -> Iterator[Answering]:
     """The built-in server answers while the test runs (after ``services`` made the database)."""
     server = Answering(config, clock).start()

@@ -456,6 +456,22 @@ class TestCertificate:
         assert "Blocked by the provider." in finding["message"]
 
 
+    @pytest.mark.gen_test
+    async def test_the_providers_refusal_with_nothing_else_found_points_at_no_findings_above(
+            self, api, world, services, dns, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(zone, created)
+        publish_both(dns, created)
+        services.store.certificates.insert(Certificate(
+            id=uuid.uuid4(), domain_id=uuid.UUID(created["id"]), apex=APEX, wildcard=False, issuer="Edge Provider Managed CA",
+            status="error", provider="edge_provider_for_saas", bundle_available=False, workspace_id=owner.workspace.id,
+            created_at=services.clock.now(), last_error="Validation timed out.",
+        ))
+        report = await diagnose(api, owner, created)
+        assert codes(report) == ["provider_error"]
+        assert "above" not in report["findings"][0]["fix"] and "check again" in report["findings"][0]["fix"]
+
+
 class TestWithoutTheZonesServers:
     @pytest.mark.gen_test
     async def test_when_nobody_answers_nothing_is_called_missing(self, api, world, dns):

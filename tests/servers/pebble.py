@@ -12,13 +12,16 @@ is read from its management interface (``root_pem``).
 ``eab`` it requires External Account Binding with those (kid, base64url key) pairs.
 
 Debian's Pebble 2.4 has no renewal information (ARI, RFC 9773) and names no ``caaIdentities``:
-``Directory`` stands in front of its directory to add both (a fake ARI endpoint, as the issue allows),
-serving the window a test sets; every other resource is Pebble's own, reached directly.
+``Directory`` stands in front of it to add both (a fake ARI endpoint), serving the window a test
+sets, and answers what a test wants the CA to say to a new order (a refused ``replaces``, a
+paused hostname); every other request reaches Pebble through it.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import http.client
 import http.server
 import json
 import os
@@ -108,7 +111,19 @@ class Pebble:
 
 
 class Directory:
-    """Pebble's directory with ``renewalInfo`` and ``meta.caaIdentities`` added, on HTTPS of its own."""
+    """Pebble behind a front of its own, on HTTPS: the ACME directory the service is configured with.
+
+    Every request is passed on to Pebble with the front's ``Host`` (Pebble builds its URLs from it,
+    so the account's signed requests name the front's URLs, which Pebble then checks), and its
+    answer passed back; on the way, what Debian's Pebble 2.4 lacks, or a test wants the CA to say:
+
+    - the directory gains ``renewalInfo`` (ARI, RFC 9773), served here with the window a test sets,
+      its ``Retry-After`` and ``explanationURL``, and ``meta.caaIdentities``;
+    - a new order naming the certificate it replaces (``replaces``) can be refused with a problem
+      a test sets (``refuse_replaces``): ``alreadyReplaced``, or "another account issued it";
+    - new orders can be refused with a problem a test sets (``refuse_orders``), as a CA pausing a
+      hostname does; and each new order's payload is kept (``orders``).
+    """
 
     def __init__(self, pebble: Pebble, *, caa_identities: list[str] | None = None) -> None:
         self.pebble = pebble
@@ -117,14 +132,24 @@ class Directory:
         "The renewal window served for a certificate not in ``windows``; None: 404."
         self.windows: dict[str, tuple[dt.datetime, dt.datetime]] = {}
         "Windows by certificate id (RFC 9773 section 4.1)."
+        self.retry_after: str | None = "21600"
+        "The ``Retry-After`` of renewal information."
+        self.explanation_url: str | None = None
+        "The ``explanationURL`` of renewal information."
         self.asked: list[str] = []
         "The certificate ids renewal information was asked for."
+        self.refuse_replaces: tuple[int, dict[str, str]] | None = None
+        "(status, problem) answered to a new order naming ``replaces``."
+        self.refuse_orders: tuple[int, dict[str, str]] | None = None
+        "(status, problem) answered to every new order."
+        self.orders: list[dict[str, object]] = []
+        "The payload of each new order, refused or not."
         directory = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path == "/dir":
-                    data = json.loads(pebble._get(pebble.directory_url))
+                    data = json.loads(directory._pass(self, "GET", "/dir", None)[2])
                     data["renewalInfo"] = f"{directory.url}/renewal-info"
                     if directory.caa_identities is not None:
                         data.setdefault("meta", {})["caaIdentities"] = directory.caa_identities
@@ -132,16 +157,46 @@ class Directory:
                 elif self.path.startswith("/renewal-info/") and directory.window_of(self.path.rsplit("/", 1)[1]):
                     directory.asked.append(self.path.rsplit("/", 1)[1])
                     start, end = directory.window_of(directory.asked[-1])
-                    self._send(200, {"suggestedWindow": {"start": start.isoformat().replace("+00:00", "Z"),
-                                                         "end": end.isoformat().replace("+00:00", "Z")}},
-                               retry_after="21600")
-                else:
+                    body: dict[str, object] = {"suggestedWindow": {"start": start.isoformat().replace("+00:00", "Z"),
+                                                                   "end": end.isoformat().replace("+00:00", "Z")}}
+                    if directory.explanation_url:
+                        body["explanationURL"] = directory.explanation_url
+                    self._send(200, body, retry_after=directory.retry_after)
+                elif self.path.startswith("/renewal-info/"):
                     self._send(404, {"type": "about:blank"})
+                else:
+                    self._relay("GET", None)
 
-            def _send(self, status: int, body: object, retry_after: str | None = None) -> None:
+            def do_HEAD(self) -> None:
+                self._relay("HEAD", None)
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path == "/order-plz":
+                    payload = json.loads(_unbase64(json.loads(body)["payload"]) or b"{}")
+                    directory.orders.append(payload)
+                    refusal = directory.refuse_orders or (directory.refuse_replaces if "replaces" in payload else None)
+                    if refusal is not None:
+                        self._send(refusal[0], refusal[1], content_type="application/problem+json")
+                        return
+                self._relay("POST", body)
+
+            def _relay(self, method: str, body: bytes | None) -> None:
+                status, headers, data = directory._pass(self, method, self.path, body)
+                self.send_response(status)
+                for name, value in headers:
+                    if name.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if method != "HEAD":
+                    self.wfile.write(data)
+
+            def _send(self, status: int, body: object, retry_after: str | None = None,
+                      content_type: str = "application/json") -> None:
                 data = json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 if retry_after:
                     self.send_header("Retry-After", retry_after)
@@ -166,6 +221,25 @@ class Directory:
     def window_of(self, certificate_id: str) -> tuple[dt.datetime, dt.datetime] | None:
         return self.windows.get(certificate_id, self.window)
 
+    def _pass(self, request: http.server.BaseHTTPRequestHandler, method: str, path: str,
+              body: bytes | None) -> tuple[int, list[tuple[str, str]], bytes]:
+        """``request`` sent on to Pebble, with the front's ``Host``: its answer."""
+        connection = http.client.HTTPSConnection("127.0.0.1", self.pebble.port, context=self.pebble._ssl, timeout=30)
+        try:
+            headers = {"Host": self.url.removeprefix("https://")}
+            for name in ("Content-Type", "User-Agent", "Accept"):
+                if request.headers.get(name):
+                    headers[name] = request.headers[name]
+            connection.request(method, path, body=body, headers=headers)
+            answer = connection.getresponse()
+            return answer.status, answer.getheaders(), answer.read()
+        finally:
+            connection.close()
+
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _unbase64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
