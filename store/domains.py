@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import uuid
 from typing import Any, cast
@@ -9,7 +10,7 @@ from typing import Any, cast
 import attrs
 import sqlite_utils
 
-from store._rows import postgres, select, uid
+from store._rows import postgres, select, ts, uid
 from store.domain_rows import StoredDomain, from_columns, to_columns
 from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 from store.records import DomainRow
@@ -248,6 +249,16 @@ class DomainRepo:
     def with_apex(self, apex: str) -> list[DomainRow]:
         """Every workspace's domain for this hostname (the development DNS simulation only)."""
         return [from_columns(r) for r in select(self.db, f"{_SELECT} WHERE d.apex = ?", [apex])]
+
+    def check_others_now(self, apex: str, workspace_id: uuid.UUID, now: dt.datetime) -> list[uuid.UUID]:
+        """Other workspaces' verified domains for ``apex``, due for a background check at ``now``:
+        the hostname was just verified in ``workspace_id`` (``domains_verified_apex``, migration 20)."""
+        rows = self.db.execute(
+            "UPDATE domains SET next_check_at = ? WHERE apex = ? AND validation_status = 'verified' AND workspace_id <> ? "
+            "RETURNING id", [ts(now), apex, uid(workspace_id)]).fetchall()
+        found = [uuid.UUID(domain_id) for (domain_id,) in rows]
+        self.forget(found)
+        return found
 
     def targeting_elsewhere(self, zone: str, limit: int) -> list[DomainRow]:
         """Domains whose delegation CNAME points outside ``zone`` (added under another provider)."""

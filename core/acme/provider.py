@@ -11,8 +11,9 @@ pacing, the watcher, the portal and the diagnosis work as they do with Cloudflar
   next one), then takes it as far as it gets in ``wait_seconds``: issued, refused, or under way.
 - **Refresh** takes an order under way further; for an issued certificate, it reads the CA's
   renewal window (ARI, RFC 9773) now and then, and renews once its time has come, with an order
-  that names the certificate it replaces. The certificate served stays until its successor is
-  issued. **Revalidate** (a refused order, and the records found right) places a new order.
+  that names the certificate it replaces, while a verified domain's Certificate record names it
+  (never for a domain deleted, or that left ``verified``: its hostname moved to another
+  workspace). The certificate served stays until its successor is issued. **Revalidate** (a refused order, and the records found right) places a new order.
 - **Pacing.** New orders take from a budget per CA (``orders_per_window`` per ``window_seconds``,
   Let's Encrypt's limits by default), shared fairly between workspaces like Cloudflare's
   (core/edge/pacing.py), and across processes on PostgreSQL.
@@ -116,7 +117,7 @@ class AcmeProvider:
         now = self.clock.now()
         certificate = AcmeCertificate(handle=uuid.uuid4().hex, apex=apex, directory_url="", status="pending",
                                       created_at=now, updated_at=now)
-        certificate = await self._new_order(certificate, replaces=None, trace_id=trace_id)
+        certificate = await self._new_order(certificate, replaces=None, trace_id=trace_id, new=True)
         return await self._state(await self._finish(certificate))
 
     async def refresh(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
@@ -128,7 +129,8 @@ class AcmeProvider:
             known = any(ca.directory_url == certificate.directory_url for ca in self.cas)
             if known:
                 certificate = await self._renewal_window(certificate)
-            if (not known or renewal_due(certificate, self.clock.now())) and await self._delegated(apex):
+            if (not known or renewal_due(certificate, self.clock.now())) and await self._renewable(certificate) \
+                    and await self._delegated(apex):
                 replaces = keys.ari_id(certificate.chain_pem) if certificate.chain_pem else None
                 log.info("renewing %s (trace %s)", apex, trace_id)
                 certificate = await self._finish(await self._new_order(certificate, replaces=replaces, trace_id=trace_id))
@@ -137,7 +139,7 @@ class AcmeProvider:
     async def revalidate(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
         """A refused order, and the records are right now: a new order."""
         certificate = await self._load(hostname_id)
-        if certificate.order_url is None and certificate.status == "invalid":
+        if certificate.order_url is None and certificate.status == "invalid" and await self._renewable(certificate):
             await self._check_delegation(apex)
             replaces = keys.ari_id(certificate.chain_pem) if certificate.chain_pem else None
             certificate = await self._finish(await self._new_order(certificate, replaces=replaces, trace_id=trace_id))
@@ -156,13 +158,22 @@ class AcmeProvider:
             return False
         return (await chain.follow(self.dns, owner, found.values[0], target)).end == "target"
 
+    async def _renewable(self, certificate: AcmeCertificate) -> bool:
+        """Whether a new order may replace ``certificate``: its domain is still verified and not
+        deleted (store/acme.py ``renewable``). A hostname whose ownership record went to another
+        workspace is renewed there, never here too."""
+        if await self.store.run(self.store.acme.renewable, certificate.handle):
+            return True
+        log.info("%s (%s) is not renewed: no verified domain names it", certificate.handle, certificate.apex)
+        return False
+
     async def _check_delegation(self, apex: str) -> None:
         if not await self._delegated(apex):
             raise ProviderRejected(f"The CNAME at _acme-challenge.{apex} does not lead to {self.target(apex)}, so no "
                                    "order was placed with the certificate authority; publish it, then check again.")
 
     async def _new_order(self, certificate: AcmeCertificate, *, replaces: str | None,
-                         trace_id: uuid.UUID) -> AcmeCertificate:
+                         trace_id: uuid.UUID, new: bool = False) -> AcmeCertificate:
         """A new order at the first CA that may issue and can take it; stored before anything else."""
         permitted = await caa.preflight(self.dns, certificate.apex, await self.caa_issuers())
         tried: list[str] = []
@@ -192,7 +203,7 @@ class AcmeProvider:
             log.info("ACME order for %s at %s: %s (trace %s)", certificate.apex, ca.directory_url, order.url, trace_id)
             fields = new_order_fields(self.keyring, certificate.handle, order, replaces if same_ca else None,
                                       ca.directory_url)
-            return await self.orders.save(attrs.evolve(certificate, **fields))  # type: ignore[arg-type]
+            return await self.orders.save(attrs.evolve(certificate, **fields), new=new)  # type: ignore[arg-type]
         said = "; ".join(tried) or "no certificate authority is configured"
         if busy and len(busy) == len(tried):
             raise ProviderBusy(int(min(busy)), f"No certificate authority can take a new order now ({said}).")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from store.postgres.schema_shared import SHARED_MIGRATIONS, T
 from store.schema_19 import POSTGRES as MIGRATION_19
+from store.schema_20 import POSTGRES as MIGRATION_20
 from store.schema_acme import ACME_PG
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import Migration
@@ -364,3 +365,4 @@ MIGRATIONS_PG += BOTH
 MIGRATIONS_PG.append(ACME_PG)
 MIGRATIONS_PG.append(STAND_INS)
 MIGRATIONS_PG.append(MIGRATION_19)
+MIGRATIONS_PG.append(MIGRATION_20)

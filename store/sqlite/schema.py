@@ -5,6 +5,7 @@ edited once released: a change to the schema is a new entry at the end."""
 from __future__ import annotations
 
 from store.schema_19 import SQLITE as MIGRATION_19
+from store.schema_20 import SQLITE as MIGRATION_20
 from store.schema_acme import ACME_SQLITE
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import FIRST, Migration
@@ -193,3 +194,4 @@ MIGRATIONS += BOTH
 MIGRATIONS.append(ACME_SQLITE)
 MIGRATIONS.append(STAND_INS)
 MIGRATIONS.append(MIGRATION_19)
+MIGRATIONS.append(MIGRATION_20)
