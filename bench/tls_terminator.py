@@ -34,6 +34,7 @@ import tempfile
 import textwrap
 import time
 import urllib.parse
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +46,8 @@ from bench.domains import _pin, start
 from core.crypto import Keyring, load_or_create_master_key
 from store import Store
 from store.acme import CERTIFICATE_KEY, AcmeCertificate
+from store.records import DomainRow, Workspace
+from tests.servers.terminators import owned
 
 SERVICE_PORT, TERMINATOR_PORT, BARE_PORT = 18621, 18622, 18623
 #: What Caddy 2.6.2 sends besides server_name (seen in a real handshake from Python's ssl module).
@@ -85,7 +88,10 @@ def seed(folder: Path, count: int) -> dict[str, bytes]:
     store = Store(folder / "service.sqlite3")
     now = dt.datetime.now(dt.UTC)
     bodies: dict[str, bytes] = {}
+    # Served only when a verified domain's Certificate record names it (store/acme.py): one workspace's.
+    workspace = Workspace(id=uuid.uuid4(), name="bench", created_at=now, ownership_token=secrets.token_hex(16))
     with store.transaction():
+        store.accounts.insert_workspace(workspace)
         for n in range(count):
             leaf = leaves[n % len(leaves)]
             host, handle = f"h{n}.customer.test", f"bench-{n}"
@@ -97,6 +103,11 @@ def seed(folder: Path, count: int) -> dict[str, bytes]:
                 key_ciphertext=keyring.encrypt(CERTIFICATE_KEY, key.decode(), bound_to=handle),
                 not_before=now, not_after=now + dt.timedelta(days=90),
             ))
+            domain = DomainRow(id=uuid.uuid4(), workspace_id=workspace.id, apex=host, tags=[], created_at=now,
+                               updated_at=now, delegation_target="t.acme.test", validation_status="verified",
+                               cert_status="active", ops_status="active", ownership_token=workspace.ownership_token)
+            store.domains.insert(domain)
+            owned(store, host, handle, domain=domain)
             bodies[host] = chain.strip() + b"\n" + key.strip() + b"\n"
     store.close()
     return bodies

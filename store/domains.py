@@ -250,6 +250,16 @@ class DomainRepo:
         """Every workspace's domain for this hostname (the development DNS simulation only)."""
         return [from_columns(r) for r in select(self.db, f"{_SELECT} WHERE d.apex = ?", [apex])]
 
+    def check_others_now(self, apex: str, workspace_id: uuid.UUID, now: dt.datetime) -> list[uuid.UUID]:
+        """Other workspaces' verified domains for ``apex``, due for a background check at ``now``:
+        the hostname was just verified in ``workspace_id`` (``domains_verified_apex``, migration 22)."""
+        rows = self.db.execute(
+            "UPDATE domains SET next_check_at = ? WHERE apex = ? AND validation_status = 'verified' AND workspace_id <> ? "
+            "RETURNING id", [ts(now), apex, uid(workspace_id)]).fetchall()
+        found = [uuid.UUID(domain_id) for (domain_id,) in rows]
+        self.forget(found)
+        return found
+
     def targeting_elsewhere(self, zone: str, limit: int) -> list[DomainRow]:
         """Domains whose delegation CNAME points outside ``zone`` (added under another provider)."""
         rows = select(self.db, f"{_SELECT} WHERE d.delegation_target NOT LIKE ? LIMIT ?", [f"%.{zone}", limit])

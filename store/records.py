@@ -99,6 +99,9 @@ class DomainRow:
     notes: str | None = None
     validation_checked_at: dt.datetime | None = None
     validation_error: str | None = None
+    verified_at: dt.datetime | None = attrs.field(default=None, metadata=_internal)
+    """When the domain last became verified: of two workspaces' verified domains for one hostname,
+    the certificate of the one verified last is served (store/acme.py)."""
     cert_issuer: str | None = None
     cert_not_after: dt.datetime | None = None
     cert_next_renewal_at: dt.datetime | None = None

@@ -3,7 +3,8 @@ process keeps ``[tls_terminator] files_dir`` equal to what is served, and Debian
 HAProxy (2.6) load the result, running the repository's deploy/nginx-customers.conf and
 deploy/haproxy-customers.cfg (paths and ports replaced). Handshakes with each hostname as SNI get
 its certificate; a renewal rewrites the files and runs the reload command (HAProxy: replaced
-through its runtime API, no reload); a removed certificate's files go.
+through its runtime API, no reload); a removed certificate's files go, and a deleted domain's at
+the job's next pass.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import logging
 import shutil
 import sys
 import time
+import uuid
 
 import attrs
 import pytest
 import trustme
 
 from core.config import TlsTerminatorConfig
+from core.domains import operations
 from core.tls_terminator.files import FilesJob
 from tests.servers.terminators import (
     HAPROXY,
@@ -242,3 +245,19 @@ class TestHAProxy:
         issue(services.store, services.keyring, ca, B)
         await job.tick()
         assert (tmp_path / "reloaded").exists()  # HAProxy loads a new file only when reloaded
+
+    @pytest.mark.gen_test
+    async def test_a_deleted_domains_file_goes_at_the_next_pass_and_the_reload_command_runs(
+            self, services, certificates, ca, tmp_path):
+        issue(services.store, services.keyring, ca, A)
+        gone = issue(services.store, services.keyring, ca, B)
+        job = job_of(services)
+        await job.tick()
+        (tmp_path / "reloaded").unlink()
+        [(workspace_id, domain_id)] = services.store.sql.execute(
+            "SELECT workspace_id, domain_id FROM certificates WHERE provider_hostname_id = ?", [gone.handle]).fetchall()
+        operations.delete(services, workspace=services.store.accounts.get_workspace(uuid.UUID(workspace_id)),
+                          domain_id=uuid.UUID(domain_id))
+        await job.tick()
+        assert sorted(p.name for p in certificates.iterdir()) == [f"{A}.pem"]
+        assert (tmp_path / "reloaded").exists()  # HAProxy drops a removed file only when reloaded

@@ -62,9 +62,15 @@ class Orders:
     refused: Callable[[AcmeCertificate, Problem], Awaitable[str]]
     "Notes the CA's refusal of the certificate's validation (the pacing's), and says it in a customer's words."
 
-    async def save(self, certificate: AcmeCertificate) -> AcmeCertificate:
-        certificate = attrs.evolve(certificate, updated_at=self.clock.now())
-        await self.store.run(_put, self.store, certificate)
+    async def save(self, certificate: AcmeCertificate, *, new: bool = False) -> AcmeCertificate:
+        """Store ``certificate``: a ``new`` one (a first order) is added; any other replaces the one
+        kept under its handle, which its domain's deletion may have marked (never served again,
+        revoked) or the revoke job forgotten since it was read: it is then kept marked, and revoked."""
+        now = self.clock.now()
+        certificate = attrs.evolve(certificate, updated_at=now)
+        if not await self.store.run(_put, self.store, certificate, new, now):
+            log.warning("the certificate %s of %s was saved after its domain was deleted: it is revoked",
+                        certificate.handle, certificate.apex)
         return certificate
 
     async def until_done(self, ca: Ca, certificate: AcmeCertificate, target: str, deadline: float) -> AcmeCertificate:
@@ -146,9 +152,12 @@ class Orders:
         return said
 
 
-def _put(store: Store, certificate: AcmeCertificate) -> None:
+def _put(store: Store, certificate: AcmeCertificate, new: bool, now: dt.datetime) -> bool:
     with store.transaction():
-        store.acme.put(certificate)
+        if new:
+            store.acme.put(certificate)
+            return True
+        return store.acme.replace(certificate, now)
 
 
 def new_order_fields(keyring: Keyring, handle: str, order: Order, replaces: str | None,

@@ -15,7 +15,8 @@ pacing, the watcher, the portal and the diagnosis work as they do with Cloudflar
   that names the certificate it replaces; a CA that refuses the name (``alreadyReplaced``, or a
   certificate another account issued) gets the order again without it. The certificate served
   stays until its successor is issued. **Revalidate** (a refused order, and the records found
-  right) places a new order.
+  right) places a new order. Only while a verified domain's Certificate record names it: never
+  for a domain deleted, or that left ``verified`` (its hostname moved to another workspace).
 - **Refused validations** are explained in a customer's words (core/acme/problems.py), and the
   hostname's next order is paced so that it neither meets the same resolver cache nor passes the
   CA's failed-validation limits (core/acme/failures.py); a hostname the CA paused is ordered again
@@ -135,7 +136,8 @@ class AcmeProvider:
         now = self.clock.now()
         certificate = AcmeCertificate(handle=uuid.uuid4().hex, apex=apex, directory_url="", status="pending",
                                       created_at=now, updated_at=now)
-        certificate = await self._new_order(certificate, replaces=None, trace_id=trace_id, records=records)
+        certificate = await self._new_order(certificate, replaces=None, trace_id=trace_id, records=records,
+                                            new=True)
         return await self._state(await self._finish(certificate))
 
     async def refresh(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
@@ -147,7 +149,7 @@ class AcmeProvider:
             known = any(ca.directory_url == certificate.directory_url for ca in self.cas)
             if known:
                 certificate = await self._renewal_window(certificate)
-            if not known or renewal_due(certificate, self.clock.now()):
+            if (not known or renewal_due(certificate, self.clock.now())) and await self._renewable(certificate):
                 records = await self._delegated(apex)
                 held = await self._hold(apex, records) if records is not None else None
                 if held is not None:
@@ -163,7 +165,7 @@ class AcmeProvider:
         """A refused order, and the records are right now: a new order, unless the pacing of failed
         validations holds it (then the state as it is, which says until when)."""
         certificate = await self._load(hostname_id)
-        if certificate.order_url is None and certificate.status == "invalid":
+        if certificate.order_url is None and certificate.status == "invalid" and await self._renewable(certificate):
             records = await self._check_delegation(apex)
             held = await self._hold(apex, records)
             if held is not None:
@@ -189,6 +191,15 @@ class AcmeProvider:
         followed = await chain.follow(self.dns, owner, found.values[0], target)
         return str(followed) if followed.end == "target" else None
 
+    async def _renewable(self, certificate: AcmeCertificate) -> bool:
+        """Whether a new order may replace ``certificate``: its domain is still verified and not
+        deleted (store/acme.py ``renewable``). A hostname whose ownership record went to another
+        workspace is renewed there, never here too."""
+        if await self.store.run(self.store.acme.renewable, certificate.handle):
+            return True
+        log.info("%s (%s) is not renewed: no verified domain names it", certificate.handle, certificate.apex)
+        return False
+
     async def _check_delegation(self, apex: str) -> str:
         records = await self._delegated(apex)
         if records is None:
@@ -197,7 +208,7 @@ class AcmeProvider:
         return records
 
     async def _new_order(self, certificate: AcmeCertificate, *, replaces: str | None, trace_id: uuid.UUID,
-                         records: str) -> AcmeCertificate:
+                         records: str, new: bool = False) -> AcmeCertificate:
         """A new order at the first CA that may issue and can take it; stored before anything else.
         A CA holding back the hostname's orders after failed validations (core/acme/failures.py) is
         passed over, as is one that paused the hostname; when every CA does, nothing is ordered."""
@@ -253,7 +264,7 @@ class AcmeProvider:
                 continue
             log.info("ACME order for %s at %s: %s (trace %s)", certificate.apex, ca.directory_url, order.url, trace_id)
             fields = new_order_fields(self.keyring, certificate.handle, order, sent, ca.directory_url)
-            return await self.orders.save(attrs.evolve(certificate, **fields))  # type: ignore[arg-type]
+            return await self.orders.save(attrs.evolve(certificate, **fields), new=new)  # type: ignore[arg-type]
         said = "; ".join(tried) or "no certificate authority is configured"
         if refused:
             raise ProviderRejected(" ".join(refused))

@@ -1,10 +1,14 @@
 """What the ACME provider does on its own, now and then (core/runtime/jobs.py runs it):
 
-- **Certificates of deleted domains are revoked.** Deleting a domain deletes its Certificate
-  records; an ACME certificate no record names any more is revoked at its CA (reason
-  ``cessationOfOperation``) and forgotten, with its key. For an edge provider's certificate the spec
-  says deleting a domain revokes nothing (the provider holds it); here the service holds the key of
-  a certificate still valid for a hostname it no longer serves, and revoking it is the safe end.
+- **Certificates of deleted domains are revoked.** Deleting a domain marks the ACME certificates
+  its Certificate records name (store/acme.py ``mark_deleted``, in the deletion's transaction):
+  they are served no more at once, and revoked at their CA (reason ``cessationOfOperation``) and
+  forgotten, with their keys, at the job's next run, every ``REVOKE_SECONDS``. A certificate no
+  record names and no deletion marked (an order stored before its record, whose record was never
+  stored) is revoked too once ``GRACE`` has passed since its creation. For an edge provider's
+  certificate the spec says deleting a domain revokes nothing (the provider holds it); here the
+  service holds the key of a certificate still valid for a hostname it no longer serves, and
+  revoking it is the safe end.
 - **Domains added under another provider are pointed at the delegation zone.** Moving a deployment
   from Cloudflare or the sandbox to ACME changes every domain's CNAME target: the stored target is
   rewritten, so the API and the DNS page show the new one; a verified domain's next check then
@@ -28,19 +32,28 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: A certificate no record names is left alone this long: a new order is stored before its record.
+#: A certificate no record names, and no deletion marked, is left alone this long: a new order is
+#: stored before its record.
 GRACE = dt.timedelta(minutes=10)
+#: How often the job runs (core/runtime/jobs.py): a deleted domain's certificate is revoked within it.
+REVOKE_SECONDS = 15.0
+#: Certificates no record names are looked for at every this many runs (a scan of them all).
+ORPHANS_EVERY = 4
 #: RFC 5280 reason code: the hostname is no longer served.
 CESSATION_OF_OPERATION = 5
 #: Domains pointed at the delegation zone per unit of work.
 BATCH = 500
 
 
-async def revoke_deleted(provider: AcmeProvider) -> int:
-    """Revoke and forget the certificates of deleted domains; how many were forgotten."""
+async def revoke_deleted(provider: AcmeProvider, *, orphans: bool = True) -> int:
+    """Revoke and forget the certificates of deleted domains, and (``orphans``) those no record
+    names since ``GRACE``; how many were forgotten."""
     store, now = provider.store, provider.clock.now()
     forgotten = 0
-    for certificate in await store.run(store.acme.unreferenced, now - GRACE):
+    found = await store.run(store.acme.deleted)
+    if orphans:
+        found += await store.run(store.acme.unreferenced, now - GRACE)
+    for certificate in found:
         if certificate.chain_pem is not None and certificate.not_after is not None and certificate.not_after > now:
             ca = next((ca for ca in provider.cas if ca.directory_url == certificate.directory_url), None)
             try:

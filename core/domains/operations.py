@@ -338,8 +338,11 @@ def patch(services: Services, *, workspace: Workspace, domain_id: uuid.UUID, req
 
 
 def delete(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> None:
-    """Remove the service's record only: no provider call, no DNS change (spec)."""
+    """Remove the service's record only: no provider call, no DNS change (spec). Certificates the
+    service issued itself (ACME) are marked in the same transaction, before their records go with
+    the domain: served no more at once, and revoked within a minute (core/acme/upkeep.py)."""
     with services.store.transaction():
+        services.store.acme.mark_deleted(workspace.id, domain_id, services.clock.now())
         if not services.store.domains.delete(workspace.id, domain_id):
             raise NotFound("Domain not found.")
 

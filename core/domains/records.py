@@ -26,15 +26,19 @@ def ops_status(validation_status: str, cert_status: str, *, drifted: bool = Fals
 
     blocked: the provider blocked the certificate. action_needed: DNS not verified, the
     certificate failed, or a verified domain's delegation or CAA drifted (the next renewal would
-    fail). active: a certificate is serving (active or renewing). pending: DNS verified, waiting on
-    the certificate; or DNS pending with both records published at the zone's own nameservers
-    (``waiting``): only a resolver's cache is left to wait for, nothing to do.
+    fail). active: a certificate is serving (active or renewing) for a verified domain. pending:
+    DNS verified, waiting on the certificate; or DNS pending with both records published at the
+    zone's own nameservers (``waiting``): only a resolver's cache is left to wait for, nothing to do.
+
+    A certificate still valid for a domain no longer verified (its ownership record holds another
+    workspace's token now) is ``action_needed``: it is renewed no more, nor handed to a TLS
+    terminator (store/acme.py).
     """
     if cert_status == "blocked":
         return "blocked"
     if drifted:
         return "action_needed"
-    if cert_status in ("active", "renewing"):
+    if cert_status in ("active", "renewing") and validation_status == "verified":
         return "active"
     if validation_status == "pending" and waiting:
         return "pending"

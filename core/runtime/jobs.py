@@ -4,6 +4,7 @@ planner statistics (SQLite), the TLS terminator's files and the ACME provider's 
 
 from __future__ import annotations
 
+import itertools
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -31,8 +32,6 @@ PURGE_INTERVAL_SECONDS = 300
 SWEEP_SECONDS = 5.0
 #: How often the WAL is copied back into the database file, away from requests (store/sqlite/checkpoints.py).
 CHECKPOINT_SECONDS = 1.0
-#: How often the ACME provider revokes the certificates of deleted domains (core/acme/upkeep.py).
-ACME_UPKEEP_SECONDS = 60.0
 #: How often SQLite's planner statistics are looked at (store.optimize), as its documentation
 #: advises for a long-lived connection; also once at start and after imports.
 STATISTICS_SECONDS = 3600.0
@@ -92,10 +91,12 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
         IOLoop.current().add_callback(watcher.tick)
     acme = _acme(services)
     if acme is not None:
-        async def acme_upkeep() -> None:
-            await upkeep.revoke_deleted(acme)
+        runs = itertools.count()
 
-        jobs["acme-upkeep"] = PeriodicCallback(acme_upkeep, ACME_UPKEEP_SECONDS * 1000, jitter=0.1)
+        async def acme_upkeep() -> None:
+            await upkeep.revoke_deleted(acme, orphans=next(runs) % upkeep.ORPHANS_EVERY == 0)
+
+        jobs["acme-upkeep"] = PeriodicCallback(acme_upkeep, upkeep.REVOKE_SECONDS * 1000, jitter=0.1)
         IOLoop.current().add_callback(upkeep.point_at_zone, acme)
     for job in jobs.values():
         job.start()

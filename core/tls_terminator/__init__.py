@@ -2,8 +2,9 @@
 "Certificates to the TLS terminator"): Caddy asks for them at handshake time, nginx and HAProxy
 read files.
 
-- ``index``: the newest issued certificate of each hostname with its key decrypted, in memory, so a
-  handshake costs a dict lookup; reloaded when the stored certificates change, in any process.
+- ``index``: the certificate served for each hostname (of the workspace proving ownership now) with
+  its key decrypted, in memory, so a handshake costs a dict lookup; reloaded when the stored
+  certificates change, or a domain's deletion or verification touches them, in any process.
 - ``secret``: the endpoints' own secret, compared in constant time.
 - ``files``: the folder of PEM files for nginx and HAProxy, kept equal to the index, and the
   reload command run after a change; ``haproxy``: HAProxy's runtime API, which replaces a loaded

@@ -1,5 +1,5 @@
-"""What the TLS terminator is handed: the newest issued certificate of each hostname, chain then
-key, held in memory.
+"""What the TLS terminator is handed: the certificate served for each hostname (store/acme.py
+``all_served``: one workspace's, the one proving ownership now), chain then key, held in memory.
 
 Caddy asks at every TLS handshake, so an answer must cost no database read and no decryption:
 the index maps each hostname to its PEM bytes, decrypted once. It follows the stored certificates
@@ -8,7 +8,8 @@ at most once a second: a lookup in an index older than that checks first when th
 missing (a certificate issued a moment ago, by this process or another, is then found) and
 checks in the background when it is there (a renewal replaces a certificate that is still
 valid). Whatever changes, the whole set is read again; keys are decrypted again only for
-certificates that changed.
+certificates that changed. A domain deleted, verified or no longer verified touches its
+certificates' ``updated_at`` in the same transaction (store/acme.py), so the index sees that too.
 """
 
 from __future__ import annotations

@@ -19,8 +19,9 @@ that fails because the zone's nameservers do not answer for it (a lame delegatio
 the zone's delegation named: that is no passing failure. A CNAME that points to another name whose
 CNAMEs lead to the target is right: certificate authorities follow chains (core/dns/chain.py).
 
-A verified domain stays verified: its CNAME is checked, and a missing or wrong one (or DNSSEC
-failing) is drift (core/domains/drift.py), recorded with its fix until a check finds it back.
+A verified domain stays verified while its ownership holds (core/verification/ownership.py: a TXT
+holding another workspace's token undoes it); a missing or wrong CNAME (or DNSSEC failing) is
+drift (core/domains/drift.py), recorded with its fix until a check finds it back.
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ from core.dns.authority import Walk
 from core.dns.lookups import Lookup, Resolver
 from core.dns.probe import dnssec_fix, negative_ttl, unchecked
 from core.domains import schedule
-from core.domains.drift import DELEGATION, announce, with_drift
+from core.domains.drift import CAA, DELEGATION, announce, with_drift
 from core.domains.operations import load
 from core.domains.records import delegation_record, ops_status, ownership_record
 from core.edge import ProviderError
-from core.verification import dns_host, lame
+from core.verification import dns_host, lame, ownership
 from core.wire import INTERNAL
 from store.records import DnsHostSeen, DomainRow, DriftProblem, Workspace
 
@@ -67,6 +68,8 @@ class RecordCheck:
     "For a missing record: how many more seconds the resolver keeps saying so, when it says."
     published: bool = False
     "Missing at the resolvers only: the zone's own nameservers publish it, a cached answer hides it."
+    other_token: str | None = None
+    "Wrong because the TXT record holds another ownership token (this one) and not ours."
 
 
 @attrs.frozen
@@ -167,7 +170,8 @@ def check_ownership(lookup: Lookup, expected: str) -> RecordCheck:
         prefix = expected.split("=", 1)[0] + "="
         other = [v for v in values if v.lower().startswith(prefix)]
         if other:
-            return RecordCheck("wrong", f"The TXT record at {host} holds another token ({other[0]}); it must be {expected}.")
+            return RecordCheck("wrong", f"The TXT record at {host} holds another token ({other[0]}); it must be {expected}.",
+                               other_token=other[0])
         shown = ", ".join(values[:3])
         return RecordCheck("wrong", f"The TXT records at {host} ({shown}) do not include {expected}.")
     if lookup.outcome == "nxdomain":
@@ -265,9 +269,9 @@ class _Checked:
 async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.UUID, *, asked: bool) -> _Checked:
     """Look the records up (no transaction held), then store the outcome in one write.
 
-    A verified domain stays verified (ownership was proven): only its CNAME is looked up, and a
-    problem with it is drift (core/domains/drift.py), kept until a check finds it fixed. A check a
-    person asked for (``asked``) starts the background schedule again.
+    A verified domain stays verified while its ownership holds (core/verification/ownership.py): a
+    problem with its CNAME is drift (core/domains/drift.py), kept until a check finds it fixed. A
+    check a person asked for (``asked``) starts the background schedule again.
 
     Both questions go in one ``lookup_many``: two lookups gathered cost two more tasks and a second
     pass through the resolver's per-lookup work, 2-3 % of the service's CPU in 500 concurrent
@@ -276,12 +280,14 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
     row = await services.store.run(load, services, workspace, domain_id)
     cname, txt = delegation_record(row), ownership_record(row)
     verified = row.validation_status == "verified"
-    queries = [(cname.host, "CNAME")] if verified else [(cname.host, "CNAME"), (txt.host, "TXT")]
-    lookups = await services.dns.lookup_many(queries)
+    lookups = await services.dns.lookup_many([(cname.host, "CNAME"), (txt.host, "TXT")])
     judged = [(lookups[0], cname.value, await check_delegation(services.dns, lookups[0], cname.value))]
+    txt_check = check_ownership(lookups[1], txt.value)
     if not verified:
-        judged.append((lookups[1], txt.value, check_ownership(lookups[1], txt.value)))
+        judged.append((lookups[1], txt.value, txt_check))
     checks, walk = await look_again(services, row.apex, judged)
+    if verified:
+        checks += ownership.said(txt_check)
     now = services.clock.now()
     # A record is missing: the customer is at their DNS panel, and the walk names their DNS host,
     # which may have changed (a sub-zone delegated or un-delegated since it was last found). What
@@ -303,20 +309,24 @@ def _record_check(services: Services, workspace: Workspace, domain_id: uuid.UUID
     """The check's outcome, in one write of the domain read again (``verified``: as it was when the
     lookups began)."""
     problems = [c.message for c in checks if c.state != "ok"]
+    moved = verified and ownership.moved(checks)
     with services.store.transaction():
         current = load(services, workspace, domain_id)  # deleted meanwhile: 404
         updated = attrs.evolve(current, validation_checked_at=now, validation_error=" ".join(problems) or None, updated_at=now)
         if host is not None:
             updated = attrs.evolve(updated, dns_host=host)
-        if verified and current.validation_status == "verified":
+        if verified and current.validation_status == "verified" and not moved:
             if drift is not None:
                 updated = with_drift(updated, drift, replacing=DELEGATION, now=now)
         else:
             status = next_status(checks)
+            if current.validation_status == "verified" and status != "verified":
+                updated = with_drift(updated, [], replacing=DELEGATION + CAA, now=now)  # drift is a verified domain's
             # Every record published at the zone, some hidden by a resolver's cache: only time is needed.
             waiting = all(c.state == "ok" or c.published for c in checks)
             updated = attrs.evolve(updated, validation_status=status, ops_status=ops_status(
-                status, current.cert_status, drifted=bool(current.drift), waiting=waiting))
+                status, current.cert_status, drifted=bool(updated.drift), waiting=waiting))
+        updated = ownership.changed(services, workspace, current, updated, now)
         if asked:
             updated = schedule.restarted(updated, services.config.lifecycle, now)
         services.store.domains.update(updated)

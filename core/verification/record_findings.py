@@ -206,11 +206,13 @@ def ownership_findings(findings: list[Finding], record: Seen, source: Answers, z
                 fix=f"Replace the two TXT records at {record.name} with one holding the whole value {record.expected}.",
             ))
             return False
-        if any(token in foreign for token in claimed_tokens(record)):
+        theirs = [token for token in claimed_tokens(record) if token in foreign]
+        if theirs:
             findings.append(Finding(
                 "ownership_other_workspace", "error",
-                f"The TXT record at {record.name} holds the ownership token of another account on this service, "
-                "not of this workspace (was the domain added from another account first?).",
+                f"The TXT record at {record.name} holds {OWNERSHIP_VALUE_PREFIX}{theirs[0]}, the ownership token of "
+                "another account on this service, not of this workspace (was the hostname verified there since, or "
+                "added there first?).",
                 fix=f"Replace the value of the TXT record at {record.name} with {record.expected}.",
             ))
             return False

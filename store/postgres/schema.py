@@ -20,6 +20,7 @@ from __future__ import annotations
 from store.postgres.schema_shared import MIGRATION_20_PG, SHARED_MIGRATIONS, T
 from store.schema_19 import POSTGRES as MIGRATION_19
 from store.schema_21 import POSTGRES as MIGRATION_21
+from store.schema_22 import POSTGRES as MIGRATION_22
 from store.schema_acme import ACME_PG
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import Migration
@@ -367,3 +368,4 @@ MIGRATIONS_PG.append(STAND_INS)
 MIGRATIONS_PG.append(MIGRATION_19)
 MIGRATIONS_PG.append(MIGRATION_20_PG)
 MIGRATIONS_PG.append(MIGRATION_21)
+MIGRATIONS_PG.append(MIGRATION_22)

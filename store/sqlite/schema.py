@@ -7,6 +7,7 @@ from __future__ import annotations
 from store.postgres.schema_shared import WORKSPACE_SHARES_GROW
 from store.schema_19 import SQLITE as MIGRATION_19
 from store.schema_21 import SQLITE as MIGRATION_21
+from store.schema_22 import SQLITE as MIGRATION_22
 from store.schema_acme import ACME_SQLITE
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import FIRST, Migration
@@ -198,3 +199,4 @@ MIGRATIONS.append(MIGRATION_19)
 # 20 marks the provider calls out of the common part of the budget, which one process counts in memory.
 MIGRATIONS.append((20, WORKSPACE_SHARES_GROW, []))
 MIGRATIONS.append(MIGRATION_21)
+MIGRATIONS.append(MIGRATION_22)

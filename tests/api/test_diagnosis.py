@@ -367,7 +367,8 @@ class TestCommonMistakes:
         zone.publish(TXT_AT, "TXT", f"service-domain-verification={other.workspace.ownership_token}")
         report = await diagnose(api, owner, created)
         [finding] = [f for f in report["findings"] if f["code"] == "ownership_other_workspace"]
-        assert other.workspace.name not in finding["message"]  # nothing of the other account is told
+        assert other.workspace.name not in finding["message"]  # nothing of the other account is told...
+        assert f"holds service-domain-verification={other.workspace.ownership_token}," in finding["message"]  # but DNS
         _, value = expected(created)
         assert finding["fix"] == f"Replace the value of the TXT record at {TXT_AT} with {value}."
 

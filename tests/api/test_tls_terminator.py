@@ -11,6 +11,7 @@ import io
 import logging
 import secrets
 import urllib.parse
+import uuid
 
 import attrs
 import pytest
@@ -26,7 +27,7 @@ from handlers.limits import LimitedHTTPServer
 from handlers.server import make_app
 from store.acme import AcmeCertificate
 from tests.helpers import Api, mark_verified
-from tests.servers.terminators import NOW, issue
+from tests.servers.terminators import NOW, issue, owned
 
 SECRET = "terminator-" + secrets.token_urlsafe(24)
 HOST = "shop.customer.test"
@@ -138,7 +139,9 @@ class TestCertificate:
         issued = issue(services.store, services.keyring, ca, HOST)
         row = services.store.acme.certificate(issued.handle)
         services.store.acme.delete(issued.handle)
-        services.store.acme.put(attrs.evolve(row, handle="acme-moved"))  # the ciphertext is bound to the old handle
+        with services.store.transaction():
+            services.store.acme.put(attrs.evolve(row, handle="acme-moved"))  # the ciphertext is bound to the old handle
+            owned(services.store, HOST, "acme-moved")
         assert (await get("/caddy/certificate", server_name=HOST)).code == 404
 
     @pytest.mark.gen_test
@@ -159,6 +162,34 @@ class TestCertificate:
         await get("/caddy/certificate", server_name=HOST)  # answers what it has, and looks for changes meanwhile
         await services.tls_terminator.refresh()  # the look under way, finished
         assert (await get("/caddy/certificate", server_name=HOST)).body == renewed.body
+
+
+class TestServedToTheWorkspaceProvingOwnership:
+    """Issue 46: a hostname's certificate is served to one workspace, the one that proves ownership now."""
+
+    @pytest.mark.gen_test
+    async def test_a_certificate_no_record_names_is_404(self, get, services, ca):
+        issued = issue(services.store, services.keyring, ca, HOST)
+        with services.store.transaction():  # an order stored before its record, whose record was never stored
+            services.store.sql.execute("DELETE FROM certificates WHERE provider_hostname_id = ?", [issued.handle])
+        assert (await get("/caddy/certificate", server_name=HOST)).code == 404
+
+    @pytest.mark.gen_test
+    async def test_a_deleted_domains_certificate_is_404_at_the_next_look(self, get, services, ca, clock, http_client,
+                                                                        main_port, world):
+        owner = world.owner()
+        api = Api(http_client, main_port)
+        created = (await api.post("/v1/domains", {"apex": "shop.example.com"}, token=owner.token)).body
+        mark_verified(services, created)
+        issue(services.store, services.keyring, ca, "shop.example.com", domain=services.store.domains.get(
+            owner.workspace.id, uuid.UUID(created["id"])))
+        assert (await get("/caddy/certificate", server_name="shop.example.com")).code == 200  # the index is loaded
+        assert (await api.delete(f"/v1/domains/{created['id']}", token=owner.token)).status == 204
+        clock.advance(CHECK_SECONDS)
+        await get("/caddy/certificate", server_name="shop.example.com")  # answers what it has, and looks for changes meanwhile
+        await services.tls_terminator.refresh()  # the look under way, finished
+        assert (await get("/caddy/certificate", server_name="shop.example.com")).code == 404
+        assert (await get("/caddy/ask", domain="shop.example.com")).code == 404
 
 
 class TestAsk:

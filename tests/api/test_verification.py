@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 BOTH = ["domains:write", "certificates:write"]
@@ -234,6 +236,69 @@ class TestDiagnosis:
         assert r.body["status"] == "verified"
         assert r.body["message"].startswith("The domain stays verified, but this check was inconclusive.")
         assert (await reload(api, owner, d))["validation"]["status"] == "verified"
+
+
+class TestOwnershipMoved:
+    """A verified domain whose ownership TXT holds another workspace's token now: the customer moved
+    the hostname (issue 46). The TXT may go once verified; another token may not."""
+
+    async def moved(self, api, world, dns):
+        """Verified in one workspace; the TXT switched to another workspace's token (the CNAME stays:
+        its target is the same in every workspace). The owner, the domain, and the other one's."""
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d)
+        assert (await verify(api, owner, d)).body["status"] == "verified"
+        other, moved = await make_domain(api, world)
+        assert moved["validation"]["delegation"] == d["validation"]["delegation"]
+        dns.remove("_service-verify.shop.example.com")
+        dns.publish("_service-verify.shop.example.com", "TXT", moved["validation"]["ownership"]["value"])
+        return owner, d, (other, moved)
+
+    @pytest.mark.gen_test
+    async def test_the_domain_leaves_verified_as_a_failed_verification_naming_the_other_token(self, api, world, dns):
+        owner, d, (_, moved) = await self.moved(api, world, dns)
+        r = await verify(api, owner, d)
+        theirs, ours = moved["validation"]["ownership"]["value"], d["validation"]["ownership"]["value"]
+        said = f"The TXT record at _service-verify.shop.example.com holds another token ({theirs}); it must be {ours}."
+        assert (r.body["status"], r.body["message"]) == ("error", f"DNS verification failed. {said} {DIAGNOSIS_POINTER}")
+        after = await reload(api, owner, d)
+        assert (after["validation"]["status"], after["validation"]["lastError"]) == ("error", said)
+        assert after["opsStatus"] == "action_needed"
+
+    @pytest.mark.gen_test
+    async def test_leaving_verified_queues_no_event(self, api, world, dns, services):
+        owner, d, _ = await self.moved(api, world, dns)
+        queued = services.store.sql.execute("SELECT count(*) FROM outbox_events").fetchone()
+        await verify(api, owner, d)
+        assert services.store.sql.execute("SELECT count(*) FROM outbox_events").fetchone() == queued  # spec, Events
+
+    @pytest.mark.gen_test
+    async def test_a_txt_lookup_that_fails_keeps_the_domain_verified(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d)
+        await verify(api, owner, d)
+        dns.zone.servfail.add("_service-verify.shop.example.com")
+        r = await verify(api, owner, d)
+        assert r.body["status"] == "verified"
+        assert r.body["message"].startswith("The domain stays verified, but this check was inconclusive.")
+        assert "TXT at _service-verify.shop.example.com failed" in r.body["message"]
+
+    @pytest.mark.gen_test
+    async def test_a_txt_with_other_values_only_keeps_the_domain_verified(self, api, world, dns):
+        owner, d = await make_domain(api, world)
+        publish_both(dns, d)
+        await verify(api, owner, d)
+        dns.remove("_service-verify.shop.example.com")
+        dns.publish("_service-verify.shop.example.com", "TXT", "v=spf1 -all")
+        r = await verify(api, owner, d)
+        assert r.body["status"] == "verified" and "lastError" not in (await reload(api, owner, d))["validation"]
+
+    @pytest.mark.gen_test
+    async def test_the_other_workspace_verifying_has_this_one_checked_at_once(self, api, world, dns, services, clock):
+        owner, d, (other, moved) = await self.moved(api, world, dns)
+        clock.advance(60)
+        assert (await verify(api, other, moved)).body["status"] == "verified"
+        assert services.store.domains.get(owner.workspace.id, uuid.UUID(d["id"])).next_check_at == clock.now()
 
 
 class TestRecheck:

@@ -4,7 +4,9 @@ running the repository's deploy/ files (paths and ports replaced, nothing else).
 
 ``issue`` makes a ``trustme`` leaf for a hostname and stores it in ``acme_certificates`` the way
 the ACME client does: the chain (leaf first), and the key encrypted with the service's keyring,
-bound to the handle. It returns the leaf, whose ``body`` is what the endpoint must answer.
+bound to the handle; with the Certificate record naming it, of a verified domain of a workspace of
+its own (``owned``), as the certificates served are. It returns the leaf, whose ``body`` is what the
+endpoint must answer.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from cryptography import x509
 from core.crypto import Keyring
 from store import Store
 from store.acme import CERTIFICATE_KEY, AcmeCertificate
+from store.records import Certificate, DomainRow, Workspace
 from tests.servers.caddy import CADDY
 from tests.servers.service import free_port
 
@@ -57,19 +60,43 @@ class Issued:
 
 
 def issue(store: Store, keyring: Keyring, ca: trustme.CA, hostname: str, *, handle: str | None = None,
-          not_after: dt.datetime = NOW + dt.timedelta(days=90)) -> Issued:
-    """A certificate for ``hostname`` stored as issued (``store`` used directly: test code)."""
+          not_after: dt.datetime = NOW + dt.timedelta(days=90), domain: DomainRow | None = None) -> Issued:
+    """A certificate for ``hostname`` stored as issued (``store`` used directly: test code), for
+    ``domain`` (verified), or for a domain of a workspace of its own."""
     leaf = ca.issue_cert(hostname)
     handle = handle or f"acme-{uuid.uuid4().hex[:12]}"
     chain = b"".join(blob.bytes() for blob in leaf.cert_chain_pems)
     key = leaf.private_key_pem.bytes()
-    store.acme.put(AcmeCertificate(
-        handle=handle, apex=hostname, directory_url="https://acme.test/directory", status="valid",
-        created_at=NOW, updated_at=dt.datetime.now(dt.UTC), chain_pem=chain.decode(),
-        key_ciphertext=keyring.encrypt(CERTIFICATE_KEY, key.decode(), bound_to=handle),
-        not_before=not_after - dt.timedelta(days=90), not_after=not_after,
-    ))
+    with store.transaction():
+        store.acme.put(AcmeCertificate(
+            handle=handle, apex=hostname, directory_url="https://acme.test/directory", status="valid",
+            created_at=NOW, updated_at=dt.datetime.now(dt.UTC), chain_pem=chain.decode(),
+            key_ciphertext=keyring.encrypt(CERTIFICATE_KEY, key.decode(), bound_to=handle),
+            not_before=not_after - dt.timedelta(days=90), not_after=not_after,
+        ))
+        owned(store, hostname, handle, domain=domain)
     return Issued(handle, hostname, chain, key)
+
+
+def owned(store: Store, hostname: str, handle: str, *, verified_at: dt.datetime | None = None,
+          domain: DomainRow | None = None) -> Certificate:
+    """The Certificate record naming ``handle``, of ``domain``, or of a verified domain for ``hostname``
+    in a workspace of its own: a certificate no record of a verified domain names is never served
+    (store/acme.py ``all_served``). Call inside a transaction."""
+    now = dt.datetime.now(dt.UTC)
+    if domain is None:
+        workspace = Workspace(id=uuid.uuid4(), name="terminator", created_at=now, ownership_token=secrets.token_hex(16))
+        domain = DomainRow(id=uuid.uuid4(), workspace_id=workspace.id, apex=hostname, tags=[], created_at=now,
+                           updated_at=now, delegation_target="target.acme.test", validation_status="verified",
+                           cert_status="active", ops_status="active", ownership_token=workspace.ownership_token,
+                           verified_at=verified_at)
+        store.accounts.insert_workspace(workspace)
+        store.domains.insert(domain)
+    certificate = Certificate(id=uuid.uuid4(), domain_id=domain.id, apex=hostname, wildcard=False, issuer="trustme",
+                              status="active", provider="edge_provider_for_saas", bundle_available=False,
+                              workspace_id=domain.workspace_id, created_at=now, provider_hostname_id=handle)
+    store.certificates.insert(certificate)
+    return certificate
 
 
 def presented(port: int, server_name: str, ca: trustme.CA | str) -> x509.Certificate:
