@@ -159,7 +159,8 @@ class AcmeProvider:
     async def _check_delegation(self, apex: str) -> None:
         if not await self._delegated(apex):
             raise ProviderRejected(f"The CNAME at _acme-challenge.{apex} does not lead to {self.target(apex)}, so no "
-                                   "order was placed with the certificate authority; publish it, then check again.")
+                                   "order was placed with the certificate authority; publish it, then check again.",
+                                   asked=False)
 
     async def _new_order(self, certificate: AcmeCertificate, *, replaces: str | None,
                          trace_id: uuid.UUID) -> AcmeCertificate:

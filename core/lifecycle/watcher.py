@@ -8,7 +8,9 @@ asks (core/domains/schedule.py) and plans its next check:
   exactly what ``verify-delegation`` does, issuance (and its event) included;
 - ``certificate``: a pending, renewing or failed certificate is refreshed, as ``refresh`` stores it;
   a failure validating again can fix (a timed-out validation) is instead checked as
-  ``verify-delegation`` checks it: with both records found, the provider validates again;
+  ``verify-delegation`` checks it: with both records found, the provider validates again; and a
+  request the service's own checks stopped before the provider was asked (CAA, DNSSEC, ACME's
+  CNAME) is requested again once the CAA pre-flight and the CNAME pass, with no API call;
 - ``active``: the delegation CNAME and CAA are checked for drift, and the certificate is read back
   from the provider, so a renewal it made moves ``notAfter`` and the rest.
 
@@ -33,7 +35,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from core.certificates import issuance
-from core.certificates.states import revalidation_can_fix
+from core.certificates.states import revalidation_can_fix, stopped_before_provider
 from core.clock import truncate_ms
 from core.config import Config
 from core.dns import caa
@@ -169,6 +171,8 @@ class LifecycleWatcher:
             wait = result.cached_for
         else:
             latest, wait = await store.run(store.certificates.latest, workspace.id, row.id), None
+            if latest is not None and row.cert_status == "error" and stopped_before_provider(latest):
+                return await self._retry_stopped(workspace, row)
             if latest is not None and row.cert_status == "error" and revalidation_can_fix(latest):
                 # Refreshing would read the same failure for ever: it needs the records, then a new request.
                 result = await self._verify(workspace, row)
@@ -179,6 +183,19 @@ class LifecycleWatcher:
             return "no_certificate", wait
         summary = await issuance.refresh_loaded(self.services, workspace, latest)
         return summary.status, wait
+
+    async def _retry_stopped(self, workspace: Workspace, row: DomainRow) -> tuple[str, float | None]:
+        """A request the service's own checks stopped before the provider was asked: CAA, DNSSEC
+        (the pre-flight), or the CNAME (checked as verify-delegation checks it). Each named its fix;
+        once the pre-flight passes the domain is checked as verify-delegation does, which requests
+        issuance again when the CNAME is right too. While the pre-flight still stops it nothing is
+        stored or asked: no new certificate, no event, only the next check on the backoff."""
+        verdict = await caa.preflight(self.services.dns, row.apex, await self.services.provider.caa_issuers())
+        if not verdict.allowed:
+            return "waiting", None
+        await self.services.store.run(self._caa_drift, workspace, row, verdict)  # CAA drift recorded before is gone
+        result = await self._verify(workspace, row)
+        return (result.certificate.status if result.certificate is not None else "no_certificate"), result.cached_for
 
     async def _verify(self, workspace: Workspace, row: DomainRow) -> checks.VerifyResult:
         result = await checks.verify(self.services, workspace=workspace, domain_id=row.id, asked=False)

@@ -12,7 +12,9 @@ same names would double the time it takes.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import time
 import uuid
 
 import attrs
@@ -23,7 +25,7 @@ from core.config import DnsConfig
 from core.dns import caa
 from core.lifecycle.watcher import LifecycleWatcher
 from tests.helpers import mark_verified
-from tests.servers.dns_lab import LAME, PARTLY, SIGNED, SOA_MINIMUM, DnsLab, missing_tools
+from tests.servers.dns_lab import LAME, PARTLY, RESIGNED, SIGNED, SOA_MINIMUM, DnsLab, missing_tools
 
 pytestmark = [
     pytest.mark.skipif(bool(missing_tools()), reason=f"needs {', '.join(missing_tools())} (Debian packages "
@@ -386,3 +388,72 @@ class TestCnameChains:
         assert result["status"] == "error" and "leads into a loop" in result["message"]
         found = finding(await diagnose(api, owner, created), "delegation_loop")
         assert "a.looped.lab.com → b.looped.lab.com → a.looped.lab.com" in found["message"]
+
+
+async def until_due(services, owner, created, clock):
+    """Move the clock to the domain's next check and sweep."""
+    row = services.store.domains.get(owner.workspace.id, uuid.UUID(created["id"]))
+    clock.advance(max((row.next_check_at - clock.now()).total_seconds(), 0) + 0.001)
+    await LifecycleWatcher(services).tick()
+
+
+async def until_seen(services, name, rtype, seen, timeout=10.0):
+    """Wait until the resolver's answer at ``name`` satisfies ``seen`` (what it cached has expired)."""
+    deadline = time.monotonic() + timeout
+    while not seen(found := await services.dns.lookup(name, rtype)):
+        assert time.monotonic() < deadline, f"the resolver still answers {found} at {name}"
+        await asyncio.sleep(0.2)
+
+
+class TestFixesPickedUpByTheBackgroundChecks:
+    """Issue 46, item 3: each fix the service asks for is found by the background checks, with no
+    API call, once the resolver sees it. The records are published with a TTL of 1 s, so the
+    resolver forgets the wrong ones at once."""
+
+    @pytest.mark.gen_test
+    async def test_a_cname_fixed_verifies_and_starts_issuance_at_the_next_check(self, api, world, lab, services, clock):
+        owner = world.owner()
+        created = await add(api, owner, "cname-fix.lab.com")
+        lab.publish("lab.com", "_acme-challenge.cname-fix.lab.com. 1 IN CNAME elsewhere.example.net.")
+        value = created["validation"]["ownership"]["value"]
+        lab.publish("lab.com", f'_service-verify.cname-fix.lab.com. 1 IN TXT "{value}"')
+        await until_due(services, owner, created, clock)
+        assert (await domain(api, owner, created))["validation"]["status"] == "error"
+        target = created["validation"]["delegation"]["value"]
+        lab.remove("lab.com", "_acme-challenge.cname-fix.lab.com")
+        lab.publish("lab.com", f"_acme-challenge.cname-fix.lab.com. 1 IN CNAME {target}.")
+        await until_seen(services, "_acme-challenge.cname-fix.lab.com", "CNAME", lambda found: target in found.values)
+        await until_due(services, owner, created, clock)
+        found = await domain(api, owner, created)
+        assert (found["validation"]["status"], found["cert"]["status"]) == ("verified", "pending")
+
+    @pytest.mark.gen_test
+    async def test_a_txt_fixed_verifies_and_starts_issuance_at_the_next_check(self, api, world, lab, services, clock):
+        owner = world.owner()
+        created = await add(api, owner, "txt-fix.lab.com")
+        value = created["validation"]["ownership"]["value"]
+        lab.publish("lab.com", f"_acme-challenge.txt-fix.lab.com. 1 IN CNAME {created['validation']['delegation']['value']}.")
+        lab.publish("lab.com", '_service-verify.txt-fix.lab.com. 1 IN TXT "service-domain-verification=old"')
+        await until_due(services, owner, created, clock)
+        assert (await domain(api, owner, created))["validation"]["status"] == "error"
+        lab.remove("lab.com", "_service-verify.txt-fix.lab.com")
+        lab.publish("lab.com", f'_service-verify.txt-fix.lab.com. 1 IN TXT "{value}"')
+        await until_seen(services, "_service-verify.txt-fix.lab.com", "TXT",
+                         lambda found: any(value in v for v in found.values))
+        await until_due(services, owner, created, clock)
+        found = await domain(api, owner, created)
+        assert (found["validation"]["status"], found["cert"]["status"]) == ("verified", "pending")
+
+    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    async def test_dnssec_fixed_after_the_preflight_stopped_issuance_starts_it_at_the_next_check(
+            self, api, world, lab, services, clock):
+        owner = world.owner()
+        created = await add(api, owner, f"shop.{RESIGNED}")
+        publish_both(lab, created, RESIGNED)
+        mark_verified(services, created)
+        r = await api.post(f"/v1/domains/{created['id']}/certificates/issue", {}, token=owner.token)
+        assert r.body["status"] == "error" and f"DNSSEC validation fails at shop.{RESIGNED}" in r.body["message"]
+        lab.resign(RESIGNED)
+        await until_seen(services, f"shop.{RESIGNED}", "CAA", lambda found: found.outcome != "error")
+        await until_due(services, owner, created, clock)
+        assert (await domain(api, owner, created))["cert"]["status"] == "pending"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import uuid
 
 import attrs
@@ -171,6 +172,55 @@ class TestCertificates:
             await until_due(services, owner, created, clock)
         assert (await read(api, owner, created))["cert"]["status"] == "error"
         assert events_of(services) == ["cert.issue_failed"]
+
+
+def told_caa(message):
+    """The CAA records a message asks for, as (name, issuer) pairs."""
+    return re.findall(r'(\S+)\. CAA 0 issue "([^"]+)"', message)
+
+
+async def stopped_by_caa(api, world, services, clock, dns):
+    """A domain whose records a background check found, and whose issuance the CAA pre-flight
+    stopped before anything was asked of the provider; and what the domain says to add."""
+    owner, created = await add(api, world)
+    publish(dns, created)
+    dns.publish_caa(APEX, "issue", "ca.example.net")
+    await until_due(services, owner, created, clock)
+    domain = await read(api, owner, created)
+    assert (domain["validation"]["status"], domain["cert"]["status"], domain["opsStatus"]) == ("verified", "error",
+                                                                                                "action_needed")
+    assert told_caa(domain["cert"]["lastError"]), domain["cert"]["lastError"]
+    return owner, created, domain["cert"]["lastError"]
+
+
+class TestFixesAskedFor:
+    """Issue 46, item 3: a fix the service asked for is picked up by the background checks alone."""
+
+    @pytest.mark.gen_test
+    async def test_a_caa_fix_done_as_told_starts_issuance_at_the_next_check(self, api, world, services, clock, dns):
+        owner, created, told = await stopped_by_caa(api, world, services, clock, dns)
+        for name, issuer in told_caa(told):
+            dns.publish_caa(name, "issue", issuer)
+        await until_due(services, owner, created, clock)
+        assert (await read(api, owner, created))["cert"]["status"] == "pending"
+        await until_due(services, owner, created, clock)
+        domain = await read(api, owner, created)
+        assert (domain["cert"]["status"], domain["opsStatus"]) == ("active", "active")
+
+    @pytest.mark.gen_test
+    async def test_while_caa_still_forbids_no_new_request_is_made(self, api, world, services, clock, dns):
+        owner, created, _ = await stopped_by_caa(api, world, services, clock, dns)
+        for _ in range(3):
+            await until_due(services, owner, created, clock)
+        listed = await api.post(f"/v1/domains/{created['id']}/certificates/query", {}, token=owner.token)
+        assert listed.body["total"] == 1 and events_of(services) == ["cert.issue_failed"]
+
+    @pytest.mark.gen_test
+    async def test_a_domain_waiting_for_a_caa_fix_is_checked_on_the_backoff(self, api, world, services, clock, dns):
+        owner, created, _ = await stopped_by_caa(api, world, services, clock, dns)
+        assert 60 <= wait_after(services, owner, created, clock) <= 60 * JITTER
+        await until_due(services, owner, created, clock)
+        assert 120 <= wait_after(services, owner, created, clock) <= 120 * JITTER
 
 
 class TestTransitionEvents:
@@ -375,6 +425,29 @@ class TestAtTheProvider:
         assert [method for method, _ in fake.requests].count("PATCH") == 1
         assert (await read(api, owner, created))["cert"]["status"] == "pending"
         assert events_of(services) == ["cert.issue_failed", "cert.issue_pending"]
+
+    @pytest.mark.gen_test
+    async def test_a_caa_fix_done_as_told_is_asked_of_the_provider_at_the_next_check(
+        self, api, world, services, clock, dns, fake
+    ):
+        owner, created, told = await stopped_by_caa(api, world, services, clock, dns)
+        assert fake.issue_requests == []
+        for name, issuer in told_caa(told):
+            dns.publish_caa(name, "issue", issuer)
+        await until_due(services, owner, created, clock)
+        assert [name for name, _ in fake.issue_requests] == [APEX]
+        assert (await read(api, owner, created))["cert"]["status"] == "pending"
+        assert events_of(services) == ["cert.issue_failed", "cert.issue_pending"]
+
+    @pytest.mark.gen_test
+    async def test_a_hostname_the_provider_refused_is_not_requested_again(self, api, world, services, clock, dns, fake):
+        owner, created = await add(api, world)
+        fake.max_hostnames = 0  # the zone's quota: 1405, a refusal of the hostname
+        publish(dns, created)
+        for _ in range(3):
+            await until_due(services, owner, created, clock)
+        assert (await read(api, owner, created))["cert"]["status"] == "error"
+        assert len(fake.issue_requests) == 1 and events_of(services) == ["cert.issue_failed"]
 
     async def not_after(self, api, owner, created):
         return dt.datetime.fromisoformat((await read(api, owner, created))["cert"]["notAfter"])
