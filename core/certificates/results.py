@@ -18,7 +18,8 @@ import attrs
 from core.certificates import events
 from core.certificates import idempotency as idem
 from core.certificates.states import Classified
-from core.domains import operations, records
+from core.domains import operations
+from core.domains.drift import drift_ops_status
 from core.edge import ProviderState
 from core.errors import NotFound
 from core.wire import dumps
@@ -177,7 +178,7 @@ def _domain_with(
         cert_last_issued_at=((state and state.issued_at) or now) if became_active else row.cert_last_issued_at,
         cert_error=message if failed else None,
         cert_trace_id=trace_id,
-        ops_status=records.ops_status(row.validation_status, classified.domain, drifted=bool(row.drift)),
+        ops_status=drift_ops_status(row.validation_status, classified.domain, row.drift),
         # The provider's own statement of the delegation target wins over the one we derived.
         delegation_target=(state and state.delegation_target) or row.delegation_target,
         updated_at=now,

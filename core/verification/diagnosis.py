@@ -30,7 +30,7 @@ Findings, errors first:
 | `caa_forbids` | error | CAA forbids the provider's certificate authorities |
 | `renewal_at_risk` | error | an active or renewing certificate whose CNAME no longer points at the target |
 | `renewal_unchecked` | warning | the same certificate, but no DNS server answered for its CNAME: not known |
-| `drift_recorded` | error, or info once the record looks right again | a background check recorded drift (``validation.drift``) |
+| `drift_recorded` | error, or info once the record looks right again (or only a cache hides it) | a background check recorded drift (``validation.drift``) |
 | `provider_error`, `provider_pending` | error, info | the provider's own view |
 | `served_mismatch` | warning | the host serves a certificate other than the provider's |
 | `authority_unknown` | info | the zone's nameservers could not be found or did not answer; resolvers only |
@@ -237,7 +237,8 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     if host_seen.dns_host is not None and host_seen.dns_host.problem:
         findings.append(Finding("one_click_ignored", "info", host_seen.dns_host.problem
                                 + " So one-click set-up is not offered; the records can be published by hand."))
-    provider = provider_findings(findings, row, certificate, delegation_ok, delegation_seen)
+    provider = provider_findings(findings, row, certificate, delegation_ok, delegation_seen,
+                                 acme=services.config.provider.kind == "acme")
     if row.cert_status == "active" and certificate is not None:
         await served_findings(services, findings, row, workspace)
     if not any(f.severity in ("error", "warning") for f in findings):
@@ -313,7 +314,9 @@ def drift_findings(findings: list[Finding], row: DomainRow, *, resolvers_see: bo
     for problem in row.drift:
         since = f"Since {row.drift_since:%Y-%m-%d %H:%M} UTC, checks find: " if row.drift_since else ""
         evidence = _CLEARED_BY.get(problem.code)
-        if evidence == "resolvers" and resolvers_see:
+        if problem.waiting and not (evidence == "resolvers" and resolvers_see):
+            findings.append(Finding("drift_recorded", "info", f"{since}{problem.message}"))
+        elif evidence == "resolvers" and resolvers_see:
             findings.append(Finding("drift_recorded", "info",
                                     f"{since}{problem.message} Every resolver now sees the CNAME right: the next "
                                     'check clears this (or "Check now").'))

@@ -86,11 +86,13 @@ class ProviderView:
 
 
 def provider_findings(findings: list[Finding], row: DomainRow, certificate: Certificate | None,
-                       delegation_ok: bool | None, delegation: Seen) -> ProviderView | None:
+                       delegation_ok: bool | None, delegation: Seen, *, acme: bool = False) -> ProviderView | None:
+    """``acme``: the service itself is the ACME client (``[provider] kind = "acme"``), so the words
+    name the certificate authority where they would name an edge provider."""
     if certificate is None:
         return None
     if row.cert_status in _SERVING and certificate.not_after is not None and not delegation_ok:
-        _renewal_finding(findings, row, certificate.not_after, delegation_ok, delegation)
+        _renewal_finding(findings, row, certificate.not_after, delegation_ok, delegation, acme=acme)
     if certificate.status == "error":
         findings.append(Finding("provider_error", "error",
                                 f"The edge provider could not issue the certificate: {certificate.last_error or 'no reason given'}",
@@ -109,10 +111,11 @@ def provider_findings(findings: list[Finding], row: DomainRow, certificate: Cert
 
 
 def _renewal_finding(findings: list[Finding], row: DomainRow, not_after: dt.datetime, delegation_ok: bool | None,
-                     delegation: Seen) -> None:
-    """A serving certificate is renewed by the provider through the CNAME: one that no longer
-    points at the target means it will expire. When no server answered, that is not known, and
-    said so, rather than raise an alarm that may be false."""
+                     delegation: Seen, *, acme: bool) -> None:
+    """A serving certificate is renewed through the CNAME (by the provider, or by the service at
+    the CA, which validates DNS-01 through it): one that no longer points at the target means it
+    will expire. When no server answered, that is not known, and said so, rather than raise an
+    alarm that may be false."""
     host, target = delegation_record(row).host, row.delegation_target
     state = "is active" if row.cert_status == "active" else "is being renewed and the current one serves"
     if delegation_ok is None:
@@ -128,10 +131,11 @@ def _renewal_finding(findings: list[Finding], row: DomainRow, not_after: dt.date
         now = f"the CNAME at {host} now points at {lookup.values[0]} instead of {target}"
     else:
         now = f"there is no longer a CNAME at {host} pointing at {target}"
+    cannot = ("the certificate authority cannot validate its renewal (DNS-01 follows that CNAME)" if acme
+              else "the provider cannot renew it")
     findings.append(Finding(
         "renewal_at_risk", "error",
-        f"The certificate {state} until {not_after:%Y-%m-%d}, but {now}: the provider cannot renew it, "
-        "and it will expire.",
+        f"The certificate {state} until {not_after:%Y-%m-%d}, but {now}: {cannot}, and it will expire.",
         fix=f"Restore the CNAME record {host} with the value {target}.",
     ))
 

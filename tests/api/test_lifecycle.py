@@ -223,6 +223,57 @@ class TestFixesAskedFor:
         assert 120 <= wait_after(services, owner, created, clock) <= 120 * JITTER
 
 
+class TestAMissedLookup:
+    """Issue 46, item 6b: one lookup that got no answer in time, the zone answering, is the
+    resolver's passing failure: the domain waits (nothing for the customer to change), and the
+    check is made again after ``interval_seconds`` (10 here), not after the backoff or a quiet spell."""
+
+    @pytest.fixture
+    def config(self, config):
+        return attrs.evolve(config, lifecycle=attrs.evolve(config.lifecycle, interval_seconds=10))
+
+    async def missed(self, api, world, services, clock, dns, watcher=None):
+        """A domain whose first check got no answer for its TXT; ``watcher``: the one that checked it."""
+        owner, created = await add(api, world)
+        dns.publish(CNAME_AT, "CNAME", created["validation"]["delegation"]["value"])
+        dns.zone.silent.add(TXT_AT)
+        await self.due(services, owner, created, clock, watcher or LifecycleWatcher(services))
+        return owner, created
+
+    async def due(self, services, owner, created, clock, watcher):
+        """``until_due`` with one watcher throughout, as in a serving process (it remembers quiet zones)."""
+        clock.advance(max(wait_after(services, owner, created, clock), 0) + 0.001)
+        await watcher.tick()
+
+    @pytest.mark.gen_test
+    async def test_the_domain_waits_rather_than_needing_action(self, api, world, services, clock, dns):
+        owner, created = await self.missed(api, world, services, clock, dns)
+        domain = await read(api, owner, created)
+        assert (domain["validation"]["status"], domain["opsStatus"]) == ("pending", "pending")
+        assert "got no answer" in domain["validation"]["lastError"]
+
+    @pytest.mark.gen_test
+    async def test_it_is_checked_again_after_interval_seconds(self, api, world, services, clock, dns):
+        owner, created = await self.missed(api, world, services, clock, dns)
+        assert 10 <= wait_after(services, owner, created, clock) <= 10 * JITTER
+
+    @pytest.mark.gen_test
+    async def test_the_check_made_again_finds_the_records(self, api, world, services, clock, dns):
+        watcher = LifecycleWatcher(services)
+        owner, created = await self.missed(api, world, services, clock, dns, watcher)
+        dns.zone.silent.clear()
+        dns.publish(TXT_AT, "TXT", created["validation"]["ownership"]["value"])
+        await self.due(services, owner, created, clock, watcher)
+        assert (await read(api, owner, created))["validation"]["status"] == "verified"
+
+    @pytest.mark.gen_test
+    async def test_a_second_miss_in_a_row_takes_the_backoff(self, api, world, services, clock, dns):
+        watcher = LifecycleWatcher(services)
+        owner, created = await self.missed(api, world, services, clock, dns, watcher)
+        await self.due(services, owner, created, clock, watcher)
+        assert 20 <= wait_after(services, owner, created, clock) <= 20 * JITTER
+
+
 class TestTransitionEvents:
     @pytest.fixture
     def config(self, config):
