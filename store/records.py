@@ -168,9 +168,12 @@ class DriftProblem:
     """One problem found with a verified domain's DNS: a renewal would fail until it is fixed."""
 
     code: str
-    "``delegation_missing``, ``delegation_wrong``, ``dnssec_failure`` or ``caa_forbids``."
+    "``delegation_missing``, ``delegation_wrong``, ``dnssec_failure``, ``lame_delegation`` or ``caa_forbids``."
     message: str
     fix: str
+    waiting: bool = attrs.field(default=False, metadata=_internal)
+    """Only a resolver's cache hides the fix: the record is published at the zone's own nameservers
+    again, and there is nothing to change (core/domains/drift.py)."""
 
 
 @attrs.frozen

@@ -204,7 +204,8 @@ class AcmeProvider:
         records = await self._delegated(apex)
         if records is None:
             raise ProviderRejected(f"The CNAME at _acme-challenge.{apex} does not lead to {self.target(apex)}, so no "
-                                   "order was placed with the certificate authority; publish it, then check again.")
+                                   "order was placed with the certificate authority; publish it, then check again.",
+                                   asked=False)
         return records
 
     async def _new_order(self, certificate: AcmeCertificate, *, replaces: str | None, trace_id: uuid.UUID,

@@ -164,7 +164,8 @@ async def request_issuance(services: Services, workspace: Workspace, row: Domain
             state = await services.provider.issue(row.apex, trace_id=trace_id)
     except ProviderRejected as exc:
         return await services.store.run(results.store, services, workspace, row.id, trace_id=trace_id, state=None,
-                                         classified=results.FAILED, message=exc.message, new_request=True, claim=claim)
+                                         classified=results.FAILED, message=exc.message, new_request=True, claim=claim,
+                                         answered=exc.asked)
     except ProviderUnavailable as exc:
         await services.store.run(results.note_failure, services, workspace, row.id, message=exc.message, trace_id=trace_id)
         raise
@@ -188,7 +189,8 @@ async def validate_again(services: Services, workspace: Workspace, row: DomainRo
         return await request_issuance(services, workspace, row)
     except ProviderRejected as exc:
         return await services.store.run(results.store, services, workspace, row.id, trace_id=trace_id, state=None,
-                                         classified=results.FAILED, message=exc.message, new_request=True)
+                                         classified=results.FAILED, message=exc.message, new_request=True,
+                                         answered=exc.asked)
     except ProviderUnavailable as exc:
         await services.store.run(results.note_failure, services, workspace, row.id, message=exc.message, trace_id=trace_id)
         raise
@@ -236,7 +238,8 @@ async def refresh_loaded(services: Services, workspace: Workspace, certificate: 
             if isinstance(exc, HostnameGone) else exc.message
         )
         return await services.store.run(results.store, services, workspace, certificate.domain_id, trace_id=trace_id, state=None,
-                                         classified=results.FAILED, message=message, new_request=False, certificate=certificate)
+                                         classified=results.FAILED, message=message, new_request=False, certificate=certificate,
+                                         answered=exc.asked)
     return await _store_read(services, workspace, certificate, state, trace_id)
 
 

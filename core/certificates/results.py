@@ -18,7 +18,8 @@ import attrs
 from core.certificates import events
 from core.certificates import idempotency as idem
 from core.certificates.states import Classified
-from core.domains import operations, records
+from core.domains import operations
+from core.domains.drift import drift_ops_status
 from core.edge import ProviderState
 from core.errors import NotFound
 from core.wire import dumps
@@ -70,8 +71,14 @@ def store(
     new_request: bool,
     certificate: Certificate | None = None,
     claim: idem.Claim | None = None,
+    answered: bool = False,
 ) -> IssuanceSummary:
-    """One transaction: Certificate, Domain summary, event (new requests), idempotency record."""
+    """One transaction: Certificate, Domain summary, event (new requests), idempotency record.
+
+    ``answered``: with no ``state``, the provider's refusal: it was asked, and its answer is as
+    good as a check (``last_checked_at``). A failure with neither was stopped by the service's own
+    checks before anything was asked (core/certificates/states.py, ``stopped_before_provider``).
+    """
     store = services.store
     now = services.clock.now()
     with store.transaction():
@@ -90,7 +97,7 @@ def store(
             classified = FAILED  # never shown as active past its expiry
             message = (f"The certificate expired on {state.expires_at:%Y-%m-%d %H:%M} UTC and the edge provider has not "
                        f"renewed it; {DIAGNOSE_THEN_ISSUE}.")
-        updated = _apply(base, state, classified, message, now)
+        updated = _apply(base, state, classified, message, now, answered=answered)
         announce = events.to_announce(services, base, updated, new_request=new_request)
         if announce is not None:
             updated = attrs.evolve(updated, announced=(*updated.announced, announce))
@@ -126,7 +133,8 @@ def _new_certificate(services: Services, row: DomainRow, now: dt.datetime) -> Ce
     )
 
 
-def _apply(base: Certificate, state: ProviderState | None, classified: Classified, message: str, now: dt.datetime) -> Certificate:
+def _apply(base: Certificate, state: ProviderState | None, classified: Classified, message: str, now: dt.datetime, *,
+           answered: bool = False) -> Certificate:
     certificate = attrs.evolve(
         base,
         status=classified.certificate,
@@ -134,7 +142,7 @@ def _apply(base: Certificate, state: ProviderState | None, classified: Classifie
         last_error=message if classified.certificate == "error" else None,
     )
     if state is None:
-        return certificate
+        return attrs.evolve(certificate, last_checked_at=now) if answered else certificate
     return attrs.evolve(
         certificate,
         issuer=state.issuer or base.issuer,
@@ -170,7 +178,7 @@ def _domain_with(
         cert_last_issued_at=((state and state.issued_at) or now) if became_active else row.cert_last_issued_at,
         cert_error=message if failed else None,
         cert_trace_id=trace_id,
-        ops_status=records.ops_status(row.validation_status, classified.domain, drifted=bool(row.drift)),
+        ops_status=drift_ops_status(row.validation_status, classified.domain, row.drift),
         # The provider's own statement of the delegation target wins over the one we derived.
         delegation_target=(state and state.delegation_target) or row.delegation_target,
         updated_at=now,

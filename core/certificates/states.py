@@ -64,6 +64,15 @@ def revalidation_can_fix(certificate: Certificate) -> bool:
     )
 
 
+def stopped_before_provider(certificate: Certificate) -> bool:
+    """A certificate stored as failed that the provider never answered about: the service's own
+    checks stopped its request before anything was asked (the CAA pre-flight, DNSSEC failing, ACME:
+    the CNAME not leading to the target). Each named the fix; a background check that finds those
+    checks passing requests it again (core/lifecycle/watcher.py). A refusal the provider made has
+    ``last_checked_at`` (core/certificates/results.py) and is not requested again unasked."""
+    return certificate.status == "error" and certificate.provider_hostname_id is None and certificate.last_checked_at is None
+
+
 def classify(state: ProviderState, *, was_active: bool) -> Classified:
     """Our statuses for a provider report; ``was_active``: the certificate was active before."""
     if state.hostname_status in BLOCKED_HOSTNAME:

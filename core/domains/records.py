@@ -26,9 +26,10 @@ def ops_status(validation_status: str, cert_status: str, *, drifted: bool = Fals
 
     blocked: the provider blocked the certificate. action_needed: DNS not verified, the
     certificate failed, or a verified domain's delegation or CAA drifted (the next renewal would
-    fail). active: a certificate is serving (active or renewing) for a verified domain. pending:
-    DNS verified, waiting on the certificate; or DNS pending with both records published at the
-    zone's own nameservers (``waiting``): only a resolver's cache is left to wait for, nothing to do.
+    fail). active: a certificate is serving (active or renewing). pending: DNS verified, waiting on
+    the certificate; or nothing to do but wait (``waiting``): DNS pending with its records published
+    at the zone's own nameservers, or a lookup that only failed; a verified domain's CNAME published
+    again that a resolver's cache still hides.
 
     A certificate still valid for a domain no longer verified (its ownership record holds another
     workspace's token now) is ``action_needed``: it is renewed no more, nor handed to a TLS
@@ -38,10 +39,10 @@ def ops_status(validation_status: str, cert_status: str, *, drifted: bool = Fals
         return "blocked"
     if drifted:
         return "action_needed"
+    if waiting and cert_status != "error":
+        return "pending"
     if cert_status in ("active", "renewing") and validation_status == "verified":
         return "active"
-    if validation_status == "pending" and waiting:
-        return "pending"
     if validation_status != "verified" or cert_status == "error":
         return "action_needed"
     return "pending"

@@ -6,12 +6,14 @@ schedule is decided, from what the domain is waiting for.
 | records not both found, or verified with no certificate yet | after ``interval_seconds``, doubling up to ``max_interval_seconds`` | ``pending_days`` after creation or the last check a person asked for |
 | certificate pending or renewing | the same backoff | never (the provider ends it: active or failed) |
 | certificate failed | the same backoff (refreshed; a timed-out validation is validated again once the records are found) | as for records not found |
-| certificate active | every ``active_check_seconds``; daily from ``nextRenewalAt`` on; at the provider's own renewal time (ACME); at ``notAfter`` at the latest | never |
+| certificate active | every ``active_check_seconds``; daily from ``nextRenewalAt`` on; at the provider's own renewal time (ACME); at ``notAfter`` at the latest; once the resolver's cache expires, when drift only waits for it | never |
 | certificate blocked | every ``active_check_seconds`` (drift only) | never |
 
 Every wait gets up to 20 % jitter, so domains created together (a bulk request) spread out. After
 a negative DNS answer the next check waits at least as long as the resolver will keep that answer:
-asking again sooner would only read the cached "no".
+asking again sooner would only read the cached "no". A check that learnt nothing (a lookup got no
+answer in time while the zone's nameservers answer) is made again after ``interval_seconds``, its
+backoff step kept (``soon``; the watcher asks that once in a row).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Literal
 import attrs
 
 from core.config import LifecycleConfig
+from core.domains.drift import only_waiting
 from store.records import DomainRow
 
 Kind = Literal["dns", "certificate", "active"]
@@ -65,10 +68,11 @@ def restarted(row: DomainRow, config: LifecycleConfig, now: dt.datetime) -> Doma
 
 
 def after_check(before: DomainRow, row: DomainRow, config: LifecycleConfig, now: dt.datetime, *,
-                wait_at_least: float | None = None) -> DomainRow:
+                wait_at_least: float | None = None, soon: bool = False) -> DomainRow:
     """``row`` (the domain after a background check of ``before``) with its next check planned.
 
-    ``wait_at_least``: seconds a resolver keeps the negative answer the check just got.
+    ``wait_at_least``: seconds a resolver keeps the negative answer the check just got. ``soon``:
+    the check learnt nothing; it is made again after ``interval_seconds``, the step unchanged.
     """
     what = kind(row)
     step = before.check_step + 1 if kind(before) == what else 0
@@ -77,6 +81,8 @@ def after_check(before: DomainRow, row: DomainRow, config: LifecycleConfig, now:
         interval = config.active_check_seconds
         if row.cert_next_renewal_at is not None and now >= row.cert_next_renewal_at:
             interval = min(interval, DAY.total_seconds())  # inside the renewal window: daily
+        if only_waiting(row.drift):
+            interval = min(interval, config.interval_seconds)  # the cache's answer expires: look then
         due = now + _jittered(interval)
         # The window's start, the provider's own renewal time, and the expiry are never missed.
         for moment in (row.cert_next_renewal_at, row.cert_renew_at, row.cert_not_after):
@@ -84,6 +90,9 @@ def after_check(before: DomainRow, row: DomainRow, config: LifecycleConfig, now:
                 due = moment
     elif (what == "dns" or row.cert_status == "error") and now >= since + dt.timedelta(days=config.pending_days):
         return attrs.evolve(row, next_check_at=None, check_step=step)
+    elif soon and kind(before) == what:
+        step = before.check_step
+        due = now + _jittered(config.interval_seconds)
     else:
         due = now + _jittered(min(config.interval_seconds * 2 ** min(step, 30), config.max_interval_seconds))
     if wait_at_least is not None:

@@ -96,8 +96,12 @@ class ProviderRejected(ProviderError):
     This is a result about the hostname, stored as a failed certificate.
     """
 
-    def __init__(self, message: str, *, provider_code: int | None = None) -> None:
+    def __init__(self, message: str, *, provider_code: int | None = None, asked: bool = True) -> None:
         self.provider_code = provider_code
+        self.asked = asked
+        """False when the adapter refused before asking the provider anything, on a DNS check of its
+        own (ACME: the CNAME does not lead to the target yet): a background check that finds the
+        fix asks again (core/lifecycle/watcher.py). A refusal the provider made is not asked again."""
         super().__init__(message)
 
 

@@ -8,7 +8,9 @@ asks (core/domains/schedule.py) and plans its next check:
   exactly what ``verify-delegation`` does, issuance (and its event) included;
 - ``certificate``: a pending, renewing or failed certificate is refreshed, as ``refresh`` stores it;
   a failure validating again can fix (a timed-out validation) is instead checked as
-  ``verify-delegation`` checks it: with both records found, the provider validates again;
+  ``verify-delegation`` checks it: with both records found, the provider validates again; and a
+  request the service's own checks stopped before the provider was asked (CAA, DNSSEC, ACME's
+  CNAME) is requested again once the CAA pre-flight and the CNAME pass, with no API call;
 - ``active``: the delegation CNAME and CAA are checked for drift, and the certificate is read back
   from the provider, so a renewal it made moves ``notAfter`` and the rest.
 
@@ -18,9 +20,11 @@ Provider calls made here are marked as background (core/edge/pacing.py): they ta
 Workspaces share the checks fairly. At most ``BATCH`` checks run at once, a workspace's at most
 ``[lifecycle] checks_per_workspace`` of them; a slot that frees is claimed again at once, the
 workspaces taking turns (store/lifecycle.py), so a slow check holds its own slot only. A zone
-whose DNS gave no answer is left alone for a while (core/lifecycle/quiet_zones.py): its other
-hostnames' checks are deferred without a lookup. The claim, and each read or write of a check,
-is a unit of work of its own (``store.run``), between the check's DNS and provider calls.
+whose nameservers gave no answer is left alone for a while (core/lifecycle/quiet_zones.py): the
+checks of its other hostnames are deferred without a lookup. A lookup that only missed its time
+(the zone's nameservers answer) is the resolver's passing failure: that check is made again after
+``interval_seconds``, once. The claim, and each read or write of a check, is a unit of work of its
+own (``store.run``), between the check's DNS and provider calls.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ import uuid
 from collections import Counter
 from typing import TYPE_CHECKING
 
+import attrs
+
 from core.certificates import issuance
-from core.certificates.states import revalidation_can_fix
+from core.certificates.states import revalidation_can_fix, stopped_before_provider
 from core.clock import truncate_ms
 from core.config import Config
 from core.dns import caa
@@ -42,7 +48,7 @@ from core.domains.drift import CAA, announce, with_drift
 from core.edge import ProviderBusy, ProviderError
 from core.edge.pacing import BACKGROUND, BACKGROUND_MAX_WAIT
 from core.errors import NotFound
-from core.lifecycle.quiet_zones import QuietZones
+from core.lifecycle.quiet_zones import QuietZones, quiet_seconds
 from core.verification import checks
 from store.records import Certificate, DomainRow, DriftProblem, Workspace
 
@@ -56,6 +62,18 @@ log = logging.getLogger(__name__)
 BATCH = 32
 #: Sequential DNS questions one check may ask at most (its lookups, the walk to the zone, CAA).
 _DNS_STEPS = 10
+#: Domains whose last check missed, remembered at most (per process).
+MAX_MISSED = 10_000
+
+
+@attrs.frozen
+class _Ran:
+    status: str
+    "The check's outcome, for the metrics: a status, or what kept it from one."
+    wait: float | None = None
+    "At least this long before the next check: how long the resolver keeps a negative answer it gave."
+    missed: bool = False
+    "A lookup got no answer though the zone's nameservers answer (``VerifyResult.missed``)."
 
 
 def lease_for(config: Config) -> dt.timedelta:
@@ -72,7 +90,7 @@ class LifecycleWatcher:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.lease = lease_for(services.config)
-        self.quiet = QuietZones(services.clock)
+        self.quiet = QuietZones(services.clock, quiet_seconds(services.config.lifecycle))
         self._running = False
         self._busy: Counter[uuid.UUID] = Counter()
         "Checks running, by workspace."
@@ -80,6 +98,8 @@ class LifecycleWatcher:
         "Those of them refreshing a requested certificate (store/lifecycle.py: they go first, to a point)."
         self._last: uuid.UUID | None = None
         "The workspace whose check was claimed last: the next claim's turns start after it."
+        self._missed: set[uuid.UUID] = set()
+        "Domains whose last check here learnt nothing (a lookup missed): the next miss backs off."
 
     async def tick(self) -> None:
         """Check everything due, a check claimed for each free slot, until nothing due is left
@@ -131,11 +151,13 @@ class LifecycleWatcher:
         self._refreshing[workspace_id] += refresh
         token = BACKGROUND.set(True)
         wait: float | None = self.quiet.wait(before.apex) if kind != "certificate" else None
+        missed = False
         try:
             if wait is not None:
                 outcome = "deferred"  # its zone gave no answer a moment ago
             else:
-                outcome, wait = await self._run(kind, workspace, before)
+                ran = await self._run(kind, workspace, before)
+                outcome, wait, missed = ran.status, ran.wait, ran.missed
         except ProviderBusy as exc:
             outcome, wait = "deferred", exc.retry_after
         except (ProviderError, NotFound) as exc:
@@ -149,19 +171,35 @@ class LifecycleWatcher:
             self._refreshing[workspace_id] -= refresh
             if not self._refreshing[workspace_id]:
                 del self._refreshing[workspace_id]
-        await self.services.store.run(self._plan, before, wait)
+        await self.services.store.run(self._plan, before, wait, self._soon(before, missed))
         self.services.metrics.lifecycle_checks.labels(kind, outcome).inc()
+
+    def _soon(self, row: DomainRow, missed: bool) -> bool:
+        """Whether the check, which learnt nothing (``missed``), is made again soon (core/domains/
+        schedule.py; an active domain's next look stays on its own schedule): after the first miss
+        only. A second in a row takes the backoff: a resolver that keeps failing is not asked every
+        ``interval_seconds`` for days."""
+        if not missed:
+            self._missed.discard(row.id)
+            return False
+        if row.id in self._missed:
+            return False
+        if len(self._missed) >= MAX_MISSED:
+            self._missed.clear()  # remembering is an economy: at worst one more soon check each
+        self._missed.add(row.id)
+        return True
 
     def _load(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> tuple[Workspace | None, DomainRow | None]:
         store = self.services.store
         return store.accounts.get_workspace(workspace_id), store.domains.get(workspace_id, domain_id)
 
-    async def _run(self, kind: schedule.Kind, workspace: Workspace, row: DomainRow) -> tuple[str, float | None]:
-        """The check itself: its outcome (a status) and how long the resolver keeps a negative answer it got."""
+    async def _run(self, kind: schedule.Kind, workspace: Workspace, row: DomainRow) -> _Ran:
+        """The check itself: its outcome (a status), how long the resolver keeps a negative answer it
+        got, and whether a lookup only missed."""
         store = self.services.store
         if kind == "dns":
             result = await self._verify(workspace, row)
-            return result.status, result.cached_for
+            return _Ran(result.status, result.cached_for, result.missed)
         if kind == "active":
             result = await self._verify(workspace, row)
             verdict = await caa.preflight(self.services.dns, row.apex, await self.services.provider.caa_issuers())
@@ -169,21 +207,37 @@ class LifecycleWatcher:
             wait = result.cached_for
         else:
             latest, wait = await store.run(store.certificates.latest, workspace.id, row.id), None
+            if latest is not None and row.cert_status == "error" and stopped_before_provider(latest):
+                return await self._retry_stopped(workspace, row)
             if latest is not None and row.cert_status == "error" and revalidation_can_fix(latest):
                 # Refreshing would read the same failure for ever: it needs the records, then a new request.
                 result = await self._verify(workspace, row)
                 if result.certificate is not None:
-                    return result.certificate.status, result.cached_for
+                    return _Ran(result.certificate.status, result.cached_for)
                 # Not started (drift: a record is missing) or no answer from the provider: refreshed as any failure.
         if latest is None or latest.provider_hostname_id is None:
-            return "no_certificate", wait
+            return _Ran("no_certificate", wait)
         summary = await issuance.refresh_loaded(self.services, workspace, latest)
-        return summary.status, wait
+        return _Ran(summary.status, wait)
+
+    async def _retry_stopped(self, workspace: Workspace, row: DomainRow) -> _Ran:
+        """A request the service's own checks stopped before the provider was asked: CAA, DNSSEC
+        (the pre-flight), or the CNAME (checked as verify-delegation checks it). Each named its fix;
+        once the pre-flight passes the domain is checked as verify-delegation does, which requests
+        issuance again when the CNAME is right too. While the pre-flight still stops it nothing is
+        stored or asked: no new certificate, no event, only the next check on the backoff."""
+        verdict = await caa.preflight(self.services.dns, row.apex, await self.services.provider.caa_issuers())
+        if not verdict.allowed:
+            return _Ran("waiting")
+        await self.services.store.run(self._caa_drift, workspace, row, verdict)  # CAA drift recorded before is gone
+        result = await self._verify(workspace, row)
+        status = result.certificate.status if result.certificate is not None else "no_certificate"
+        return _Ran(status, result.cached_for, result.missed)
 
     async def _verify(self, workspace: Workspace, row: DomainRow) -> checks.VerifyResult:
         result = await checks.verify(self.services, workspace=workspace, domain_id=row.id, asked=False)
-        if result.unanswered:
-            self.quiet.mark(row.apex)
+        if result.silent_zone is not None:
+            self.quiet.mark(result.silent_zone)
         return result
 
     def _caa_drift(self, workspace: Workspace, row: DomainRow, verdict: caa.CaaVerdict) -> Certificate | None:
@@ -202,7 +256,7 @@ class LifecycleWatcher:
                 announce(self.services, current, updated)
         return store.certificates.latest(workspace.id, row.id)
 
-    def _plan(self, before: DomainRow, wait: float | None) -> None:
+    def _plan(self, before: DomainRow, wait: float | None, soon: bool) -> None:
         store = self.services.store
         now = self.services.clock.now()
         with store.transaction():
@@ -212,4 +266,4 @@ class LifecycleWatcher:
             if current.checks_since != before.checks_since:
                 return  # a person asked for a check meanwhile, which started the schedule again
             store.domains.update(schedule.after_check(before, current, self.services.config.lifecycle, now,
-                                                      wait_at_least=wait))
+                                                      wait_at_least=wait, soon=soon))

@@ -10,13 +10,16 @@ Validation status after a check of a domain not yet verified:
 |--------------------------------------------------|-------------|
 | both records right                               | verified    |
 | a record present but wrong, or DNSSEC failing    | error       |
-| a lookup failed (timeout, SERVFAIL, ...)          | error       |
+| the zone's nameservers do not answer for it       | error       |
 | a record missing                                 | pending     |
+| a lookup failed (timeout, SERVFAIL, ...) otherwise | pending     |
 
 A record the resolvers do not see yet, but the zone's own nameservers publish, keeps the domain
 ``pending`` with opsStatus ``pending`` too: only a resolver's cache is left to wait for. A lookup
 that fails because the zone's nameservers do not answer for it (a lame delegation) is "wrong", with
-the zone's delegation named: that is no passing failure. A CNAME that points to another name whose
+the zone's delegation named: that is no passing failure. Any other failed lookup is: the check
+learnt nothing, the domain waits (opsStatus ``pending``, nothing for the customer to change), and
+the background checks ask again soon (core/lifecycle/watcher.py). A CNAME that points to another name whose
 CNAMEs lead to the target is right: certificate authorities follow chains (core/dns/chain.py).
 
 A verified domain stays verified while its ownership holds (core/verification/ownership.py: a TXT
@@ -29,23 +32,24 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import attrs
 
 from core.certificates import issuance
 from core.certificates.results import IssuanceSummary
 from core.clock import by_minute
-from core.dns import chain
 from core.dns.authority import Walk
-from core.dns.lookups import Lookup, Resolver
+from core.dns.lookups import Lookup
 from core.dns.probe import dnssec_fix, negative_ttl, unchecked
 from core.domains import schedule
-from core.domains.drift import CAA, DELEGATION, announce, with_drift
+from core.domains.drift import CAA, DELEGATION, announce, needs_action, only_waiting, with_drift
 from core.domains.operations import load
 from core.domains.records import delegation_record, ops_status, ownership_record
 from core.edge import ProviderError
+from core.hostnames import zone_of
 from core.verification import dns_host, lame, ownership
+from core.verification.answers import RecordCheck, check_delegation, check_ownership, holds
 from core.wire import INTERNAL
 from store.records import DnsHostSeen, DomainRow, DriftProblem, Workspace
 
@@ -53,23 +57,6 @@ if TYPE_CHECKING:
     from core.services import Services
 
 log = logging.getLogger(__name__)
-State = Literal["ok", "missing", "wrong", "unknown"]
-
-
-@attrs.frozen
-class RecordCheck:
-    state: State
-    message: str
-    dnssec: bool = False
-    "Wrong because the zone's DNSSEC does not validate."
-    lame: str | None = None
-    "Wrong because the zone's nameservers do not answer for it: the fix (core/verification/lame.py)."
-    cached_for: int | None = None
-    "For a missing record: how many more seconds the resolver keeps saying so, when it says."
-    published: bool = False
-    "Missing at the resolvers only: the zone's own nameservers publish it, a cached answer hides it."
-    other_token: str | None = None
-    "Wrong because the TXT record holds another ownership token (this one) and not ours."
 
 
 @attrs.frozen
@@ -82,9 +69,13 @@ class VerifyResult:
     "The issuance summary, when issuance was started or checked and the provider answered."
     cached_for: int | None = attrs.field(default=None, metadata={INTERNAL: True})
     "How long the resolver keeps the negative answer this check got: no use asking before (core/lifecycle/)."
-    unanswered: bool = attrs.field(default=False, metadata={INTERNAL: True})
-    """A lookup got no answer in time, or the zone's nameservers do not answer for it: the zone's
-    other domains' background checks wait a while rather than each spend the timeout (core/lifecycle/)."""
+    silent_zone: str | None = attrs.field(default=None, metadata={INTERNAL: True})
+    """The zone whose nameservers do not answer for it (or, when that could not be found out, the
+    zone no answer came from): its other domains' background checks wait a while rather than each
+    spend the timeout (core/lifecycle/)."""
+    missed: bool = attrs.field(default=False, metadata={INTERNAL: True})
+    """A lookup got no answer (in time) though the zone's nameservers answer: the check learnt
+    nothing, and is made again soon (core/lifecycle/)."""
 
 
 @attrs.frozen
@@ -95,104 +86,27 @@ class RecheckResult:
     cert_status: str
 
 
-def _same_name(a: str, b: str) -> bool:
-    return a.rstrip(".").lower() == b.rstrip(".").lower()
+@attrs.frozen
+class LookedAgain:
+    checks: list[RecordCheck]
+    walk: Walk | None
+    "The walk to the zone, when one was made."
+    silent_zone: str | None = None
+    "The zone that did not answer a failed lookup: lame, or (when that could not be told) unreachable."
 
 
-def _failed(lookup: Lookup) -> RecordCheck:
-    if lookup.outcome == "timeout":
-        waited = f" after {lookup.waited:.1f} s" if lookup.waited is not None else ""
-        return RecordCheck("unknown", f"The DNS lookup of {lookup.rtype} at {lookup.name} got no answer: the resolver "
-                                      f"did not reply, and the DNS client gave up{waited} (its tries ran out); try "
-                                      "again shortly.")
-    return RecordCheck("unknown", f"The DNS lookup of {lookup.rtype} at {lookup.name} failed ({lookup.detail or 'server error'}); try again shortly.")
+def _unreachable_zone(apex: str, walk: Walk) -> str:
+    """The zone of ``apex`` a walk got no answer from: the one right below the nearest name the
+    resolvers answered for, on the way to ``apex``; else the registrable domain."""
+    above = walk.parent[0].rstrip(".").lower() if walk.parent is not None else None
+    labels = apex.lower().split(".")
+    below = [".".join(labels[i:]) for i in range(len(labels) - 1, -1, -1)]  # the top-level domain first
+    return next((name for name in below if above is not None and name.endswith("." + above)), zone_of(apex))
 
 
-def chain_check(followed: chain.Chain, target: str) -> RecordCheck:
-    """A CNAME that does not point straight at ``target``, judged by where its chain ends."""
-    host, first = followed.names[0], followed.names[1]
-    if followed.end == "target":
-        return RecordCheck("ok", f"The CNAME at {host} points to {first}, and the chain ({followed}) ends at "
-                                 f"{target}: certificate authorities follow it.")
-    if followed.end == "loop":
-        return RecordCheck("wrong", f"The CNAME at {host} leads into a loop ({followed}): no resolver can follow "
-                                    f"it. Point it straight to {target}.")
-    if followed.end == "unknown":
-        return RecordCheck("unknown", f"The CNAME at {host} points to {first}, and the chain ({followed}) could not "
-                                      f"be followed past {followed.last}; try again shortly.")
-    if len(followed.names) == 2:
-        return RecordCheck("wrong", f"The CNAME at {host} points to {first}; it must point to {target}.")
-    ends = "is too long for resolvers to follow" if followed.end == "too_long" else f"ends at {followed.last}"
-    return RecordCheck("wrong", f"The CNAME at {host} points to {first}, and the chain ({followed}) {ends}, not at "
-                                f"{target}; point it straight to {target}.")
-
-
-async def check_delegation(dns: Resolver, lookup: Lookup, target: str) -> RecordCheck:
-    """Judge the CNAME ``lookup``; a name with no CNAME is asked for TXT records that would block one."""
-    host = lookup.name
-    if lookup.outcome == "found":
-        if any(_same_name(v, target) for v in lookup.values):
-            return RecordCheck("ok", f"The CNAME at {host} points to {target}.")
-        return chain_check(await chain.follow(dns, host, lookup.values[0], target), target)
-    if lookup.outcome == "nxdomain":
-        return RecordCheck("missing", f"No record exists at {host} (NXDOMAIN); publish a CNAME to {target}.")
-    if lookup.outcome == "nodata":
-        # A leftover TXT at the same name is the classic reason a CNAME cannot be published.
-        others = await dns.lookup(host, "TXT")
-        if others.outcome == "found":
-            return RecordCheck(
-                "wrong",
-                f"{host} has TXT records but no CNAME; remove them and publish a CNAME to {target} "
-                "(a CNAME cannot share its name with other records).",
-            )
-        return RecordCheck("missing", f"{host} exists but has no CNAME record; publish a CNAME to {target}.")
-    return _failed(lookup)
-
-
-def split_over_records(values: list[str], expected: str) -> bool:
-    """Two TXT records that together make the value (a panel that cut it, or a person who did):
-    each record is compared whole, so the token is not found, though it looks published."""
-    wanted = expected.lower()
-    texts = [v.strip().strip('"').lower() for v in values]
-    return any(a + b == wanted for a in texts for b in texts if a is not b)
-
-
-def check_ownership(lookup: Lookup, expected: str) -> RecordCheck:
-    """Judge the TXT ``lookup``."""
-    host = lookup.name
-    if lookup.outcome == "found":
-        values = [v.strip().strip('"') for v in lookup.values]
-        if any(v.lower() == expected.lower() for v in values):
-            return RecordCheck("ok", f"The TXT record at {host} holds the ownership token.")
-        if split_over_records(values, expected):
-            return RecordCheck("wrong", f"The ownership value at {host} is split over two TXT records; put the whole "
-                                        f"value {expected} in one TXT record.")
-        prefix = expected.split("=", 1)[0] + "="
-        other = [v for v in values if v.lower().startswith(prefix)]
-        if other:
-            return RecordCheck("wrong", f"The TXT record at {host} holds another token ({other[0]}); it must be {expected}.",
-                               other_token=other[0])
-        shown = ", ".join(values[:3])
-        return RecordCheck("wrong", f"The TXT records at {host} ({shown}) do not include {expected}.")
-    if lookup.outcome == "nxdomain":
-        return RecordCheck("missing", f"No record exists at {host} (NXDOMAIN); publish a TXT record {expected}.")
-    if lookup.outcome == "nodata":
-        return RecordCheck("missing", f"{host} exists but has no TXT record; publish a TXT record {expected}.")
-    return _failed(lookup)
-
-
-def _holds(lookup: Lookup, expected: str) -> bool:
-    if lookup.outcome != "found":
-        return False
-    if lookup.rtype == "CNAME":
-        return any(_same_name(v, expected) for v in lookup.values)
-    return any(v.strip().strip('"').lower() == expected.lower() for v in lookup.values)
-
-
-async def look_again(services: Services, apex: str,
-                     asked: list[tuple[Lookup, str, RecordCheck]]) -> tuple[list[RecordCheck], Walk | None]:
-    """What the resolver's answer alone does not tell, for each (lookup, expected value, check); and
-    the walk to the zone, when one was made.
+async def look_again(services: Services, apex: str, asked: list[tuple[Lookup, str, RecordCheck]]) -> LookedAgain:
+    """What the resolver's answer alone does not tell, for each (lookup, expected value, check); the
+    walk to the zone, when one was made; and the zone that gave no answer, when one did not.
 
     A SERVFAIL the resolver answers with DNSSEC checking disabled is a DNSSEC failure, which needs
     a fix, not patience: "wrong", so the domain is not handed to the provider. A record the
@@ -200,9 +114,11 @@ async def look_again(services: Services, apex: str,
     resolver's cached negative answer: then the message says when the resolver will see it (it
     stays "missing": the certificate authority's resolvers may hold the same answer). A lookup no
     resolver could answer may be a lame delegation: none of the zone's nameservers answers for it.
+    When the zone's nameservers do answer, the lookup only missed: it stays "unknown".
     """
     walk: Walk | None = None
     delegation = None
+    silent = None
     checks = []
     for lookup, expected, check in asked:
         if check.state == "unknown" and await unchecked(services.dns, lookup) is not None:
@@ -217,12 +133,15 @@ async def look_again(services: Services, apex: str,
             if delegation is not None and delegation.lame:
                 check = RecordCheck("wrong", message=lame.message(delegation, services.dns.timeout),
                                     lame=lame.fix(delegation))
+                silent = delegation.zone
+            elif delegation is None and walk.unanswered:  # not even the way to the zone answered
+                silent = _unreachable_zone(apex, walk)
         elif check.state == "missing":
             walk = walk or await services.authority.walk(apex)
             published = await services.authority.ask(walk.zone, [(lookup.name, lookup.rtype)]) if walk.zone else None
             ttl = await negative_ttl(services.dns, lookup)
             check = attrs.evolve(check, cached_for=ttl)
-            if published is not None and _holds(published[1][0], expected):
+            if published is not None and holds(published[1][0], expected):
                 when = (f"by {by_minute(services.clock.now() + dt.timedelta(seconds=ttl))}" if ttl is not None
                         else "once that answer expires (at most the zone's SOA minimum TTL)")
                 check = RecordCheck("missing", cached_for=ttl, published=True, message=(
@@ -230,15 +149,16 @@ async def look_again(services: Services, apex: str,
                     f"resolver still holds its earlier \"no such record\" answer; it will see the record {when}. "
                     "Nothing to change: check again then."))
         checks.append(check)
-    return checks, walk
+    return LookedAgain(checks, walk, silent)
 
 
 def next_status(checks: list[RecordCheck]) -> str:
-    """The validation status of a domain not yet verified, after a check of both records."""
+    """The validation status of a domain not yet verified, after a check of both records: a lookup
+    that only failed ("unknown") learnt nothing, and leaves it pending."""
     states = {c.state for c in checks}
     if states == {"ok"}:
         return "verified"
-    if states & {"wrong", "unknown"}:
+    if "wrong" in states:
         return "error"
     return "pending"
 
@@ -251,6 +171,9 @@ def _delegation_drift(check: RecordCheck, host: str, target: str) -> list[DriftP
         return [DriftProblem("lame_delegation", check.message, check.lame)]
     if check.state == "wrong":
         return [DriftProblem("delegation_wrong", check.message, f"Set the CNAME at {host} to {target} again.")]
+    if check.state == "missing" and check.published:
+        return [DriftProblem("delegation_missing", check.message, "Nothing to change: the next check clears this once "
+                             "the resolver sees the CNAME.", waiting=True)]
     if check.state == "missing":
         return [DriftProblem("delegation_missing", check.message, f"Publish the CNAME at {host} to {target} again.")]
     return []
@@ -262,8 +185,10 @@ class _Checked:
     "The domain as the check stored it."
     cached_for: int | None
     "How long the resolver keeps a negative answer it gave."
-    unanswered: bool
-    "A lookup timed out, or the zone is lame."
+    silent_zone: str | None
+    "The zone that gave no answer (``VerifyResult.silent_zone``)."
+    missed: bool
+    "A lookup failed while the zone answers (``VerifyResult.missed``)."
 
 
 async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.UUID, *, asked: bool) -> _Checked:
@@ -285,13 +210,18 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
     txt_check = check_ownership(lookups[1], txt.value)
     if not verified:
         judged.append((lookups[1], txt.value, txt_check))
-    checks, walk = await look_again(services, row.apex, judged)
+    looked = await look_again(services, row.apex, judged)
+    checks, walk = looked.checks, looked.walk
     if verified:
         checks += ownership.said(txt_check)
     now = services.clock.now()
     # A record is missing: the customer is at their DNS panel, and the walk names their DNS host,
-    # which may have changed (a sub-zone delegated or un-delegated since it was last found). What
-    # it offers is asked only in a check a person asked for (core/verification/dns_host.py).
+    # which may have changed (a sub-zone delegated or un-delegated since it was last found). The
+    # check that verifies the domain walks too: the records were just published, maybe in a zone
+    # other than the one last found. What the host offers is asked only in a check a person asked
+    # for (core/verification/dns_host.py).
+    if walk is None and not verified and all(c.state == "ok" for c in checks):
+        walk = await services.authority.walk(row.apex)
     host = await dns_host.seen(services, row, walk, discover=asked) \
         if walk is not None and dns_host.to_look_at(row, walk, now, asked=asked) else None
     # A verified domain's CNAME as drift; None when the lookup was inconclusive (drift left as it is).
@@ -299,8 +229,8 @@ async def _check_dns(services: Services, workspace: Workspace, domain_id: uuid.U
     updated = await services.store.run(_record_check, services, workspace, domain_id, checks, host=host,
                                        verified=verified, drift=drift, asked=asked, now=now)
     waits = [c.cached_for for c in checks if c.cached_for is not None]
-    unanswered = any(lookup.outcome == "timeout" for lookup in lookups) or any(c.lame for c in checks)
-    return _Checked(updated, max(waits) if waits else None, unanswered)
+    missed = looked.silent_zone is None and any(c.state == "unknown" for c in checks)
+    return _Checked(updated, max(waits) if waits else None, looked.silent_zone, missed)
 
 
 def _record_check(services: Services, workspace: Workspace, domain_id: uuid.UUID, checks: list[RecordCheck], *,
@@ -308,7 +238,7 @@ def _record_check(services: Services, workspace: Workspace, domain_id: uuid.UUID
                   now: dt.datetime) -> DomainRow:
     """The check's outcome, in one write of the domain read again (``verified``: as it was when the
     lookups began)."""
-    problems = [c.message for c in checks if c.state != "ok"]
+    problems = list(dict.fromkeys(c.message for c in checks if c.state != "ok"))  # one lame zone: said once
     moved = verified and ownership.moved(checks)
     with services.store.transaction():
         current = load(services, workspace, domain_id)  # deleted meanwhile: 404
@@ -322,10 +252,11 @@ def _record_check(services: Services, workspace: Workspace, domain_id: uuid.UUID
             status = next_status(checks)
             if current.validation_status == "verified" and status != "verified":
                 updated = with_drift(updated, [], replacing=DELEGATION + CAA, now=now)  # drift is a verified domain's
-            # Every record published at the zone, some hidden by a resolver's cache: only time is needed.
-            waiting = all(c.state == "ok" or c.published for c in checks)
+            # Every record published at the zone, some hidden by a resolver's cache, or a lookup that
+            # only failed: only time is needed.
+            waiting = all(c.state in ("ok", "unknown") or c.published for c in checks)
             updated = attrs.evolve(updated, validation_status=status, ops_status=ops_status(
-                status, current.cert_status, drifted=bool(updated.drift), waiting=waiting))
+                status, current.cert_status, drifted=needs_action(updated.drift), waiting=waiting))
         updated = ownership.changed(services, workspace, current, updated, now)
         if asked:
             updated = schedule.restarted(updated, services.config.lifecycle, now)
@@ -357,6 +288,8 @@ DIAGNOSIS_POINTER = (
 
 def _summary(row: DomainRow) -> str:
     if row.validation_status == "verified":
+        if only_waiting(row.drift):
+            return "The domain stays verified. " + " ".join(p.message for p in row.drift)
         if row.drift:
             return ("The domain stays verified, but the next renewal of its certificate will fail until this is fixed: "
                     + " ".join(f"{p.message} {p.fix}" for p in row.drift))
@@ -377,7 +310,8 @@ async def verify(services: Services, *, workspace: Workspace, domain_id: uuid.UU
         message = f"{message} {said}"
     assert row.validation_checked_at is not None  # _check_dns has just set it
     return VerifyResult(status=row.validation_status, checked_at=row.validation_checked_at, message=message,
-                        certificate=certificate, cached_for=checked.cached_for, unanswered=checked.unanswered)
+                        certificate=certificate, cached_for=checked.cached_for, silent_zone=checked.silent_zone,
+                        missed=checked.missed)
 
 
 async def recheck(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> RecheckResult:

@@ -30,7 +30,7 @@ Findings, errors first:
 | `caa_forbids` | error | CAA forbids the provider's certificate authorities |
 | `renewal_at_risk` | error | an active or renewing certificate whose CNAME no longer points at the target |
 | `renewal_unchecked` | warning | the same certificate, but no DNS server answered for its CNAME: not known |
-| `drift_recorded` | error, or info once the record looks right again | a background check recorded drift (``validation.drift``) |
+| `drift_recorded` | error, or info once the record looks right again (or only a cache hides it) | a background check recorded drift (``validation.drift``) |
 | `provider_error`, `provider_pending` | error (a warning while the provider retries by itself), info | the provider's own view |
 | `ca_paused`, `orders_stopped`, `orders_waiting`, `delegation_zone_unreachable`, `renewal_explained` | | ACME only: core/verification/acme_findings.py |
 | `served_mismatch` | warning | the host serves a certificate other than the provider's |
@@ -243,7 +243,8 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     findings += acme.findings if acme is not None else []
     provider = provider_findings(findings, row, certificate, delegation_ok, delegation_seen,
                                  fix=acme.fix if acme is not None else None,
-                                 waiting=acme is not None and acme.waiting)
+                                 waiting=acme is not None and acme.waiting,
+                                 acme=services.config.provider.kind == "acme")
     if row.cert_status == "active" and certificate is not None:
         await served_findings(services, findings, row, workspace)
     if not any(f.severity in ("error", "warning") for f in findings):
@@ -319,7 +320,9 @@ def drift_findings(findings: list[Finding], row: DomainRow, *, resolvers_see: bo
     for problem in row.drift:
         since = f"Since {row.drift_since:%Y-%m-%d %H:%M} UTC, checks find: " if row.drift_since else ""
         evidence = _CLEARED_BY.get(problem.code)
-        if evidence == "resolvers" and resolvers_see:
+        if problem.waiting and not (evidence == "resolvers" and resolvers_see):
+            findings.append(Finding("drift_recorded", "info", f"{since}{problem.message}"))
+        elif evidence == "resolvers" and resolvers_see:
             findings.append(Finding("drift_recorded", "info",
                                     f"{since}{problem.message} Every resolver now sees the CNAME right: the next "
                                     'check clears this (or "Check now").'))

@@ -2,7 +2,8 @@
 offers: the names of our records as its panel wants them typed, and one-click set-up.
 
 The zone comes from the walk the diagnosis and a failed check already make (core/dns/authority.py),
-so knowing the host costs no lookup of its own there. Pages for a domain still waiting for its
+so knowing the host costs no lookup of its own there; the check that verifies a domain walks once
+more, so a delegation changed before the records were published is not kept. Pages for a domain still waiting for its
 records look when nothing is known yet, or what is known is a day old: DNS hosts change rarely,
 and a customer moving the zone mid-onboarding gets the new host's wording the next day, or at the
 next check that finds a record missing.
@@ -58,10 +59,10 @@ def stale(row: DomainRow, now: dt.datetime) -> bool:
 
 
 def to_look_at(row: DomainRow, walk: Walk, now: dt.datetime, *, asked: bool) -> bool:
-    """A check whose walk found a record missing looks at the DNS host: when ``stale``; when the
-    walk found another zone or host than the one kept (a sub-zone delegated or un-delegated, the
-    zone moved to another DNS host); or when a person asked for the check and what the host offers
-    is not known (a background check did not ask)."""
+    """A check that walked to the zone (a record missing, or both found for a domain not verified
+    yet) looks at the DNS host: when ``stale``; when the walk found another zone or host than the
+    one kept (a sub-zone delegated or un-delegated, the zone moved to another DNS host); or when a
+    person asked for the check and what the host offers is not known (a background check did not ask)."""
     if stale(row, now):
         return True
     assert row.dns_host is not None  # not stale

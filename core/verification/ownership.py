@@ -26,7 +26,7 @@ from store.records import DomainRow, Workspace
 
 if TYPE_CHECKING:
     from core.services import Services
-    from core.verification.checks import RecordCheck
+    from core.verification.answers import RecordCheck
 
 
 def said(check: RecordCheck) -> list[RecordCheck]:

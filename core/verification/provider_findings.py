@@ -87,13 +87,15 @@ class ProviderView:
 
 def provider_findings(findings: list[Finding], row: DomainRow, certificate: Certificate | None,
                        delegation_ok: bool | None, delegation: Seen, *, fix: str | None = None,
-                       waiting: bool = False) -> ProviderView | None:
+                       waiting: bool = False, acme: bool = False) -> ProviderView | None:
     """``fix``: what to do about the provider's refusal, when the provider says (ACME: by what the CA
-    met); ``waiting``: the provider tries again by itself (ACME: after a resolver's cache)."""
+    met); ``waiting``: the provider tries again by itself (ACME: after a resolver's cache); ``acme``: the
+    service itself is the ACME client, so the words name the certificate authority where they would
+    name an edge provider."""
     if certificate is None:
         return None
     if row.cert_status in _SERVING and certificate.not_after is not None and not delegation_ok:
-        _renewal_finding(findings, row, certificate.not_after, delegation_ok, delegation)
+        _renewal_finding(findings, row, certificate.not_after, delegation_ok, delegation, acme=acme)
     if certificate.status == "error":
         # Errors are listed first, in the order found: those found so far are the ones above this one.
         above = any(f.severity == "error" for f in findings)
@@ -101,14 +103,15 @@ def provider_findings(findings: list[Finding], row: DomainRow, certificate: Cert
         if above:
             fix = f"Fix what the findings above name, then {RECHECK}."
         elif fix is None:
-            fix = f"Nothing the checks can see is wrong now: {RECHECK} to have the provider validate again."
+            fix = f"Nothing the checks can see is wrong now: {RECHECK} to have the {'certificate authority' if acme else 'provider'} validate again."
+        who = "The certificate authority" if acme else "The edge provider"
         findings.append(Finding("provider_error", "warning" if waiting else "error",
-                                f"The edge provider could not issue the certificate: {certificate.last_error or 'no reason given'}",
+                                f"{who} could not issue the certificate: {certificate.last_error or 'no reason given'}",
                                 fix=fix))
     elif certificate.status == "pending":
         findings.append(Finding(
             "provider_pending", "info",
-            f"The edge provider is working on the certificate (hostname {certificate.provider_hostname_status or 'pending'}, "
+            f"{'The certificate authority' if acme else 'The edge provider'} is working on the certificate (hostname {certificate.provider_hostname_status or 'pending'}, "
             f"certificate {certificate.provider_status or 'pending'}).",
         ))
     return ProviderView(
@@ -119,10 +122,11 @@ def provider_findings(findings: list[Finding], row: DomainRow, certificate: Cert
 
 
 def _renewal_finding(findings: list[Finding], row: DomainRow, not_after: dt.datetime, delegation_ok: bool | None,
-                     delegation: Seen) -> None:
-    """A serving certificate is renewed by the provider through the CNAME: one that no longer
-    points at the target means it will expire. When no server answered, that is not known, and
-    said so, rather than raise an alarm that may be false."""
+                     delegation: Seen, *, acme: bool) -> None:
+    """A serving certificate is renewed through the CNAME (by the provider, or by the service at
+    the CA, which validates DNS-01 through it): one that no longer points at the target means it
+    will expire. When no server answered, that is not known, and said so, rather than raise an
+    alarm that may be false."""
     host, target = delegation_record(row).host, row.delegation_target
     state = "is active" if row.cert_status == "active" else "is being renewed and the current one serves"
     if delegation_ok is None:
@@ -138,10 +142,11 @@ def _renewal_finding(findings: list[Finding], row: DomainRow, not_after: dt.date
         now = f"the CNAME at {host} now points at {lookup.values[0]} instead of {target}"
     else:
         now = f"there is no longer a CNAME at {host} pointing at {target}"
+    cannot = ("the certificate authority cannot validate its renewal (DNS-01 follows that CNAME)" if acme
+              else "the provider cannot renew it")
     findings.append(Finding(
         "renewal_at_risk", "error",
-        f"The certificate {state} until {not_after:%Y-%m-%d}, but {now}: the provider cannot renew it, "
-        "and it will expire.",
+        f"The certificate {state} until {not_after:%Y-%m-%d}, but {now}: {cannot}, and it will expire.",
         fix=f"Restore the CNAME record {host} with the value {target}.",
     ))
 

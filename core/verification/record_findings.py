@@ -15,7 +15,7 @@ from core.dns.lookups import Lookup
 from core.dns.probe import dnssec_fix, is_servfail
 from core.domains.records import OWNERSHIP_VALUE_PREFIX
 from core.verification import lame
-from core.verification.checks import chain_check, split_over_records
+from core.verification.answers import chain_check, split_over_records
 
 #: What was asked, (name, type), and the answer, from the zone's own servers or a resolver.
 Answers = dict[tuple[str, str], Lookup]

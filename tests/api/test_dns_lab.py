@@ -12,7 +12,9 @@ same names would double the time it takes.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import time
 import uuid
 
 import attrs
@@ -23,7 +25,7 @@ from core.config import DnsConfig
 from core.dns import caa
 from core.lifecycle.watcher import LifecycleWatcher
 from tests.helpers import mark_verified
-from tests.servers.dns_lab import LAME, PARTLY, SIGNED, SOA_MINIMUM, DnsLab, missing_tools
+from tests.servers.dns_lab import LAME, PARTLY, RESIGNED, SIGNED, SILENT, SOA_MINIMUM, DnsLab, missing_tools
 
 pytestmark = [
     pytest.mark.skipif(bool(missing_tools()), reason=f"needs {', '.join(missing_tools())} (Debian packages "
@@ -37,12 +39,15 @@ def lab(tmp_path_factory):
     lab = DnsLab(tmp_path_factory.mktemp("dns-lab"))
     lab.records[SIGNED] += _records_of("shop", SIGNED) + _records_of("drifted", SIGNED)
     lab.zone(UNTOUCHED)
+    lab.unserved[LAME_SUB_ZONE] = [(f"ns1.{LAME_SUB_ZONE}", SILENT)]
     yield lab.start()
     lab.stop()
 
 
 #: A zone whose apex becomes a domain after a diagnosis of a name below it.
 UNTOUCHED = "untouched.com"
+#: A sub-zone of lab.com delegated to a nameserver that never answers: lab.com itself answers.
+LAME_SUB_ZONE = "dead.lab.com"
 
 
 def _records_of(label, zone):
@@ -199,6 +204,35 @@ class TestNegativeCaching:
         assert (await domain(api, owner, created))["opsStatus"] == "action_needed"
 
 
+class TestDriftWaitingOnACache:
+    """Issue 46, item 6d: a verified domain's CNAME published again, the resolver still holding its
+    "no such record": nothing to change, so the domain waits; it does not need action."""
+
+    async def republished(self, api, world, lab, services, apex):
+        owner = world.owner()
+        created = await add(api, owner, apex)
+        mark_verified(services, created)
+        await verify(api, owner, created)  # the resolver caches "no such record"
+        assert [p["code"] for p in (await domain(api, owner, created))["validation"]["drift"]["problems"]] == [
+            "delegation_missing"]
+        publish_both(lab, created)
+        result = await verify(api, owner, created)
+        assert "Nothing to change" in result["message"]
+        return owner, created, result
+
+    @pytest.mark.gen_test
+    async def test_the_domain_is_pending_not_action_needed(self, api, world, lab, services):
+        owner, created, _ = await self.republished(api, world, lab, services, "cached-drift.lab.com")
+        assert (await domain(api, owner, created))["opsStatus"] == "pending"
+
+    @pytest.mark.gen_test
+    async def test_its_fix_asks_for_nothing_to_be_published(self, api, world, lab, services):
+        owner, created, result = await self.republished(api, world, lab, services, "cached-fix.lab.com")
+        [problem] = (await domain(api, owner, created))["validation"]["drift"]["problems"]
+        assert "Publish" not in problem["fix"] and "Publish" not in result["message"]
+        assert "next renewal of its certificate will fail" not in result["message"]
+
+
 class TestTheDiagnosisLeavesTheResolversCacheAlone:
     """Issue 37, item 5: the misplacement probes at the zone's own names go to the zone's servers only."""
 
@@ -293,6 +327,13 @@ class TestLameDelegation:
         assert "try again shortly" not in result["message"]
 
     @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    async def test_verification_names_the_lame_delegation_once(self, api, world):
+        """Issue 46, item 6e: both records' lookups fail the same way; the paragraph is said once."""
+        owner = world.owner()
+        result = await verify(api, owner, await add(api, owner, f"once.{LAME}"))
+        assert result["message"].count(f"The zone {LAME} is delegated") == 1
+
+    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
     async def test_a_zone_with_one_silent_nameserver_gets_a_warning(self, api, world, lab):
         owner = world.owner()
         created = await add(api, owner, f"shop.{PARTLY}")
@@ -302,6 +343,39 @@ class TestLameDelegation:
         assert found["severity"] == "warning" and "all_good" not in codes(report)
         assert f"ns2.{PARTLY} (127.0.0.2): no answer within 2 s" in found["message"]
         assert f"Remove ns2.{PARTLY} from the NS records of {PARTLY}" in found["fix"]
+
+
+class TestQuietZones:
+    """Issue 46, item 6a: a lame zone's hostnames wait after its first check, but the zone that does
+    not answer is the lame one, not its registrable domain: lab.com's other hostnames are checked."""
+
+    async def lame_checked(self, api, owner, services, clock):
+        """A sweep that checked a hostname in the lame sub-zone; the watcher, which remembers it."""
+        await add(api, owner, f"www.{LAME_SUB_ZONE}")
+        clock.advance(80)  # its first check is due
+        watcher = LifecycleWatcher(services)
+        await watcher.tick()
+        return watcher
+
+    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    async def test_the_registrable_domains_other_hostnames_are_still_checked(self, api, world, services, clock):
+        owner = world.owner()
+        watcher = await self.lame_checked(api, owner, services, clock)
+        neighbour = await add(api, owner, "neighbour.lab.com")
+        clock.advance(80)
+        await watcher.tick()
+        row = services.store.domains.get(owner.workspace.id, uuid.UUID(neighbour["id"]))
+        assert row.validation_checked_at is not None
+
+    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    async def test_the_lame_zones_other_hostnames_wait(self, api, world, services, clock):
+        owner = world.owner()
+        watcher = await self.lame_checked(api, owner, services, clock)
+        sibling = await add(api, owner, f"shop.{LAME_SUB_ZONE}")
+        clock.advance(80)
+        await watcher.tick()
+        row = services.store.domains.get(owner.workspace.id, uuid.UUID(sibling["id"]))
+        assert row.validation_checked_at is None and row.next_check_at > clock.now()
 
 
 class TestDelegationChanges:
@@ -332,6 +406,22 @@ class TestDelegationChanges:
             lab.undelegate("moved.lab.com")
         clock.advance(3600)
         await LifecycleWatcher(services).tick()
+        assert (await domain(api, owner, created))["dnsHost"]["zone"] == "lab.com"
+
+
+    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    async def test_a_check_that_verifies_after_an_undelegation_names_the_zone_again(self, api, world, lab):
+        """Issue 46, item 6c: the check that finds both records, not only one that finds one missing."""
+        owner = world.owner()
+        created = await add(api, owner, "www.back.lab.com")
+        lab.delegate("back.lab.com")
+        try:
+            await verify(api, owner, created)
+            assert (await domain(api, owner, created))["dnsHost"]["zone"] == "back.lab.com"
+        finally:
+            lab.undelegate("back.lab.com")
+        publish_both(lab, created)
+        assert (await verify(api, owner, created))["status"] == "verified"
         assert (await domain(api, owner, created))["dnsHost"]["zone"] == "lab.com"
 
 
@@ -386,3 +476,72 @@ class TestCnameChains:
         assert result["status"] == "error" and "leads into a loop" in result["message"]
         found = finding(await diagnose(api, owner, created), "delegation_loop")
         assert "a.looped.lab.com → b.looped.lab.com → a.looped.lab.com" in found["message"]
+
+
+async def until_due(services, owner, created, clock):
+    """Move the clock to the domain's next check and sweep."""
+    row = services.store.domains.get(owner.workspace.id, uuid.UUID(created["id"]))
+    clock.advance(max((row.next_check_at - clock.now()).total_seconds(), 0) + 0.001)
+    await LifecycleWatcher(services).tick()
+
+
+async def until_seen(services, name, rtype, seen, timeout=10.0):
+    """Wait until the resolver's answer at ``name`` satisfies ``seen`` (what it cached has expired)."""
+    deadline = time.monotonic() + timeout
+    while not seen(found := await services.dns.lookup(name, rtype)):
+        assert time.monotonic() < deadline, f"the resolver still answers {found} at {name}"
+        await asyncio.sleep(0.2)
+
+
+class TestFixesPickedUpByTheBackgroundChecks:
+    """Issue 46, item 3: each fix the service asks for is found by the background checks, with no
+    API call, once the resolver sees it. The records are published with a TTL of 1 s, so the
+    resolver forgets the wrong ones at once."""
+
+    @pytest.mark.gen_test
+    async def test_a_cname_fixed_verifies_and_starts_issuance_at_the_next_check(self, api, world, lab, services, clock):
+        owner = world.owner()
+        created = await add(api, owner, "cname-fix.lab.com")
+        lab.publish("lab.com", "_acme-challenge.cname-fix.lab.com. 1 IN CNAME elsewhere.lab.com.")
+        value = created["validation"]["ownership"]["value"]
+        lab.publish("lab.com", f'_service-verify.cname-fix.lab.com. 1 IN TXT "{value}"')
+        await until_due(services, owner, created, clock)
+        assert (await domain(api, owner, created))["validation"]["status"] == "error"
+        target = created["validation"]["delegation"]["value"]
+        lab.remove("lab.com", "_acme-challenge.cname-fix.lab.com")
+        lab.publish("lab.com", f"_acme-challenge.cname-fix.lab.com. 1 IN CNAME {target}.")
+        await until_seen(services, "_acme-challenge.cname-fix.lab.com", "CNAME", lambda found: target in found.values)
+        await until_due(services, owner, created, clock)
+        found = await domain(api, owner, created)
+        assert (found["validation"]["status"], found["cert"]["status"]) == ("verified", "pending")
+
+    @pytest.mark.gen_test
+    async def test_a_txt_fixed_verifies_and_starts_issuance_at_the_next_check(self, api, world, lab, services, clock):
+        owner = world.owner()
+        created = await add(api, owner, "txt-fix.lab.com")
+        value = created["validation"]["ownership"]["value"]
+        lab.publish("lab.com", f"_acme-challenge.txt-fix.lab.com. 1 IN CNAME {created['validation']['delegation']['value']}.")
+        lab.publish("lab.com", '_service-verify.txt-fix.lab.com. 1 IN TXT "service-domain-verification=old"')
+        await until_due(services, owner, created, clock)
+        assert (await domain(api, owner, created))["validation"]["status"] == "error"
+        lab.remove("lab.com", "_service-verify.txt-fix.lab.com")
+        lab.publish("lab.com", f'_service-verify.txt-fix.lab.com. 1 IN TXT "{value}"')
+        await until_seen(services, "_service-verify.txt-fix.lab.com", "TXT",
+                         lambda found: any(value in v for v in found.values))
+        await until_due(services, owner, created, clock)
+        found = await domain(api, owner, created)
+        assert (found["validation"]["status"], found["cert"]["status"]) == ("verified", "pending")
+
+    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    async def test_dnssec_fixed_after_the_preflight_stopped_issuance_starts_it_at_the_next_check(
+            self, api, world, lab, services, clock):
+        owner = world.owner()
+        created = await add(api, owner, f"shop.{RESIGNED}")
+        publish_both(lab, created, RESIGNED)
+        mark_verified(services, created)
+        r = await api.post(f"/v1/domains/{created['id']}/certificates/issue", {}, token=owner.token)
+        assert r.body["status"] == "error" and f"DNSSEC validation fails at shop.{RESIGNED}" in r.body["message"]
+        lab.resign(RESIGNED)
+        await until_seen(services, f"shop.{RESIGNED}", "CAA", lambda found: found.outcome != "error")
+        await until_due(services, owner, created, clock)
+        assert (await domain(api, owner, created))["cert"]["status"] == "pending"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import uuid
 
 import attrs
@@ -171,6 +172,106 @@ class TestCertificates:
             await until_due(services, owner, created, clock)
         assert (await read(api, owner, created))["cert"]["status"] == "error"
         assert events_of(services) == ["cert.issue_failed"]
+
+
+def told_caa(message):
+    """The CAA records a message asks for, as (name, issuer) pairs."""
+    return re.findall(r'(\S+)\. CAA 0 issue "([^"]+)"', message)
+
+
+async def stopped_by_caa(api, world, services, clock, dns):
+    """A domain whose records a background check found, and whose issuance the CAA pre-flight
+    stopped before anything was asked of the provider; and what the domain says to add."""
+    owner, created = await add(api, world)
+    publish(dns, created)
+    dns.publish_caa(APEX, "issue", "ca.example.net")
+    await until_due(services, owner, created, clock)
+    domain = await read(api, owner, created)
+    assert (domain["validation"]["status"], domain["cert"]["status"], domain["opsStatus"]) == ("verified", "error",
+                                                                                                "action_needed")
+    assert told_caa(domain["cert"]["lastError"]), domain["cert"]["lastError"]
+    return owner, created, domain["cert"]["lastError"]
+
+
+class TestFixesAskedFor:
+    """Issue 46, item 3: a fix the service asked for is picked up by the background checks alone."""
+
+    @pytest.mark.gen_test
+    async def test_a_caa_fix_done_as_told_starts_issuance_at_the_next_check(self, api, world, services, clock, dns):
+        owner, created, told = await stopped_by_caa(api, world, services, clock, dns)
+        for name, issuer in told_caa(told):
+            dns.publish_caa(name, "issue", issuer)
+        await until_due(services, owner, created, clock)
+        assert (await read(api, owner, created))["cert"]["status"] == "pending"
+        await until_due(services, owner, created, clock)
+        domain = await read(api, owner, created)
+        assert (domain["cert"]["status"], domain["opsStatus"]) == ("active", "active")
+
+    @pytest.mark.gen_test
+    async def test_while_caa_still_forbids_no_new_request_is_made(self, api, world, services, clock, dns):
+        owner, created, _ = await stopped_by_caa(api, world, services, clock, dns)
+        for _ in range(3):
+            await until_due(services, owner, created, clock)
+        listed = await api.post(f"/v1/domains/{created['id']}/certificates/query", {}, token=owner.token)
+        assert listed.body["total"] == 1 and events_of(services) == ["cert.issue_failed"]
+
+    @pytest.mark.gen_test
+    async def test_a_domain_waiting_for_a_caa_fix_is_checked_on_the_backoff(self, api, world, services, clock, dns):
+        owner, created, _ = await stopped_by_caa(api, world, services, clock, dns)
+        assert 60 <= wait_after(services, owner, created, clock) <= 60 * JITTER
+        await until_due(services, owner, created, clock)
+        assert 120 <= wait_after(services, owner, created, clock) <= 120 * JITTER
+
+
+class TestAMissedLookup:
+    """Issue 46, item 6b: one lookup that got no answer in time, the zone answering, is the
+    resolver's passing failure: the domain waits (nothing for the customer to change), and the
+    check is made again after ``interval_seconds`` (10 here), not after the backoff or a quiet spell."""
+
+    @pytest.fixture
+    def config(self, config):
+        return attrs.evolve(config, lifecycle=attrs.evolve(config.lifecycle, interval_seconds=10))
+
+    async def missed(self, api, world, services, clock, dns, watcher=None):
+        """A domain whose first check got no answer for its TXT; ``watcher``: the one that checked it."""
+        owner, created = await add(api, world)
+        dns.publish(CNAME_AT, "CNAME", created["validation"]["delegation"]["value"])
+        dns.zone.silent.add(TXT_AT)
+        await self.due(services, owner, created, clock, watcher or LifecycleWatcher(services))
+        return owner, created
+
+    async def due(self, services, owner, created, clock, watcher):
+        """``until_due`` with one watcher throughout, as in a serving process (it remembers quiet zones)."""
+        clock.advance(max(wait_after(services, owner, created, clock), 0) + 0.001)
+        await watcher.tick()
+
+    @pytest.mark.gen_test
+    async def test_the_domain_waits_rather_than_needing_action(self, api, world, services, clock, dns):
+        owner, created = await self.missed(api, world, services, clock, dns)
+        domain = await read(api, owner, created)
+        assert (domain["validation"]["status"], domain["opsStatus"]) == ("pending", "pending")
+        assert "got no answer" in domain["validation"]["lastError"]
+
+    @pytest.mark.gen_test
+    async def test_it_is_checked_again_after_interval_seconds(self, api, world, services, clock, dns):
+        owner, created = await self.missed(api, world, services, clock, dns)
+        assert 10 <= wait_after(services, owner, created, clock) <= 10 * JITTER
+
+    @pytest.mark.gen_test
+    async def test_the_check_made_again_finds_the_records(self, api, world, services, clock, dns):
+        watcher = LifecycleWatcher(services)
+        owner, created = await self.missed(api, world, services, clock, dns, watcher)
+        dns.zone.silent.clear()
+        dns.publish(TXT_AT, "TXT", created["validation"]["ownership"]["value"])
+        await self.due(services, owner, created, clock, watcher)
+        assert (await read(api, owner, created))["validation"]["status"] == "verified"
+
+    @pytest.mark.gen_test
+    async def test_a_second_miss_in_a_row_takes_the_backoff(self, api, world, services, clock, dns):
+        watcher = LifecycleWatcher(services)
+        owner, created = await self.missed(api, world, services, clock, dns, watcher)
+        await self.due(services, owner, created, clock, watcher)
+        assert 20 <= wait_after(services, owner, created, clock) <= 20 * JITTER
 
 
 class TestTransitionEvents:
@@ -375,6 +476,29 @@ class TestAtTheProvider:
         assert [method for method, _ in fake.requests].count("PATCH") == 1
         assert (await read(api, owner, created))["cert"]["status"] == "pending"
         assert events_of(services) == ["cert.issue_failed", "cert.issue_pending"]
+
+    @pytest.mark.gen_test
+    async def test_a_caa_fix_done_as_told_is_asked_of_the_provider_at_the_next_check(
+        self, api, world, services, clock, dns, fake
+    ):
+        owner, created, told = await stopped_by_caa(api, world, services, clock, dns)
+        assert fake.issue_requests == []
+        for name, issuer in told_caa(told):
+            dns.publish_caa(name, "issue", issuer)
+        await until_due(services, owner, created, clock)
+        assert [name for name, _ in fake.issue_requests] == [APEX]
+        assert (await read(api, owner, created))["cert"]["status"] == "pending"
+        assert events_of(services) == ["cert.issue_failed", "cert.issue_pending"]
+
+    @pytest.mark.gen_test
+    async def test_a_hostname_the_provider_refused_is_not_requested_again(self, api, world, services, clock, dns, fake):
+        owner, created = await add(api, world)
+        fake.max_hostnames = 0  # the zone's quota: 1405, a refusal of the hostname
+        publish(dns, created)
+        for _ in range(3):
+            await until_due(services, owner, created, clock)
+        assert (await read(api, owner, created))["cert"]["status"] == "error"
+        assert len(fake.issue_requests) == 1 and events_of(services) == ["cert.issue_failed"]
 
     async def not_after(self, api, owner, created):
         return dt.datetime.fromisoformat((await read(api, owner, created))["cert"]["notAfter"])

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from core.lifecycle.quiet_zones import QUIET_SECONDS
+from core.lifecycle.quiet_zones import quiet_seconds
 from core.lifecycle.watcher import LifecycleWatcher
 
 DEAD_ZONE = "dead-zone.com"
@@ -81,7 +81,7 @@ async def test_a_zone_that_gave_no_answer_defers_its_other_hostnames_checks(api,
     await LifecycleWatcher(services).tick()
     deferred = [row for row in rows_of(services, noisy) if row.validation_checked_at is None]
     assert len(deferred) == NOISY - services.config.lifecycle.checks_per_workspace
-    assert all((row.next_check_at - clock.now()).total_seconds() >= QUIET_SECONDS - 1 for row in deferred)
+    assert all((row.next_check_at - clock.now()).total_seconds() >= quiet_seconds(services.config.lifecycle) - 1 for row in deferred)
 
 
 @pytest.mark.gen_test(timeout=20)
@@ -91,6 +91,6 @@ async def test_a_zone_is_asked_again_once_its_quiet_spell_is_over(api, world, se
     clock.advance(80)
     await watcher.tick()
     heard = len(dns.zone.queries)
-    clock.advance(QUIET_SECONDS * 1.3)  # past the quiet spell and the checks' next turn, jitter included
+    clock.advance(quiet_seconds(services.config.lifecycle) * 1.3)  # past the quiet spell and the checks' next turn, jitter included
     await watcher.tick()
     assert len(lookups_of(dns, DEAD_ZONE, heard)) == 2

@@ -173,7 +173,7 @@ class TestDiagnosis:
         dns.zone.silent.add("_acme-challenge.shop.example.com")
         dns.publish("_service-verify.shop.example.com", "TXT", d["validation"]["ownership"]["value"])
         r = await verify(api, owner, d)
-        assert r.body["status"] == "error"
+        assert r.body["status"] == "pending"  # the check learnt nothing: no fault of the records (issue 46)
         assert "CNAME at _acme-challenge.shop.example.com got no answer: the resolver did not reply" in r.body["message"]
 
     @pytest.mark.gen_test

@@ -8,7 +8,7 @@ import pytest
 
 from core.config import DnsConfig
 from core.dns.lookups import DnsChecker, Lookup
-from core.verification.checks import check_ownership
+from core.verification.answers import check_ownership
 
 NAME = "_acme-challenge.shop.example.com"
 

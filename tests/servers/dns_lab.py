@@ -8,6 +8,8 @@ the internet), and under it one zone per test, each delegated and stubbed to NSD
 - ``lab.com`` and any zone a test adds with ``zone()``, unsigned;
 - ``expired.com``, signed with signatures that expired in 2020, and trusted by Unbound (its key is
   Unbound's trust anchor), so every answer from it is bogus: SERVFAIL, unless asked with CD;
+- ``resigned.com``, signed and trusted the same way, until ``resign`` signs it again with valid
+  signatures: DNSSEC fixed;
 - ``lame.com``, delegated by ``com`` to three nameservers of which none serves it: one silent
   (``SILENT``, a socket that never answers), one REFUSED (``REFUSING``, a second NSD that serves
   only ``elsewhere.net``), one with nothing listening (``CLOSED``);
@@ -18,7 +20,8 @@ port 53 when it follows a referral, reaches the served zones through its stub zo
 
 ``publish`` rewrites a zone file and has NSD reload it (SIGHUP, then wait for the new serial).
 ``delegate`` and ``undelegate`` add or remove a served zone, its NS records at its parent and
-Unbound's stub, restarting both servers (a fresh cache, as after a delegation's TTL).
+Unbound's stub, restarting both servers (a fresh cache, as after a delegation's TTL); ``resign``
+restarts them too (Unbound forgets the answers it found bogus, as it does after a minute).
 Needs ``nsd``, ``unbound`` and ``ldns-signzone`` (Debian packages nsd, unbound, ldnsutils).
 """
 
@@ -41,6 +44,9 @@ TOOLS = ("nsd", "unbound", "ldns-keygen", "ldns-signzone")
 SOA_MINIMUM = 300
 "The lab zones' negative-caching time (their SOA minimum and SOA TTL)."
 SIGNED = "expired.com"
+RESIGNED = "resigned.com"
+SIGNED_ZONES = (SIGNED, RESIGNED)
+"Zones signed with a key Unbound trusts; with expired signatures until ``resign``."
 LAB, SILENT, REFUSING, CLOSED = "127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"
 "The nameserver addresses of the lab: NSD, a socket that never answers, another NSD, nothing at all."
 LAME = "lame.com"
@@ -58,7 +64,7 @@ class DnsLab:
         self.unbound_port = free_port()
         self.resolver = f"127.0.0.1:{self.unbound_port}"
         "The validating resolver, as ``[dns] nameservers`` takes it."
-        self.records: dict[str, list[str]] = {"com": [], "lab.com": [], SIGNED: [], PARTLY: []}
+        self.records: dict[str, list[str]] = {"com": [], "lab.com": [], SIGNED: [], RESIGNED: [], PARTLY: []}
         "Each served zone's records beyond its SOA and NS, as zone-file lines."
         self.nameservers: dict[str, list[tuple[str, str]]] = {PARTLY: [(f"ns1.{PARTLY}", LAB), (f"ns2.{PARTLY}", SILENT)]}
         "A zone's (NS name, address) pairs, where not only ``ns1.<zone>`` at ``LAB``."
@@ -68,6 +74,8 @@ class DnsLab:
         self.stubs: dict[str, str] = {}
         "Other zones Unbound asks one server for (``zone``: ``ip@port``): the service's delegation zone."
         self.serials: dict[str, int] = {}
+        self.valid: set[str] = set()
+        "Signed zones signed again with valid signatures (``resign``)."
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
         self._silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 
@@ -103,6 +111,11 @@ class DnsLab:
     def delegate(self, zone: str) -> None:
         """Serve ``zone`` (a name below a served zone) from NSD, delegated by its parent."""
         self.records[zone] = []
+        self._restart()
+
+    def resign(self, zone: str) -> None:
+        """Sign ``zone`` (one of ``SIGNED_ZONES``) with valid signatures: its DNSSEC fixed."""
+        self.valid.add(zone)
         self._restart()
 
     def undelegate(self, zone: str) -> None:
@@ -165,20 +178,25 @@ class DnsLab:
         ])
         path = self.folder / f"{zone}.zone"
         path.write_text(text)
-        if zone == SIGNED:
-            self._sign(path)
+        if zone in SIGNED_ZONES:
+            self._sign(path, zone)
 
-    def _sign(self, path: Path) -> None:
-        """Sign with signatures valid from 2019-12-01 to 2020-01-01: long expired."""
-        keys = self.folder / "keys"
+    def _sign(self, path: Path, zone: str) -> None:
+        """Sign with signatures valid from 2019-12-01 to 2020-01-01 (long expired), or, once
+        ``resign`` said so, from yesterday for 30 days."""
+        keys = self.folder / f"keys-{zone}"
         if not keys.exists():
             keys.mkdir()
-            base = subprocess.run(["ldns-keygen", "-a", "ECDSAP256SHA256", "-k", SIGNED], cwd=keys, check=True,
+            base = subprocess.run(["ldns-keygen", "-a", "ECDSAP256SHA256", "-k", zone], cwd=keys, check=True,
                                   capture_output=True, text=True).stdout.strip()
-            (self.folder / "anchor").write_text((keys / f"{base}.key").read_text())
+            with open(self.folder / "anchor", "a") as anchor:
+                anchor.write((keys / f"{base}.key").read_text().rstrip("\n") + "\n")
             (keys / "base").write_text(base)
         base = keys / (keys / "base").read_text()
-        subprocess.run(["ldns-signzone", "-i", "20191201000000", "-e", "20200101000000", "-o", SIGNED, "-f",
+        start, end = "20191201000000", "20200101000000"
+        if zone in self.valid:
+            start, end = (time.strftime("%Y%m%d%H%M%S", time.gmtime(time.time() + days * 86400)) for days in (-1, 30))
+        subprocess.run(["ldns-signzone", "-i", start, "-e", end, "-o", zone, "-f",
                         str(path) + ".signed", str(path), str(base)], check=True, capture_output=True)
 
     def _parent(self, zone: str) -> str | None:
@@ -192,7 +210,7 @@ class DnsLab:
         return [line for ns, address in pairs for line in (f"{zone}. 3600 IN NS {ns}.", f"{ns}. 3600 IN A {address}")]
 
     def _zone_file(self, zone: str) -> str:
-        return f"{zone}.zone.signed" if zone == SIGNED else f"{zone}.zone"
+        return f"{zone}.zone.signed" if zone in SIGNED_ZONES else f"{zone}.zone"
 
     def _nsd_conf(self, name: str, address: str, zones: dict[str, str]) -> str:
         """An NSD instance ``name`` on ``address`` serving ``zones`` (zone name: zone file)."""
