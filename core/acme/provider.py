@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core.acme import failures, keys, renewal
+from core.acme import failures, keys, renewal, reported
 from core.acme.cas import Ca, CaDown, CaRefused, make_cas
 from core.acme.orders import Orders, Records, new_order_fields, renewal_due
 from core.acme.problems import Problem, explain, kind_of, replaces_refused
@@ -57,7 +57,6 @@ from core.edge import (
     ProviderRejected,
     ProviderState,
     ProviderUnavailable,
-    ShareSpent,
 )
 from core.edge.pacing import BACKGROUND, Pacer
 from store.acme import AcmeCertificate
@@ -253,7 +252,7 @@ class AcmeProvider:
                     busy.append(RATE_LIMITED_SECONDS)
                 continue
             except ProviderBusy as exc:  # our own pacing of this CA's orders
-                tried.append(f"{ca.directory_url}: {_busy(exc)}")
+                tried.append(f"{ca.directory_url}: {reported.busy(exc)}")
                 busy.append(exc.retry_after)
                 continue
             except CaRefused as refusal:
@@ -375,41 +374,6 @@ class AcmeProvider:
         return [caa.CaaIssuer(domain, ca.account_url) for domain in self._domains(identities)]
 
     async def _state(self, certificate: AcmeCertificate) -> ProviderState:
-        """What the provider reports, in the words core/certificates/states.py reads."""
-        if certificate.order_url is not None:
-            ssl = "pending_validation"
-        elif certificate.status == "invalid":
-            ssl = "invalid"
-        else:
-            ssl = "active"
-        issued = certificate.chain_pem is not None
-        errors: tuple[str, ...] = (certificate.error,) if certificate.error else ()
-        if ssl == "invalid":
-            held = await self._hold(certificate.apex, None)
-            errors += (held.why,) if held is not None else ()
-        explained = certificate.ari_explanation_url
-        return ProviderState(
-            hostname_id=certificate.handle,
-            hostname_status="active" if issued else "pending",
-            ssl_status=ssl,
-            certificate_id=keys.ari_id(certificate.chain_pem) if certificate.chain_pem else None,
-            issuer=keys.issuer_name(certificate.chain_pem) if certificate.chain_pem else None,
-            issued_at=certificate.not_before,
-            expires_at=certificate.not_after,
-            errors=errors,
-            renew_at=certificate.renew_at,
-            notice=f"The certificate authority explains the renewal window it suggests for this certificate: "
-                   f"{explained}" if explained and issued else None,
-        )
-
-
-def _busy(exc: ProviderBusy) -> str:
-    """Why our pacing of a CA's orders took none now: its budget, or this workspace's part of it."""
-    if not isinstance(exc, ShareSpent):
-        return "the service's order budget for it is spent"
-    if exc.common:
-        return ("the part of the service's order budget for it that workspaces share beyond what their verified, "
-                "active hostnames earn is spent for now")
-    return ("this workspace has used its share of the service's order budget for it, a share that grows with its "
-            "verified, active hostnames")
-
+        held = await self._hold(certificate.apex, None) if certificate.order_url is None and \
+            certificate.status == "invalid" else None
+        return reported.state(certificate, held)
