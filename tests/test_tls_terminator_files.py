@@ -19,6 +19,7 @@ import trustme
 
 from core.config import TlsTerminatorConfig
 from core.tls_terminator.files import FilesJob
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.terminators import (
     HAPROXY,
     NGINX,
@@ -63,7 +64,7 @@ def job_of(services) -> FilesJob:
 
 
 def wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + PATIENCE_SECONDS
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"never happened: {what}")

@@ -11,7 +11,7 @@ import pytest
 
 from core.lifecycle.watcher import LifecycleWatcher
 from tests.acme.conftest import acme_config, needs_lab
-from tests.acme.test_issuing import SLOW, add, served, verify
+from tests.acme.test_issuing import add, served, verify
 from tests.servers.pebble import Directory, Pebble
 
 pytestmark = needs_lab
@@ -41,14 +41,14 @@ def issuer_of(services, apex):
 
 
 class TestFallback:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_first_ca_issues_when_it_can(self, api, world, acme_lab, services):
         caller, created = await add(api, world, "first.lab.com")
         acme_lab.publish_records(created)
         await verify(api, caller, created)
         assert issuer_of(services, "first.lab.com") == acme_lab.directory.directory_url
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_second_ca_issues_while_the_first_is_down(self, api, world, acme_lab, services, second):
         caller, created = await add(api, world, "outage.lab.com")
         acme_lab.publish_records(created)
@@ -60,7 +60,7 @@ class TestFallback:
         assert result["certificate"]["status"] == "active"
         assert issuer_of(services, "outage.lab.com") == second.directory_url
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_ca_the_hostnames_caa_allows_issues(self, api, world, acme_lab, services, second):
         caller, created = await add(api, world, "caa.lab.com")
         acme_lab.publish_records(created)
@@ -68,7 +68,7 @@ class TestFallback:
         await verify(api, caller, created)
         assert issuer_of(services, "caa.lab.com") == second.directory_url
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_caa_allowing_no_configured_ca_orders_nothing_and_names_the_records(self, api, world, acme_lab,
                                                                                   services):
         caller, created = await add(api, world, "nobody.lab.com")
@@ -85,7 +85,7 @@ class TestPacing:
     def config(self, config, acme_lab):
         return acme_config(config, acme_lab, orders_per_window=1, window_seconds=3600)
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_past_its_orders_a_ca_is_not_asked_and_the_caller_is_told_when_to_come_back(
             self, api, world, acme_lab):
         for apex in ("paced-one.lab.com", "paced-two.lab.com"):
@@ -97,7 +97,7 @@ class TestPacing:
 
 
 class TestBackgroundRenewal:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_background_checks_renew_when_the_window_opens(self, api, world, acme_lab, services, clock):
         caller, created = await add(api, world, "background.lab.com")
         acme_lab.publish_records(created)
@@ -120,7 +120,7 @@ class TestExternalAccountBinding:
                           eab_kid=EAB_KID, eab_hmac_key=EAB_KEY)
         pebble.stop()
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_ca_requiring_binding_gets_the_configured_key(self, api, world, acme_lab, services):
         caller, created = await add(api, world, "bound.lab.com")
         acme_lab.publish_records(created)

@@ -257,15 +257,10 @@ class TestBackgroundChecks:
         assert (row.next_check_at - clock.now()).total_seconds() >= SOA_MINIMUM - 10  # not the 120 s of the backoff
 
 
-#: A lame zone costs a check up to three timeouts in a row (its lookups, the walk, its nameservers);
-#: a delegation changed restarts NSD and Unbound twice.
-SLOW_SECONDS = 20
-
-
 class TestLameDelegation:
     """Issue 37, item 2: lame.com is delegated by com to three nameservers, none serving it."""
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_the_diagnosis_names_the_zone_and_how_each_nameserver_fails(self, api, world):
         owner = world.owner()
         report = await diagnose(api, owner, await add(api, owner, f"shop.{LAME}"))
@@ -277,14 +272,14 @@ class TestLameDelegation:
         assert f"ns3.{LAME} (127.0.0.4): nothing listens on its DNS port" in found["message"]
         assert f"At the registrar of {LAME}" in found["fix"]
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_the_diagnosis_does_not_ask_to_retry_or_check_the_resolver(self, api, world):
         owner = world.owner()
         report = await diagnose(api, owner, await add(api, owner, f"www.{LAME}"))
         assert "lookup_failed" not in codes(report) and "authority_unknown" not in codes(report)
         assert (report["zone"], report["nameservers"]) == (LAME, [f"ns1.{LAME}", f"ns2.{LAME}", f"ns3.{LAME}"])
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_verification_names_the_lame_delegation_instead_of_a_retry(self, api, world):
         owner = world.owner()
         result = await verify(api, owner, await add(api, owner, f"api.{LAME}"))
@@ -292,7 +287,7 @@ class TestLameDelegation:
         assert f"The zone {LAME} is delegated by its parent zone com to nameservers that do not answer" in result["message"]
         assert "try again shortly" not in result["message"]
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_a_zone_with_one_silent_nameserver_gets_a_warning(self, api, world, lab):
         owner = world.owner()
         created = await add(api, owner, f"shop.{PARTLY}")
@@ -307,7 +302,7 @@ class TestLameDelegation:
 class TestDelegationChanges:
     """Issue 37, item 3: a check that finds a record missing names the zone as DNS has it now."""
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_a_sub_zone_delegated_after_the_first_check_is_named_at_the_next(self, api, world, lab):
         owner = world.owner()
         created = await add(api, owner, "shop.sub.lab.com")
@@ -320,7 +315,7 @@ class TestDelegationChanges:
         finally:
             lab.undelegate("sub.lab.com")
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_a_sub_zone_undelegated_is_named_again_by_a_background_check(self, api, world, lab, services, clock):
         owner = world.owner()
         created = await add(api, owner, "www.moved.lab.com")

@@ -28,6 +28,7 @@ from cryptography import x509
 from core.crypto import Keyring
 from store import Store
 from store.acme import CERTIFICATE_KEY, AcmeCertificate
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.caddy import CADDY
 from tests.servers.service import free_port
 
@@ -179,7 +180,7 @@ class HAProxy:
 
 
 def _wait_for_port(port: int, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + PATIENCE_SECONDS
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -187,6 +188,7 @@ def _wait_for_port(port: int, process: subprocess.Popen, log: Path) -> None:
         except OSError:
             if time.monotonic() > deadline or process.poll() is not None:
                 process.kill()
+                process.wait()
                 raise RuntimeError("did not start:\n" + (log.read_text() if log.exists() else "")) from None
             time.sleep(0.05)
 
@@ -220,7 +222,7 @@ class CustomersCaddy:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen([CADDY, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"],
                                             cwd=self.folder, env=self.env, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + PATIENCE_SECONDS
         while "serving initial configuration" not in self.log.read_text():
             if time.monotonic() > deadline or self.process.poll() is not None:
                 self.stop()
