@@ -26,7 +26,8 @@ from core.runtime.assembly import build_services
 from handlers.limits import LimitedHTTPServer
 from handlers.server import make_app
 from tests.fakes import FakeClock
-from tests.helpers import Api, World
+from tests.helpers import OBSERVED, Api, World
+from tests.patience import PATIENCE_SECONDS
 from tests.postgres_fixtures import api_database, empty, postgres_server, postgres_url  # noqa: F401
 from tests.servers.dns import DnsServer
 from tests.servers.oidc import CLIENT_ID, OidcIssuer
@@ -165,9 +166,113 @@ def http_server(request, io_loop, _unused_port, app):
     server.add_socket(_unused_port[0])
     yield server
     server.stop()
-    io_loop.run_sync(server.close_all_connections, timeout=5)
+    io_loop.run_sync(server.close_all_connections, timeout=PATIENCE_SECONDS)
 
 
-def pytest_collection_modifyitems(items):
-    """The check that every documented status code was reached runs last, after every answer it counts."""
+#: Test modules each run whole on one pytest-xdist worker: their module-scoped set-up costs more than
+#: their tests (a docs build; a service and Chromium; npm and a generated client; a documented recipe
+#: or trial run end to end; Caddy in front of the service), and would otherwise run on every worker.
+WHOLE_ON_ONE_WORKER = frozenset({
+    "tests/test_docs.py",
+    "tests/test_generated_clients.py",
+    "tests/test_postgres_trial.py",
+    "tests/test_webhook_recipe.py",
+    "tests/browser/test_portal_pages.py",
+    "tests/browser/test_live_status.py",
+    "tests/test_reverse_proxy.py",
+    "tests/test_tls_terminator_caddy.py",
+})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's ``load`` distribution (each test to whichever worker is free), but with the
+    modules of ``WHOLE_ON_ONE_WORKER`` each kept whole, and sent out first. (``--dist loadgroup``
+    with ``xdist_group`` marks would say so in each module, but pytest-xdist 3.8 on pytest 9.2
+    ignores the marks: pytest-dev/pytest-xdist#1386.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesWhole(LoadScopeScheduling):
+        """Work units, largest first: a whole module of the list, or a single test."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in WHOLE_ON_ONE_WORKER else nodeid
+
+    return ModulesWhole(config, log)
+
+
+STATUS_CHECK = ("tests/contract/test_documented_statuses.py::"
+                "test_every_documented_status_code_is_reached_by_a_test")
+"Compares the answers of the whole run: under pytest-xdist, the controller runs it (below)."
+
+
+def pytest_collection_modifyitems(config, items):
+    """The check that every documented status code was reached runs last, after every answer it counts.
+
+    Under pytest-xdist a worker sees only its own tests' answers, so no worker runs that check: each
+    hands its answers to the controller, which runs the check once they are all done."""
     items.sort(key=lambda item: item.path.name == "test_documented_statuses.py")  # stable: nothing else moves
+    if hasattr(config, "workeroutput"):  # a pytest-xdist worker; every worker leaves out the same test
+        check = [item for item in items if item.nodeid == STATUS_CHECK]
+        config.workeroutput["status_check_selected"] = bool(check)
+        if check:
+            items.remove(check[0])
+            config.hook.pytest_deselected(items=check)
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workeroutput"):  # sent to the controller with the worker's last word
+        session.config.workeroutput["observed"] = sorted(OBSERVED)
+
+
+WORKERS_OBSERVED = pytest.StashKey[set[tuple[str, str, int]]]()
+"What the pytest-xdist workers' tests observed (the controller's side), once they are done."
+CHECK_SELECTED = pytest.StashKey[bool]()
+"Whether the workers left the documented status codes' check out of the run for the controller."
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """A pytest-xdist worker is done (the controller's side)."""
+    output = getattr(node, "workeroutput", None) or {}
+    observed = node.config.stash.setdefault(WORKERS_OBSERVED, set())
+    observed.update(tuple(answer) for answer in output.get("observed", ()))
+    if output.get("status_check_selected"):
+        node.config.stash[CHECK_SELECTED] = True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session):
+    """Under pytest-xdist, once every worker is done: the documented status codes' check, on what
+    all of them observed, reported as the test it is (the run fails if it does)."""
+    result = yield
+    stash = session.config.stash
+    if session.config.pluginmanager.has_plugin("dsession") and stash.get(CHECK_SELECTED, False):
+        _report_status_check(session, stash.get(WORKERS_OBSERVED, set()))
+    return result
+
+
+def _report_status_check(session, observed):
+    from tests.contract import test_documented_statuses as module
+
+    path, name = STATUS_CHECK.split("::")
+    line = getattr(module, name).__code__.co_firstlineno
+    location = (path, line - 1, name)  # pytest's locations count lines from 0
+    outcome, longrepr = "passed", None
+    try:
+        module.compare(session.config, session.testsfailed, observed)
+    except pytest.skip.Exception as skipped:
+        outcome, longrepr = "skipped", (path, line, f"Skipped: {skipped.msg}")
+    except AssertionError as failed:
+        outcome, longrepr = "failed", f"{path}:{line}: AssertionError: {failed}"
+    session.testscollected += 1  # the workers' count left it out
+    hook = session.config.hook
+    hook.pytest_runtest_logstart(nodeid=STATUS_CHECK, location=location)
+    for when in ("setup", "call", "teardown"):
+        hook.pytest_runtest_logreport(report=pytest.TestReport(
+            STATUS_CHECK, location, {name: 1}, outcome if when == "call" else "passed",
+            longrepr if when == "call" else None, when))
+    hook.pytest_runtest_logfinish(nodeid=STATUS_CHECK, location=location)

@@ -21,6 +21,7 @@ from core.identity import accounts
 from core.runtime.assembly import build_services
 from core.webhooks import endpoints
 from store.records import OutboxEvent
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.https import HttpsReceiver
 from tests.servers.service import ServiceProcess
 
@@ -80,14 +81,14 @@ def receiver(dns):
 class TestKilledMidDelivery:
     """SIGKILL with deliveries queued and in flight."""
 
-    @pytest.mark.gen_test(timeout=60)
+    @pytest.mark.gen_test
     async def test_every_delivery_arrives_after_a_restart(self, tmp_path, dns, receiver):
         running = service(tmp_path, dns, receiver)
         marks = await queue_events(running.config, receiver)
         receiver.respond_with(200, delay=0.4)  # slow enough that some are in flight when killed
         running.start(wait=False)
         try:
-            await receiver.wait_for(5, timeout=20)
+            await receiver.wait_for(5)
             assert receiver.in_flight > 0, "deliveries are in flight at the kill"
         finally:
             running.kill()
@@ -99,7 +100,7 @@ class TestKilledMidDelivery:
             # Until every delivery is recorded delivered: one received before the kill but not
             # recorded is sent again once its lease runs out, which a busy machine reaches later
             # than the last mark's arrival.
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + PATIENCE_SECONDS
             while not (marks <= set(marks_received(receiver)) and not undelivered(running.database)) \
                     and time.monotonic() < deadline:
                 await asyncio.sleep(0.2)

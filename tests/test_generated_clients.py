@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 import pytest
 
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.https import HttpsReceiver
 from tests.servers.pkce import new_flow
 from tests.servers.service import ServiceProcess, identity_provider_code
@@ -338,7 +339,7 @@ class TestFlow:
 
         domain = new_domain(owner, "hooked")
         verify_delegation.sync(domain.id, client=owner.client)  # issued at once: cert.issued
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + PATIENCE_SECONDS
         while True:
             page = list_webhook_deliveries.sync(created.id, client=owner.client)
             assert isinstance(page, DeliveryPage)

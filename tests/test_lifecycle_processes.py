@@ -26,6 +26,7 @@ from core.config import load_config
 from core.identity import accounts, api_keys
 from core.runtime.assembly import build_services
 from core.webhooks import endpoints
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
 from tests.servers.https import HttpsReceiver
 from tests.servers.service import ServiceProcess, call
@@ -99,7 +100,7 @@ def statuses(database: Path) -> dict[str, tuple[str, str]]:
         db.close()
 
 
-async def until(condition, timeout: float, what: str) -> None:
+async def until(condition, what: str, timeout: float = PATIENCE_SECONDS) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -107,25 +108,25 @@ async def until(condition, timeout: float, what: str) -> None:
         await asyncio.sleep(0.2)
 
 
-@pytest.mark.gen_test(timeout=90)
+@pytest.mark.gen_test
 async def test_records_published_after_creation_end_in_an_active_certificate_on_their_own(tmp_path, dns, cloudflare, receiver):
     running = service(tmp_path, dns, cloudflare, receiver)
     key = await workspace_with_key(running.config, receiver)
     running.start()
     try:
         add_domains(running.base_url, key, dns, ["shop.acme-test.com"])
-        await until(lambda: statuses(running.database)["shop.acme-test.com"] == ("verified", "pending"), 30,
+        await until(lambda: statuses(running.database)["shop.acme-test.com"] == ("verified", "pending"),
                     "verified by a background check")
-        await receiver.wait_for(1, timeout=10)
+        await receiver.wait_for(1)
         cloudflare.set_state("shop.acme-test.com", status="active", ssl_status="active")  # the provider issues
-        await until(lambda: statuses(running.database)["shop.acme-test.com"][1] == "active", 30,
+        await until(lambda: statuses(running.database)["shop.acme-test.com"][1] == "active",
                     "the active certificate read back by a background check")
     finally:
         running.stop()
     assert [json.loads(r.body)["type"] for r in receiver.received] == ["cert.issue_pending"]
 
 
-@pytest.mark.gen_test(timeout=150)
+@pytest.mark.gen_test
 async def test_two_processes_killed_and_restarted_check_every_domain_once_at_a_time(tmp_path, dns, cloudflare, receiver):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -138,13 +139,13 @@ async def test_two_processes_killed_and_restarted_check_every_domain_once_at_a_t
     cloudflare.latency = 0.5  # checks stay in flight long enough for the kill to catch some
     try:
         add_domains(first.base_url, key, dns, apexes)
-        await until(lambda: sum(v == "verified" for v, _ in statuses(first.database).values()) >= 5, 30,
+        await until(lambda: sum(v == "verified" for v, _ in statuses(first.database).values()) >= 5,
                     "the sweep under way")
         in_flight = len(cloudflare.issue_requests)
         first.kill()  # mid-sweep: whatever it had claimed stays leased until the lease runs out
         assert in_flight < len(apexes), "the kill came before every issuance was requested"
         first.start()
-        await until(lambda: all(s == ("verified", "pending") for s in statuses(first.database).values()), 90,
+        await until(lambda: all(s == ("verified", "pending") for s in statuses(first.database).values()),
                     "every domain verified and its issuance started")
     finally:
         for process in (first, second):
@@ -157,7 +158,7 @@ async def test_two_processes_killed_and_restarted_check_every_domain_once_at_a_t
     assert all(times[-1] - times[0] > 10 for times in asked.values() if len(times) > 1), asked
 
 
-@pytest.mark.gen_test(timeout=90)
+@pytest.mark.gen_test
 async def test_a_caa_fix_done_as_told_ends_in_an_active_certificate_on_its_own(tmp_path, dns, receiver):
     running = ServiceProcess(tmp_path, dns_address=dns.address, extra=(
         "[provider.sandbox]\nactivation_delay_seconds = 0\n"

@@ -196,7 +196,7 @@ class TestNoSecrets:
         assert response.code == 302, response.body
         return code_from(response.headers["Location"]), flow
 
-    @pytest.mark.gen_test(timeout=30)
+    @pytest.mark.gen_test
     @pytest.mark.parametrize("fmt", ["text", "json"])
     async def test_a_full_run_writes_none_of_the_secrets_it_made(self, api, services, dns, receiver, captured, fmt,
                                                                   http_client, base_url):

@@ -28,10 +28,12 @@ import psycopg
 import pytest
 from oidc_provider_mock import User, run_server_in_thread  # type: ignore[import-untyped]
 
+from core.identity.api_keys import KeyCache
 from core.identity.dev_idp import DEFAULT_CLIENT_ID
 from core.webhooks.worker import CONCURRENCY
 from store import Store
 from store.records import OutboxEvent
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
 from tests.servers.https import HttpsReceiver
 from tests.servers.oidc import CLIENT_ID, OidcIssuer
@@ -82,7 +84,8 @@ def api(process: ServiceProcess, method: str, path: str, body: object = None, **
     return fetch(process.base_url + path, method, body, **kw)
 
 
-def until(condition: Callable[[], object], timeout: float, what: str, every: float = 0.05) -> float:
+def until(condition: Callable[[], object], what: str, *, timeout: float = PATIENCE_SECONDS,
+          every: float = 0.05) -> float:
     """Seconds it took ``condition`` to hold; fails after ``timeout``."""
     started = time.monotonic()
     while not condition():
@@ -136,16 +139,16 @@ def sign_up(process: ServiceProcess, issuer: OidcIssuer, email: str = OWNER,
 
 
 def test_a_rate_limit_bucket_holds_across_both_processes(start_pair, oidc_issuer):
-    a, b = start_pair("[rate_limits]\napi = 10\nwindow_seconds = 60\n")
+    a, b = start_pair("[rate_limits]\napi = 10\nwindow_seconds = 3600\n")
     token, _ = sign_up(a, oidc_issuer)  # counted in the signup bucket, not in api
-    if (left := 60 - time.time() % 60) < 3:
+    if (left := 3600 - time.time() % 3600) < 30:
         time.sleep(left)  # fixed windows: the twelve requests must not straddle two
     answers = [api((a, b)[n % 2], "POST", "/v1/domains/query", {}, token=token) for n in range(12)]
     assert [r.status for r in answers] == [200] * 10 + [429, 429], [r.status for r in answers]
     for refused in answers[10:]:  # the 11th on A, the 12th on B
         assert (refused.code, refused.json["status"]) == ("rate_limited", 429)
         assert set(refused.json) == {"status", "code", "message"}
-        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        assert 1 <= int(refused.headers["Retry-After"]) <= 3600
         assert refused.headers["RateLimit"].startswith('"api";r=0;')
 
 
@@ -157,8 +160,8 @@ def published(dns, domain: dict[str, Any]) -> None:
 
 QUOTA = 8
 "The fake Cloudflare's quota per token and our requests_per_window: the same number."
-WINDOW = 10
-"Seconds; long enough that no call waits for a slot (2 s at most) within one test's burst."
+WINDOW = 120
+"Seconds; long enough that no window ends within one test's burst, however busy the machine."
 
 
 @pytest.fixture
@@ -294,11 +297,15 @@ def test_the_built_in_provider_on_loopback_signs_in_through_either_process(start
 
 
 def refused_by(process: ServiceProcess, secret: str) -> float:
-    """Seconds until ``process`` refuses ``secret``, asked every 50 ms."""
-    return until(lambda: api(process, "POST", "/v1/domains/query", {}, token=secret).status == 401, 2, "refused")
+    """Seconds until ``process`` refuses ``secret``, asked every 50 ms: within half the key cache's
+    expiry, so that only the notice can have made it forget the key."""
+    return until(lambda: api(process, "POST", "/v1/domains/query", {}, token=secret).status == 401, "refused",
+                 timeout=KeyCache.TTL_SECONDS / 2)
 
 
-def test_a_revoked_or_rotated_api_key_is_refused_by_the_other_process_within_a_second(start_pair, oidc_issuer):
+def test_a_revoked_or_rotated_api_key_is_refused_by_the_other_process_before_its_cache_expires(
+        start_pair, oidc_issuer):
+    """Told by the database's notice (well under a second, printed): its cache would keep it 30 s."""
     a, b = start_pair()
     token, _ = sign_up(a, oidc_issuer)
     keys = [api(a, "POST", "/v1/api-keys", {"name": name, "scopes": ["domains:read"]}, token=token).json
@@ -314,11 +321,11 @@ def test_a_revoked_or_rotated_api_key_is_refused_by_the_other_process_within_a_s
 
     print(f"\nrefused by the other process {revoked_after * 1000:.0f} ms after the revocation, "
           f"{rotated_after * 1000:.0f} ms after the rotation")
-    assert revoked_after < 1.0 and rotated_after < 1.0, (revoked_after, rotated_after)
     assert api(b, "POST", "/v1/domains/query", {}, token=rotated.json["secret"]).status == 200
 
 
-def test_a_domain_changed_on_one_process_is_read_changed_on_the_other_within_a_second(start_pair, oidc_issuer):
+def test_a_domain_changed_on_one_process_is_read_changed_on_the_other(start_pair, oidc_issuer):
+    """Told by the database's notice (within milliseconds, printed): A's kept row never expires."""
     a, b = start_pair()
     token, domain = sign_up(a, oidc_issuer)
     path = f"/v1/domains/{domain['id']}"
@@ -326,15 +333,11 @@ def test_a_domain_changed_on_one_process_is_read_changed_on_the_other_within_a_s
         assert api(a, "GET", path, token=token).json.get("notes") is None
         time.sleep(0.2)
     assert api(b, "PATCH", path, {"notes": "from B"}, token=token).status == 200
-    changed = time.monotonic()
-    while (seen := api(a, "GET", path, token=token).json.get("notes")) != "from B":
-        assert time.monotonic() - changed < 1.0, seen
-    after = time.monotonic() - changed
+    after = until(lambda: api(a, "GET", path, token=token).json.get("notes") == "from B", "read changed",
+                  every=0.01)
     print(f"\nread changed by the other process {after * 1000:.0f} ms after the change")
     assert api(b, "DELETE", path, token=token).status == 204
-    deleted = time.monotonic()
-    while api(a, "GET", path, token=token).status != 404:
-        assert time.monotonic() - deleted < 1.0
+    until(lambda: api(a, "GET", path, token=token).status == 404, "read deleted", every=0.01)
 
 
 @pytest.fixture
@@ -384,17 +387,19 @@ def envelope_ids(receiver: HttpsReceiver) -> list[str]:
     return [json.loads(r.body)["id"] for r in receiver.received]
 
 
-def test_events_committed_elsewhere_are_delivered_once_within_3_seconds(start_pair, oidc_issuer, receiver, postgres_url):
-    a, _ = start_pair(webhooks_config(receiver, poll=30))  # only a notice can wake them sooner
+def test_events_committed_elsewhere_wake_the_processes_and_are_delivered_once(
+        start_pair, oidc_issuer, receiver, postgres_url):
+    """Woken by the database's notice (all delivered within a second or so, printed): their next
+    poll is later than the longest wait here."""
+    a, _ = start_pair(webhooks_config(receiver, poll=10 * PATIENCE_SECONDS))
     workspace_id = endpoint_to(a, receiver, oidc_issuer)
 
     committed, events = time.monotonic(), commit_events(postgres_url, workspace_id, 20)
-    until(lambda: len(receiver.received) >= len(events), 10, "every delivery")
+    until(lambda: len(receiver.received) >= len(events), "every delivery")
     time.sleep(0.5)  # time for a duplicate to arrive, if one were sent
 
     last = max(r.at for r in receiver.received)
     print(f"\n20 events committed by a third process, all delivered {last - committed:.2f} s after the first commit")
-    assert last - committed < 3, f"the last delivery came {last - committed:.2f} s after the first commit began"
     ids = envelope_ids(receiver)
     assert len(ids) == len(set(ids)) == len(events), f"{len(ids)} received, {len(set(ids))} distinct"
 
@@ -434,7 +439,7 @@ def test_a_database_restart_is_503_storage_unavailable_meanwhile_and_nothing_is_
             meanwhile = list(clients.map(create, (a, b), ("meanwhile-a", "meanwhile-b")))
             postgres_server.restart()
             up = time.monotonic()
-            until(lambda: {p for sent, p, _, r in answers if sent > up and r.status == 200} == {a, b}, 10,
+            until(lambda: {p for sent, p, _, r in answers if sent > up and r.status == 200} == {a, b},
                   "bulk creates succeed again through both")
         finally:
             stop.set()
@@ -464,12 +469,12 @@ def test_deliveries_survive_one_of_two_processes_killed_mid_queue(start_pair, oi
     started, events = time.monotonic(), commit_events(postgres_url, workspace_id, 1000, per_transaction=1000)
 
     # One process sends at most CONCURRENCY at once: more than that in flight, and B is sending.
-    until(lambda: receiver.in_flight > CONCURRENCY, 20, "both processes sending", every=0.01)
+    until(lambda: receiver.in_flight > CONCURRENCY, "both processes sending", every=0.01)
     b.kill()  # mid-send: what it had claimed stays leased to it until the lease runs out
     receiver.respond_with(200)
     at_kill = len(receiver.received)
     # Until the service counts every one delivered: what B sent and never recorded, A sends again.
-    until(lambda: delivered(postgres_url) == len(events), 30, "every delivery recorded", every=0.1)
+    until(lambda: delivered(postgres_url) == len(events), "every delivery recorded", every=0.1)
     took = time.monotonic() - started
 
     ids = envelope_ids(receiver)

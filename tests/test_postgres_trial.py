@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.postgres import UNPRIVILEGED, PostgresServer, _binaries
 from tests.servers.service import call, free_port
 from tests.test_readme import browserless_sign_in, shell_blocks, walk
@@ -84,7 +85,7 @@ class Shell:
 
 
 def listening(url: str, shell: Shell) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE_SECONDS
     while True:
         try:
             urllib.request.urlopen(url + "/v1/openapi.json", timeout=1).close()

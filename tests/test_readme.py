@@ -16,13 +16,16 @@ from pathlib import Path
 import pytest
 
 from core.domains import dns_hosts
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.service import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 WALK_HEADING = "## Try the whole flow in two minutes"
-WAIT_FOR_SERVICE = """
-for i in $(seq 100); do curl -s -o /dev/null $B/v1/openapi.json && break; sleep 0.1; done
+TRIES = int(PATIENCE_SECONDS * 10)
+"Of a shell loop that tries every 0.1 s."
+WAIT_FOR_SERVICE = f"""
+for i in $(seq {TRIES}); do curl -s -o /dev/null $B/v1/openapi.json && break; sleep 0.1; done
 """
 
 
@@ -83,7 +86,7 @@ def test_the_walk_with_curl_turns_a_certificate_active(tmp_path):
         shell = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env, stdout=out,
                                  stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            returncode = shell.wait(timeout=120)
+            returncode = shell.wait(timeout=3 * PATIENCE_SECONDS)  # a start and several waits
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(shell.pid, signal.SIGKILL)

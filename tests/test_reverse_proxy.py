@@ -25,6 +25,7 @@ import pytest
 from oidc_provider_mock import User, run_server_in_thread
 
 from handlers.limits import MAX_BODY_BYTES
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.caddy import CADDY, CADDYFILE, ROOT, CaddyProxy, Response, fetch
 from tests.servers.service import ServiceProcess
 
@@ -49,7 +50,7 @@ class Stack(NamedTuple):
 
     def log_line(self, request_id: str) -> str:
         """The service's access-log line of one request (lines are flushed within 0.1 s)."""
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + PATIENCE_SECONDS
         while True:
             for line in self.service.log.read_text().splitlines():
                 if re.search(rf"\brid={request_id}\b", line):

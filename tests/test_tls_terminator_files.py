@@ -22,6 +22,7 @@ import trustme
 from core.config import TlsTerminatorConfig
 from core.domains import operations
 from core.tls_terminator.files import FilesJob
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.terminators import (
     HAPROXY,
     NGINX,
@@ -66,7 +67,7 @@ def job_of(services) -> FilesJob:
 
 
 def wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + PATIENCE_SECONDS
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"never happened: {what}")

@@ -17,17 +17,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.service import free_port
 from tests.test_readme import browserless_sign_in
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None or shutil.which("curl") is None,
                                 reason="needs openssl and curl")
-WAIT_FOR_SERVICE = """
-for i in $(seq 100); do curl -s -o /dev/null $B/v1/openapi.json && break; sleep 0.1; done
+TRIES = int(PATIENCE_SECONDS * 10)
+"Of a shell loop that tries every 0.1 s."
+WAIT_FOR_SERVICE = f"""
+for i in $(seq {TRIES}); do curl -s -o /dev/null $B/v1/openapi.json && break; sleep 0.1; done
 """
-WAIT_FOR_DELIVERIES = """
-for i in $(seq 100); do [ "$(grep -c 'signature ok' hook.out)" -ge 2 ] && break; sleep 0.1; done
+WAIT_FOR_DELIVERIES = f"""
+for i in $(seq {TRIES}); do [ "$(grep -c 'signature ok' hook.out)" -ge 2 ] && break; sleep 0.1; done
 """
 
 
@@ -65,7 +68,7 @@ def ran(tmp_path_factory):
         shell = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env, stdout=log, stderr=log,
                                  start_new_session=True)
         try:
-            returncode = shell.wait(timeout=120)
+            returncode = shell.wait(timeout=3 * PATIENCE_SECONDS)  # a start and several waits
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(shell.pid, signal.SIGKILL)

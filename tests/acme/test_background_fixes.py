@@ -13,7 +13,7 @@ import pytest
 
 from core.lifecycle.watcher import LifecycleWatcher
 from tests.acme.conftest import CUSTOMER_ZONE, ZONE, needs_lab
-from tests.acme.test_issuing import SLOW, add, read, served, verify
+from tests.acme.test_issuing import add, read, served, verify
 from tests.helpers import mark_verified
 
 pytestmark = needs_lab
@@ -38,7 +38,7 @@ async def until_seen(services, name, rtype, value, timeout=10.0):
 
 
 class TestCaa:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_caa_fix_done_as_told_is_ordered_at_the_next_check(self, api, world, acme_lab, services, clock):
         caller, created = await add(api, world, "caa-fixed.lab.com")
         acme_lab.publish_records(created)
@@ -57,7 +57,7 @@ class TestCaa:
 
 
 class TestCname:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_cname_published_after_an_issue_request_refused_is_ordered_at_the_next_check(
             self, api, world, acme_lab, services, clock):
         caller, created = await add(api, world, "cname-fixed.lab.com")

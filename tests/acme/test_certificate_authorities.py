@@ -12,7 +12,7 @@ import pytest
 
 from core.lifecycle.watcher import LifecycleWatcher
 from tests.acme.conftest import acme_config, needs_lab
-from tests.acme.test_issuing import SLOW, add, served, verify
+from tests.acme.test_issuing import add, served, verify
 from tests.helpers import mark_active
 from tests.servers.pebble import Directory, Pebble
 
@@ -43,14 +43,14 @@ def issuer_of(services, apex):
 
 
 class TestFallback:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_first_ca_issues_when_it_can(self, api, world, acme_lab, services):
         caller, created = await add(api, world, "first.lab.com")
         acme_lab.publish_records(created)
         await verify(api, caller, created)
         assert issuer_of(services, "first.lab.com") == acme_lab.directory.directory_url
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_second_ca_issues_while_the_first_is_down(self, api, world, acme_lab, services, second):
         caller, created = await add(api, world, "outage.lab.com")
         acme_lab.publish_records(created)
@@ -62,7 +62,7 @@ class TestFallback:
         assert result["certificate"]["status"] == "active"
         assert issuer_of(services, "outage.lab.com") == second.directory_url
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_ca_the_hostnames_caa_allows_issues(self, api, world, acme_lab, services, second):
         caller, created = await add(api, world, "caa.lab.com")
         acme_lab.publish_records(created)
@@ -70,7 +70,7 @@ class TestFallback:
         await verify(api, caller, created)
         assert issuer_of(services, "caa.lab.com") == second.directory_url
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_caa_allowing_no_configured_ca_orders_nothing_and_names_the_records(self, api, world, acme_lab,
                                                                                   services):
         caller, created = await add(api, world, "nobody.lab.com")
@@ -87,7 +87,7 @@ class TestPacing:
     def config(self, config, acme_lab):
         return acme_config(config, acme_lab, orders_per_window=1, window_seconds=3600)
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_past_its_orders_a_ca_is_not_asked_and_the_caller_is_told_when_to_come_back(
             self, api, world, acme_lab):
         for apex in ("paced-one.lab.com", "paced-two.lab.com"):
@@ -107,7 +107,7 @@ class TestWorkspaceShareOfOrders:
         paced = acme_config(config, acme_lab, orders_per_window=8, window_seconds=3600)
         return attrs.evolve(paced, provider=attrs.evolve(paced.provider, workspace_share=0.5))
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_new_workspace_orders_once_and_one_with_a_serving_hostname_again(self, api, world, acme_lab,
                                                                                       services):
         caller, first = await add(api, world, "share-new.lab.com")
@@ -131,7 +131,7 @@ class TestWorkspaceShareOfOrders:
 
 
 class TestBackgroundRenewal:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_background_checks_renew_when_the_window_opens(self, api, world, acme_lab, services, clock):
         caller, created = await add(api, world, "background.lab.com")
         acme_lab.publish_records(created)
@@ -154,7 +154,7 @@ class TestExternalAccountBinding:
                           eab_kid=EAB_KID, eab_hmac_key=EAB_KEY)
         pebble.stop()
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_ca_requiring_binding_gets_the_configured_key(self, api, world, acme_lab, services):
         caller, created = await add(api, world, "bound.lab.com")
         acme_lab.publish_records(created)

@@ -9,12 +9,12 @@ import time
 import pytest
 
 from tests.acme.conftest import CUSTOMER_ZONE, needs_lab
-from tests.acme.test_issuing import SLOW, add, verify
+from tests.acme.test_issuing import add, verify
 
 pytestmark = needs_lab
 
 
-@pytest.mark.gen_test(timeout=SLOW)
+@pytest.mark.gen_test
 async def test_a_certificate_whose_cname_went_is_at_risk_because_the_ca_cannot_validate_its_renewal(
         api, world, acme_lab, services):
     services.authority.port = acme_lab.lab.nsd_port

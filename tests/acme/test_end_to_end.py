@@ -23,6 +23,7 @@ from core.config import load_config
 from core.identity import accounts, api_keys
 from core.runtime.assembly import build_services
 from tests.acme.conftest import CUSTOMER_ZONE, ZONE, needs_lab
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.caddy import CADDY
 from tests.servers.service import ServiceProcess, call, free_port
 from tests.servers.terminators import SECRET, CustomersCaddy, presented
@@ -92,7 +93,7 @@ def test_records_published_lead_to_a_certificate_caddy_serves(stack, acme_lab):
     acme_lab.publish_records(created)
     status, result = call(service.base_url, "POST", f"/v1/domains/{created['id']}/verify-delegation", token=token)
     assert (status, result["certificate"]["status"]) == (200, "active"), result
-    deadline = time.monotonic() + 5  # the index follows the database at most a second behind
+    deadline = time.monotonic() + PATIENCE_SECONDS  # the index follows the database at most a second behind
     while True:
         try:
             certificate = presented(caddy.https_port, HOST, acme_lab.pebble.root_pem())

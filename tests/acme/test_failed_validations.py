@@ -20,7 +20,7 @@ from core.acme import failures
 from core.delegation_dns.answers import NEGATIVE_TTL
 from core.lifecycle.watcher import LifecycleWatcher
 from tests.acme.conftest import Answering, acme_config, needs_lab
-from tests.acme.test_issuing import SLOW, add, read, verify
+from tests.acme.test_issuing import add, read, verify
 
 pytestmark = needs_lab
 #: An hour of background checks, each failed validation a round trip to Pebble.
@@ -71,14 +71,14 @@ async def resolver_sees(services, name: str, value: str) -> None:
 
 
 class TestARefusalOnACachedNegativeAnswer:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_customer_is_told_in_words_what_the_ca_met(self, api, world, acme_lab):
         caller, created = await refused_once(api, world, acme_lab, "cached.lab.com")
         error = (await read(api, caller, created))["cert"]["lastError"]
         assert "was told that the name does not exist (NXDOMAIN)" in error
         assert "\\x03" not in error and "\x03" not in error
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_diagnosis_says_the_service_orders_again_by_itself_and_when(self, api, world, acme_lab,
                                                                                services):
         services.authority.port = acme_lab.lab.nsd_port  # the zone's servers, asked where the lab runs them
@@ -88,14 +88,14 @@ class TestARefusalOnACachedNegativeAnswer:
         assert report["verdict"] == "waiting" and "the next order goes after" in found["orders_waiting"]["message"]
         assert "orders again by itself" in found["provider_error"]["fix"]
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_check_asked_for_inside_the_negative_ttl_places_no_order(self, api, world, acme_lab, front):
         caller, created = await refused_once(api, world, acme_lab, "again.lab.com")
         result = await verify(api, caller, created)
         assert len(orders_of(front, "again.lab.com")) == 1
         assert "the next order goes after" in result["message"]
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_check_asked_for_once_the_negative_ttl_passed_orders_again(self, api, world, acme_lab, front,
                                                                              clock):
         caller, created = await refused_once(api, world, acme_lab, "later.lab.com")
@@ -191,7 +191,7 @@ class TestTheDelegationZoneUnreachable:
         """Nobody answers for the delegation zone."""
         yield None
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_diagnosis_asks_the_target_itself_and_names_the_zone(self, api, world, acme_lab):
         caller, created = await add(api, world, "unreached.lab.com")
         acme_lab.publish_records(created)
@@ -212,7 +212,7 @@ class TestPausedByTheCa:
             "detail": "Your account is temporarily prevented from requesting certificates for paused.lab.com and "
                       f"possibly others. Please visit: {PAUSE_LINK}"})
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_refusal_says_the_hostname_is_paused_with_the_cas_link(self, api, world, acme_lab):
         caller, created = await add(api, world, "paused-a.lab.com")
         acme_lab.publish_records(created)
@@ -221,7 +221,7 @@ class TestPausedByTheCa:
         assert "paused issuance for paused-a.lab.com" in result["certificate"]["message"]
         assert PAUSE_LINK in result["certificate"]["message"]
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_diagnosis_names_the_pause_as_a_reason_of_its_own(self, api, world, acme_lab):
         caller, created = await add(api, world, "paused-b.lab.com")
         acme_lab.publish_records(created)

@@ -18,8 +18,6 @@ from tests.acme.conftest import ZONE, needs_lab
 from tests.helpers import mark_verified
 
 pytestmark = needs_lab
-#: An issuance takes Pebble a second or two; the default five is tight on a busy machine.
-SLOW = 20
 
 
 @attrs.frozen
@@ -52,13 +50,13 @@ def served(services, apex):
 
 
 class TestIssuance:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_domain_gets_its_own_unguessable_target_under_the_delegation_zone(self, api, world):
         _, created = await add(api, world, "target.lab.com")
         label, zone = created["validation"]["delegation"]["value"].split(".", 1)
         assert zone == ZONE and len(label) == 26 and label.isalnum()
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_verified_domain_gets_a_certificate_from_the_ca(self, api, world, acme_lab):
         caller, created = await add(api, world, "shop.lab.com")
         acme_lab.publish_records(created)
@@ -68,7 +66,7 @@ class TestIssuance:
         assert domain["cert"]["status"] == "active" and domain["opsStatus"] == "active"
         assert domain["cert"]["issuer"].startswith("Pebble Intermediate CA")
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_certificate_chains_to_the_cas_root(self, api, world, acme_lab, services):
         caller, created = await add(api, world, "chain.lab.com")
         acme_lab.publish_records(created)
@@ -81,7 +79,7 @@ class TestIssuance:
         names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         assert names.get_values_for_type(x509.DNSName) == ["chain.lab.com"]
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_issuance_event_is_queued_as_for_any_provider(self, api, world, acme_lab, services):
         caller, created = await add(api, world, "events.lab.com")
         acme_lab.publish_records(created)
@@ -93,14 +91,14 @@ class TestIssuance:
 class TestNoOrderWithoutTheDelegation:
     """An order is placed only once our own check finds the CNAME pointing at us."""
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_cname_pointing_elsewhere_places_no_order(self, api, world, acme_lab, services):
         caller, created = await add(api, world, "elsewhere.lab.com")
         acme_lab.publish_records(created, cname=f"someone-else.{ZONE}")
         assert (await verify(api, caller, created))["status"] == "error"
         assert services.store.sql.execute("SELECT count(*) FROM acme_certificates").fetchone() == (0,)
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_missing_cname_places_no_order(self, api, world, acme_lab, services):
         caller, created = await add(api, world, "nocname.lab.com")
         acme_lab.lab.publish("lab.com", f'_service-verify.nocname.lab.com. 300 IN TXT "{created["validation"]["ownership"]["value"]}"')
@@ -109,7 +107,7 @@ class TestNoOrderWithoutTheDelegation:
 
 
 class TestNoOrderWithoutTheDelegationStill:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_an_issue_request_after_the_cname_went_places_no_order(self, api, world, acme_lab, services):
         caller, created = await add(api, world, "went.lab.com")
         acme_lab.publish_records(created, cname=f"someone-else.{ZONE}")
@@ -122,7 +120,7 @@ class TestNoOrderWithoutTheDelegationStill:
 class TestKeys:
     """Keys never leave through the API; they are kept encrypted."""
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_bundle_endpoint_answers_409_for_an_acme_certificate(self, api, world, acme_lab):
         caller, created = await add(api, world, "bundle.lab.com")
         acme_lab.publish_records(created)
@@ -130,7 +128,7 @@ class TestKeys:
         r = await api.get(f"/v1/certificates/{certificate_id}/bundle", token=caller.token)
         assert (r.status, r.body["code"]) == (409, "managed_certificate_bundle_unavailable")
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_no_private_key_is_stored_in_clear(self, api, world, acme_lab, services, config):
         caller, created = await add(api, world, "sealed.lab.com")
         acme_lab.publish_records(created)
@@ -142,7 +140,7 @@ class TestKeys:
 class TestRenewal:
     """Renewals on the CA's schedule: inside its ARI window, else at two thirds of the lifetime."""
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_certificate_is_renewed_inside_the_cas_window(self, api, world, acme_lab, services, clock):
         caller, created = await add(api, world, "ari.lab.com")
         acme_lab.publish_records(created)
@@ -157,7 +155,7 @@ class TestRenewal:
         renewed = served(services, "ari.lab.com")
         assert renewed.chain_pem != first.chain_pem and renewed.not_after >= first.not_after
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_window_is_read_again_for_the_new_certificate(self, api, world, acme_lab, services, clock):
         caller, created = await add(api, world, "reread.lab.com")
         acme_lab.publish_records(created)
@@ -173,7 +171,7 @@ class TestRenewal:
         assert acme_lab.directory.asked[-1] == keys.ari_id(renewed.chain_pem)
         assert dt.timedelta(days=39) <= renewed.renew_at - clock.now() <= dt.timedelta(days=41)
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_renewal_whose_delegation_is_gone_places_no_order(self, api, world, acme_lab, services, clock):
         caller, created = await add(api, world, "risk.lab.com")
         acme_lab.publish_records(created, ttl=1)
@@ -187,7 +185,7 @@ class TestRenewal:
         await api.post(f"/v1/certificates/{latest.id}/refresh", token=caller.token)
         assert served(services, "risk.lab.com").chain_pem == first.chain_pem  # no order: the one served stays
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_without_ari_a_certificate_is_renewed_at_two_thirds_of_its_life(self, api, world, acme_lab, services,
                                                                                   clock):
         acme_lab.directory.window = None
@@ -198,7 +196,7 @@ class TestRenewal:
         life = first.not_after - first.not_before
         assert abs((first.renew_at - first.not_before) - life * 2 / 3) < dt.timedelta(seconds=1)
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_domain_carries_the_renewal_time_its_checks_are_planned_by(self, api, world, acme_lab,
                                                                                  services, clock):
         acme_lab.directory.window = (clock.now() + dt.timedelta(days=50), clock.now() + dt.timedelta(days=51))
@@ -210,7 +208,7 @@ class TestRenewal:
 
 
 class TestStagingThenProduction:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_certificate_from_a_ca_no_longer_configured_is_replaced_at_the_next_refresh(
             self, api, world, acme_lab, services):
         caller, created = await add(api, world, "staging.lab.com")
@@ -229,7 +227,7 @@ class TestStagingThenProduction:
 
 
 class TestDeletedDomains:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_deleted_domains_certificate_is_revoked_and_forgotten(self, api, world, acme_lab, services, clock):
         caller, created = await add(api, world, "gone.lab.com")
         acme_lab.publish_records(created)

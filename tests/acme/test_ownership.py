@@ -27,7 +27,8 @@ from core.config import TlsTerminatorConfig
 from core.lifecycle.watcher import LifecycleWatcher
 from core.tls_terminator.index import CHECK_SECONDS
 from tests.acme.conftest import CUSTOMER_ZONE, needs_lab
-from tests.acme.test_issuing import SLOW, add, read, verify
+from tests.acme.test_issuing import add, read, verify
+from tests.patience import PATIENCE_SECONDS
 
 pytestmark = needs_lab
 
@@ -103,7 +104,7 @@ async def moved(api, world, services, acme_lab, clock, apex):
 
 
 class TestMovedHostname:
-    @pytest.mark.gen_test(timeout=SLOW * 2)
+    @pytest.mark.gen_test
     async def test_the_old_workspace_leaves_verified_at_the_next_sweep_naming_the_other_token(
             self, api, world, services, acme_lab, clock):
         (a, created_a), (_, created_b) = await moved(api, world, services, acme_lab, clock, "moved.lab.com")
@@ -113,7 +114,7 @@ class TestMovedHostname:
         other = created_b["validation"]["ownership"]["value"]
         assert f"holds another token ({other})" in domain["validation"]["lastError"]
 
-    @pytest.mark.gen_test(timeout=SLOW * 2)
+    @pytest.mark.gen_test
     async def test_verify_delegation_in_the_old_workspace_answers_error_naming_the_other_token(
             self, api, world, services, acme_lab, clock):
         (a, created_a), (_, created_b) = await moved(api, world, services, acme_lab, clock, "asked.lab.com")
@@ -122,7 +123,7 @@ class TestMovedHostname:
         assert f"holds another token ({created_b['validation']['ownership']['value']})" in result["message"]
         assert "certificate" not in result
 
-    @pytest.mark.gen_test(timeout=SLOW * 3)
+    @pytest.mark.gen_test
     async def test_the_terminator_serves_the_new_workspaces_certificate_only(self, api, world, services, acme_lab,
                                                                             clock):
         acme_lab.directory.window = None  # renewals at two thirds of the lifetime
@@ -138,7 +139,7 @@ class TestMovedHostname:
         assert services.store.domains.get(a.workspace.id, uuid.UUID(created_a["id"])).validation_status == "error"
         assert await served_chain(services, clock, "serve.lab.com") == pem(chain_of(services, handle_b))
 
-    @pytest.mark.gen_test(timeout=SLOW * 3)
+    @pytest.mark.gen_test
     async def test_the_old_workspace_renews_nothing_more(self, api, world, services, acme_lab, clock):
         acme_lab.directory.window = None  # renewals at two thirds of the lifetime
         (a, created_a), _ = await moved(api, world, services, acme_lab, clock, "renew.lab.com")
@@ -153,7 +154,7 @@ class TestMovedHostname:
         after = services.store.acme.certificate(handle)
         assert (after.chain_pem, after.order_url) == (before.chain_pem, None)
 
-    @pytest.mark.gen_test(timeout=SLOW * 2)
+    @pytest.mark.gen_test
     async def test_the_old_workspace_verified_again_gets_the_hostname_back(self, api, world, services, acme_lab, clock):
         (a, created_a), _ = await moved(api, world, services, acme_lab, clock, "back.lab.com")
         await LifecycleWatcher(services).tick()
@@ -166,7 +167,7 @@ class TestMovedHostname:
 
 
 class TestDeletedDomain:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_its_certificate_is_no_longer_served_at_the_terminators_next_look(self, api, world, services,
                                                                                    acme_lab, clock):
         caller, created = await add(api, world, "deleted.lab.com")
@@ -176,7 +177,7 @@ class TestDeletedDomain:
         assert (await api.delete(f"/v1/domains/{created['id']}", token=caller.token)).status == 204
         assert await served_chain(services, clock, "deleted.lab.com") is None
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_its_certificate_is_revoked_at_the_revoke_jobs_next_run(self, api, world, services, acme_lab):
         caller, created = await add(api, world, "revoked.lab.com")
         publish(acme_lab, created)
@@ -194,7 +195,7 @@ class TestOrderFinishedAfterTheDeletion:
         return attrs.evolve(config, provider=attrs.evolve(
             config.provider, acme=attrs.evolve(config.provider.acme, wait_seconds=0.0)))
 
-    @pytest.mark.gen_test(timeout=SLOW * 2)
+    @pytest.mark.gen_test
     async def test_is_stored_unserved_and_revoked(self, api, world, services, acme_lab, clock):
         provider = services.provider.provider
         caller, created = await add(api, world, "late.lab.com")
@@ -219,7 +220,7 @@ async def finish(provider, handle) -> None:
     """Refresh until the order under way is done (one step a call), a second apart: Pebble marks an
     answered challenge ``processing`` a moment after the answer, and a step reading it ``pending``
     before would answer it again (which Pebble refuses)."""
-    deadline = time.monotonic() + SLOW
+    deadline = time.monotonic() + PATIENCE_SECONDS
     while provider.store.acme.certificate(handle).order_url is not None:
         assert time.monotonic() < deadline
         await asyncio.sleep(1.0)

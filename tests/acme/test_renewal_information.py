@@ -17,7 +17,7 @@ from core.acme import keys
 from core.lifecycle.watcher import LifecycleWatcher
 from tests.acme.conftest import needs_lab
 from tests.acme.test_failed_validations import orders_of
-from tests.acme.test_issuing import SLOW, add, served, verify
+from tests.acme.test_issuing import add, served, verify
 
 pytestmark = needs_lab
 EXPLAINED = "https://ca.test/incidents/2026-03-revocation"
@@ -40,7 +40,7 @@ async def refresh(api, services, caller, created):
 
 
 class TestAReplacesTheCaRefuses:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_already_replaced_is_ordered_again_without_replaces(self, api, world, acme_lab, front, services,
                                                                       clock):
         caller, created = await issued(api, world, acme_lab, clock, "replaced.lab.com")
@@ -52,7 +52,7 @@ class TestAReplacesTheCaRefuses:
         assert served(services, "replaced.lab.com").chain_pem != first.chain_pem
         assert ["replaces" in o for o in orders_of(front, "replaced.lab.com")[-2:]] == [True, False]
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_a_certificate_another_account_issued_is_ordered_again_without_replaces(
             self, api, world, acme_lab, front, services, clock):
         caller, created = await issued(api, world, acme_lab, clock, "moved-account.lab.com")
@@ -65,7 +65,7 @@ class TestAReplacesTheCaRefuses:
 
 
 class TestRetryAfter:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_window_is_read_again_once_the_cas_retry_after_passed(self, api, world, acme_lab, front,
                                                                           services, clock):
         front.retry_after = "3600"
@@ -75,7 +75,7 @@ class TestRetryAfter:
         await refresh(api, services, caller, created)
         assert len(front.asked) == asked + 1
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_window_is_not_read_again_before_the_cas_retry_after(self, api, world, acme_lab, front,
                                                                          services, clock):
         front.retry_after = "43200"
@@ -87,7 +87,7 @@ class TestRetryAfter:
 
 
 class TestAWindowMovedIntoThePast:
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_the_certificate_is_renewed_at_the_next_background_check(self, api, world, acme_lab, front,
                                                                          services, clock):
         front.retry_after = "60"  # the CA asks to be asked again in a minute: a revocation is coming
@@ -106,19 +106,19 @@ class TestTheCasExplanation:
     def explained(self, front, clock):
         front.explanation_url = EXPLAINED
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_it_reaches_the_answer_of_a_refresh(self, api, world, acme_lab, services, clock):
         caller, created = await issued(api, world, acme_lab, clock, "explained.lab.com")
         assert EXPLAINED in (await refresh(api, services, caller, created))["message"]
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_it_reaches_the_diagnosis(self, api, world, acme_lab, clock):
         caller, created = await issued(api, world, acme_lab, clock, "diagnosed.lab.com")
         report = (await api.get(f"/v1/domains/{created['id']}/diagnosis", token=caller.token)).body
         [finding] = [f for f in report["findings"] if f["code"] == "renewal_explained"]
         assert EXPLAINED in finding["message"]
 
-    @pytest.mark.gen_test(timeout=SLOW)
+    @pytest.mark.gen_test
     async def test_it_reaches_the_log_with_the_window(self, api, world, acme_lab, clock, caplog):
         with caplog.at_level(logging.WARNING, logger="core.acme"):
             await issued(api, world, acme_lab, clock, "logged.lab.com")

@@ -306,7 +306,7 @@ class TestProviderRefusals:
 class TestIdempotencyWithLatency:
     """Two concurrent requests with one key, while the provider is slow."""
 
-    @pytest.mark.gen_test(timeout=10)
+    @pytest.mark.gen_test
     async def test_one_request_reaches_the_provider(self, api, world, services, cloudflare):
         owner, d = await marked_verified(api, world, services)
         cloudflare.latency = 0.3
@@ -331,7 +331,7 @@ class TestPacing:
     def workspace_share(self):
         return 1.0  # one workspace may spend it all: the budget itself is what is tested here
 
-    @pytest.mark.gen_test(timeout=10)
+    @pytest.mark.gen_test
     async def test_a_burst_past_the_budget_gets_503_with_retry_after_and_stores_nothing(self, api, world, services, cloudflare):
         owner = world.owner()
         ds = []
@@ -348,7 +348,7 @@ class TestPacing:
         assert len(event_types(services, owner)) == 4
         assert sum(services.store.certificates.count(owner.workspace.id, uuid.UUID(d["id"])) for d in ds) == 4
 
-    @pytest.mark.gen_test(timeout=10)
+    @pytest.mark.gen_test
     async def test_the_providers_own_ratelimit_header_is_obeyed(self, api, world, services, cloudflare):
         cloudflare.quota = 2  # the provider says: 2 left in this window (another client spent the rest)
         owner, d = await marked_verified(api, world, services)
@@ -367,7 +367,7 @@ class TestFairShare:
     def budget(self):
         return 20
 
-    @pytest.mark.gen_test(timeout=10)
+    @pytest.mark.gen_test
     async def test_a_workspace_flooding_refresh_is_held_back_and_another_still_issues(self, api, world, services, cloudflare):
         flooder, d = await marked_verified(api, world, services)
         for n in range(2):  # two hostnames verified and serving: 1 + 2 calls
@@ -398,7 +398,7 @@ class TestManyWorkspacesOfOnePerson:
     def budget(self):
         return 30
 
-    @pytest.mark.gen_test(timeout=20)
+    @pytest.mark.gen_test
     async def test_six_workspaces_of_one_person_flooding_leave_a_quiet_workspace_served(
             self, api, world, services, cloudflare):
         quiet = world.owner("quiet@tenant-quiet.com")

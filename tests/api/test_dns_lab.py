@@ -291,15 +291,10 @@ class TestBackgroundChecks:
         assert (row.next_check_at - clock.now()).total_seconds() >= SOA_MINIMUM - 10  # not the 120 s of the backoff
 
 
-#: A lame zone costs a check up to three timeouts in a row (its lookups, the walk, its nameservers);
-#: a delegation changed restarts NSD and Unbound twice.
-SLOW_SECONDS = 20
-
-
 class TestLameDelegation:
     """Issue 37, item 2: lame.com is delegated by com to three nameservers, none serving it."""
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_the_diagnosis_names_the_zone_and_how_each_nameserver_fails(self, api, world):
         owner = world.owner()
         report = await diagnose(api, owner, await add(api, owner, f"shop.{LAME}"))
@@ -311,14 +306,14 @@ class TestLameDelegation:
         assert f"ns3.{LAME} (127.0.0.4): nothing listens on its DNS port" in found["message"]
         assert f"At the registrar of {LAME}" in found["fix"]
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_the_diagnosis_does_not_ask_to_retry_or_check_the_resolver(self, api, world):
         owner = world.owner()
         report = await diagnose(api, owner, await add(api, owner, f"www.{LAME}"))
         assert "lookup_failed" not in codes(report) and "authority_unknown" not in codes(report)
         assert (report["zone"], report["nameservers"]) == (LAME, [f"ns1.{LAME}", f"ns2.{LAME}", f"ns3.{LAME}"])
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_verification_names_the_lame_delegation_instead_of_a_retry(self, api, world):
         owner = world.owner()
         result = await verify(api, owner, await add(api, owner, f"api.{LAME}"))
@@ -326,14 +321,14 @@ class TestLameDelegation:
         assert f"The zone {LAME} is delegated by its parent zone com to nameservers that do not answer" in result["message"]
         assert "try again shortly" not in result["message"]
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_verification_names_the_lame_delegation_once(self, api, world):
         """Issue 46, item 6e: both records' lookups fail the same way; the paragraph is said once."""
         owner = world.owner()
         result = await verify(api, owner, await add(api, owner, f"once.{LAME}"))
         assert result["message"].count(f"The zone {LAME} is delegated") == 1
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_a_zone_with_one_silent_nameserver_gets_a_warning(self, api, world, lab):
         owner = world.owner()
         created = await add(api, owner, f"shop.{PARTLY}")
@@ -357,7 +352,7 @@ class TestQuietZones:
         await watcher.tick()
         return watcher
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_the_registrable_domains_other_hostnames_are_still_checked(self, api, world, services, clock):
         owner = world.owner()
         watcher = await self.lame_checked(api, owner, services, clock)
@@ -367,7 +362,7 @@ class TestQuietZones:
         row = services.store.domains.get(owner.workspace.id, uuid.UUID(neighbour["id"]))
         assert row.validation_checked_at is not None
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_the_lame_zones_other_hostnames_wait(self, api, world, services, clock):
         owner = world.owner()
         watcher = await self.lame_checked(api, owner, services, clock)
@@ -381,7 +376,7 @@ class TestQuietZones:
 class TestDelegationChanges:
     """Issue 37, item 3: a check that finds a record missing names the zone as DNS has it now."""
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_a_sub_zone_delegated_after_the_first_check_is_named_at_the_next(self, api, world, lab):
         owner = world.owner()
         created = await add(api, owner, "shop.sub.lab.com")
@@ -394,7 +389,7 @@ class TestDelegationChanges:
         finally:
             lab.undelegate("sub.lab.com")
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_a_sub_zone_undelegated_is_named_again_by_a_background_check(self, api, world, lab, services, clock):
         owner = world.owner()
         created = await add(api, owner, "www.moved.lab.com")
@@ -409,7 +404,7 @@ class TestDelegationChanges:
         assert (await domain(api, owner, created))["dnsHost"]["zone"] == "lab.com"
 
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_a_check_that_verifies_after_an_undelegation_names_the_zone_again(self, api, world, lab):
         """Issue 46, item 6c: the check that finds both records, not only one that finds one missing."""
         owner = world.owner()
@@ -532,7 +527,7 @@ class TestFixesPickedUpByTheBackgroundChecks:
         found = await domain(api, owner, created)
         assert (found["validation"]["status"], found["cert"]["status"]) == ("verified", "pending")
 
-    @pytest.mark.gen_test(timeout=SLOW_SECONDS)
+    @pytest.mark.gen_test
     async def test_dnssec_fixed_after_the_preflight_stopped_issuance_starts_it_at_the_next_check(
             self, api, world, lab, services, clock):
         owner = world.owner()

@@ -109,7 +109,7 @@ def refused(response) -> bool:
     return response.status == 400 and response.code == "validation_error"
 
 
-@pytest.mark.gen_test(timeout=60)
+@pytest.mark.gen_test
 async def test_a_field_refuses_an_empty_string_exactly_when_the_document_says_min_length(api, services, world, dns):
     documented = documented_fields()
     bodies = await valid_bodies(api, services, world, dns)

@@ -13,6 +13,7 @@ from tornado.testing import bind_unused_port
 
 from handlers import limits
 from handlers.limits import LimitedHTTPServer
+from tests.patience import PATIENCE_SECONDS
 
 MIB = 1024 * 1024
 
@@ -237,7 +238,7 @@ def quick_server(app, monkeypatch, io_loop):
     server.add_socket(sock)
     yield port
     server.stop()
-    io_loop.run_sync(server.close_all_connections, timeout=5)
+    io_loop.run_sync(server.close_all_connections, timeout=PATIENCE_SECONDS)
 
 
 class TestSlowClients:

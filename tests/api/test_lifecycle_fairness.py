@@ -49,7 +49,7 @@ def lookups_of(dns, zone, since=0):
     return [name for name, qtype in dns.zone.queries[since:] if name.endswith("." + zone) and qtype == "CNAME"]
 
 
-@pytest.mark.gen_test(timeout=20)
+@pytest.mark.gen_test
 async def test_a_quiet_workspace_is_checked_while_a_noisy_ones_backlog_waits(api, world, services, clock, dns):
     noisy = await noisy_backlog(api, world, dns)
     clock.advance(1)  # the noisy workspace's checks fall due first
@@ -64,7 +64,7 @@ async def test_a_quiet_workspace_is_checked_while_a_noisy_ones_backlog_waits(api
     assert checked == 0  # every noisy check still waiting for its lookups when the quiet one was done
 
 
-@pytest.mark.gen_test(timeout=20)
+@pytest.mark.gen_test
 async def test_a_workspace_runs_at_most_its_cap_of_checks_at_once(api, world, services, clock, dns):
     await noisy_backlog(api, world, dns)
     clock.advance(80)
@@ -74,7 +74,7 @@ async def test_a_workspace_runs_at_most_its_cap_of_checks_at_once(api, world, se
     assert len(lookups_of(dns, DEAD_ZONE, heard)) == services.config.lifecycle.checks_per_workspace
 
 
-@pytest.mark.gen_test(timeout=20)
+@pytest.mark.gen_test
 async def test_a_zone_that_gave_no_answer_defers_its_other_hostnames_checks(api, world, services, clock, dns):
     noisy = await noisy_backlog(api, world, dns)
     clock.advance(80)
@@ -84,7 +84,7 @@ async def test_a_zone_that_gave_no_answer_defers_its_other_hostnames_checks(api,
     assert all((row.next_check_at - clock.now()).total_seconds() >= quiet_seconds(services.config.lifecycle) - 1 for row in deferred)
 
 
-@pytest.mark.gen_test(timeout=20)
+@pytest.mark.gen_test
 async def test_a_zone_is_asked_again_once_its_quiet_spell_is_over(api, world, services, clock, dns):
     await noisy_backlog(api, world, dns, count=2)
     watcher = LifecycleWatcher(services)

@@ -98,6 +98,10 @@ class TestProviderDown:
         assert (r.status, r.code) == (502, "upstream_error")
 
 
+SERVICE_TIMEOUT_SECONDS = min(oidc.HTTP_TIMEOUT_SECONDS, signin.TIMEOUT_SECONDS)
+"The service's own bound on a provider's answer; the tests below set 0.5 s."
+
+
 @pytest.fixture
 def silent_issuer():
     """An issuer whose server takes the connection and the request, then never answers."""
@@ -110,13 +114,13 @@ class TestProviderHangs:
 
     @pytest.fixture
     def config(self, config, silent_issuer, monkeypatch):
-        monkeypatch.setattr(oidc, "HTTP_TIMEOUT_SECONDS", 0.5)  # 10 s in service
+        monkeypatch.setattr(oidc, "HTTP_TIMEOUT_SECONDS", 0.5)  # SERVICE_TIMEOUT_SECONDS in service
         monkeypatch.setattr(signin, "TIMEOUT_SECONDS", 0.5)
         return attrs.evolve(config, oidc=OidcConfig(issuer=silent_issuer, client_id=CLIENT_ID))
 
-    @pytest.mark.gen_test(timeout=10)
+    @pytest.mark.gen_test
     async def test_exchange_is_a_502_within_the_timeout(self, api):
         started = time.monotonic()
         r = await api.post("/v1/auth/oidc/exchange", {"code": "abc", "codeVerifier": new_flow()["verifier"]})
         assert (r.status, r.code) == (502, "upstream_error")
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < SERVICE_TIMEOUT_SECONDS  # ended by the test's 0.5 s, however busy

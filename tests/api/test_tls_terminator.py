@@ -27,6 +27,7 @@ from handlers.limits import LimitedHTTPServer
 from handlers.server import make_app
 from store.acme import AcmeCertificate
 from tests.helpers import Api, mark_verified
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.terminators import NOW, issue, owned
 
 SECRET = "terminator-" + secrets.token_urlsafe(24)
@@ -56,7 +57,7 @@ def main_port(services, io_loop):
     server.add_sockets([sock])
     yield f"http://127.0.0.1:{port}"
     server.stop()
-    io_loop.run_sync(server.close_all_connections, timeout=5)
+    io_loop.run_sync(server.close_all_connections, timeout=PATIENCE_SECONDS)
 
 
 @pytest.fixture

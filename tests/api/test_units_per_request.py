@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from tests.patience import PATIENCE_SECONDS
+
 
 @pytest.fixture
 def units(services, monkeypatch):
@@ -94,7 +96,7 @@ async def test_a_revoked_key_is_refused_from_the_cache_after_one_read(api, world
 
 async def keeping(services) -> None:
     """Until the domain cache serves (on PostgreSQL, once the listener hears other processes)."""
-    give_up = time.monotonic() + 5
+    give_up = time.monotonic() + PATIENCE_SECONDS
     while not services.store.domains.cache.live():
         assert time.monotonic() < give_up
         await asyncio.sleep(0.01)

@@ -8,6 +8,7 @@ its strict Content-Security-Policy is bypassed only in the browser contexts that
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -22,14 +23,18 @@ AXE_CACHE = Path(os.environ.get("CPS_AXE_CACHE", Path.home() / ".cache" / "cps-a
 
 @pytest.fixture(scope="session")
 def axe_script() -> Path:
-    """The path of axe.min.js, installed with ``npm install`` the first time."""
+    """The path of axe.min.js, installed with ``npm install`` the first time: by one pytest-xdist
+    worker (or one test run) at a time, under a lock, as another may be installing it too."""
     script = AXE_CACHE / "node_modules" / "axe-core" / "axe.min.js"
-    if not script.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("npm is not installed (.ci/run installs Debian's nodejs and npm); axe-core comes from npm")
-        subprocess.run([npm, "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(AXE_CACHE),
-                        f"axe-core@{AXE_VERSION}"], check=True, capture_output=True, timeout=300)
+    AXE_CACHE.mkdir(parents=True, exist_ok=True)
+    with (AXE_CACHE / "install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed; waits while another installs
+        if not script.exists():
+            npm = shutil.which("npm")
+            if npm is None:
+                pytest.skip("npm is not installed (.ci/run installs Debian's nodejs and npm); axe-core is npm's")
+            subprocess.run([npm, "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(AXE_CACHE),
+                            f"axe-core@{AXE_VERSION}"], check=True, capture_output=True, timeout=300)
     return script
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.browser.steps import signed_up_and_in
 from tests.browser.test_portal_pages import CHROMIUM, CHROMIUM_ARGS, WIDTHS, assert_accessible, assert_fits
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.service import ServiceProcess
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not instal
 SIMULATED = ("[provider.sandbox]\nsimulate_dns = true\nsimulate_dns_delay_seconds = 0\nactivation_delay_seconds = 2\n"
              "[lifecycle]\ninterval_seconds = 2\n")
 #: Long enough for two background checks and a poll after each, on a busy machine.
-WAIT_MS = 30_000
+WAIT_MS = PATIENCE_SECONDS * 1000
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from core.domain_connect.signing import public_key_records
 from core.domain_connect.template import template
 from tests.browser.steps import signed_up_and_in
 from tests.browser.test_portal_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.dns_host import FakeDnsHost
 from tests.servers.service import ServiceProcess
 
@@ -118,7 +119,7 @@ class TestOneClickSetUp:
         page.click("#one-click-back")
         page.wait_for_url("**/site/*/dns")
         assert page.inner_text("#validation-status") == "verified"
-        deadline = time.monotonic() + 5  # the sandbox activates 1 s after the order
+        deadline = time.monotonic() + PATIENCE_SECONDS  # the sandbox activates 1 s after the order
         while page.inner_text("#cert-status") != "active" and time.monotonic() < deadline:
             time.sleep(0.3)
             page.click("#check-now")

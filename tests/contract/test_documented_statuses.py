@@ -2,6 +2,8 @@
 
 ``Api`` (tests/helpers.py) records the (method, path template, status) of every answer it checks
 against the document; this module runs last in a run (tests/conftest.py orders it) and compares.
+Under pytest-xdist (the default run) each worker holds only the answers of its own tests, so there
+the controller compares, with every worker's, after they have all finished (tests/conftest.py).
 A code no test reaches is either a test still to write or a code the server never answers, which
 then leaves the document. Only a whole run can tell: a partial one skips the comparison.
 """
@@ -49,13 +51,19 @@ def whole_run(config: pytest.Config) -> bool:
             and not option.markexpr and not getattr(option, "lf", False) and not option.deselect)
 
 
-def test_every_documented_status_code_is_reached_by_a_test(request):
-    if not whole_run(request.config):
+def compare(config: pytest.Config, tests_failed: int, observed: set[tuple[str, str, int]]) -> None:
+    """The check, skipped where it cannot tell. Run by the test below, or under pytest-xdist by the
+    controller once every worker is done, on what they all observed (tests/conftest.py)."""
+    if not whole_run(config):
         pytest.skip("only a whole run of the suite reaches every status code")
-    if request.session.testsfailed:
+    if tests_failed:
         pytest.skip("tests failed before this one, so their answers may be missing")
-    missing = unreached_statuses(OBSERVED)
+    missing = unreached_statuses(observed)
     assert not missing, "Documented status codes no test reached:\n  " + "\n  ".join(missing)
+
+
+def test_every_documented_status_code_is_reached_by_a_test(request):
+    compare(request.config, request.session.testsfailed, OBSERVED)
 
 
 def test_the_comparison_finds_a_status_no_test_reached():

@@ -65,7 +65,7 @@ class TestOneFetchInFlight:
 class TestOwnHttpClient:
     """Identity-provider calls do not queue behind the service's other HTTP calls."""
 
-    @pytest.mark.gen_test(timeout=20)
+    @pytest.mark.gen_test
     async def test_a_saturated_shared_client_does_not_delay_verification(self, verifier, oidc_issuer, clock):
         release = asyncio.Event()
 

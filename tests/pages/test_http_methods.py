@@ -5,7 +5,6 @@ which methods there are."""
 from __future__ import annotations
 
 import re
-import uuid
 
 import attrs
 import pytest
@@ -16,7 +15,8 @@ import handlers
 from core.config import MetricsConfig, OidcConfig, ServerConfig
 from handlers.portal import idp
 
-SOME_ID = str(uuid.uuid4())
+SOME_ID = "4e98e74f-ef5d-4b91-8426-9bb542abaeba"
+"Fixed: it is in test ids, which every pytest-xdist worker must collect alike."
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.service import free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -69,7 +70,7 @@ class CaddyProxy:
 
     def _wait_until_serving(self) -> None:
         """Until its local CA exists and the site answers a TLS handshake with a certificate it signed."""
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + PATIENCE_SECONDS
         while True:
             try:
                 with (

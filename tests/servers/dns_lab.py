@@ -38,6 +38,7 @@ import dns.message
 import dns.query
 import dns.rcode
 
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.service import free_port
 
 TOOLS = ("nsd", "unbound", "ldns-keygen", "ldns-signzone")
@@ -254,7 +255,7 @@ class DnsLab:
         return dns.query.udp(dns.message.make_query(name, rtype), "127.0.0.1", port=port, timeout=1)
 
     def _wait_for_serial(self, zone: str) -> None:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE_SECONDS
         while time.monotonic() < deadline:
             try:
                 answer = self._ask(self.nsd_port, zone, "SOA")
@@ -266,7 +267,7 @@ class DnsLab:
         raise RuntimeError(f"NSD did not serve {zone} serial {self.serials[zone]}: {(self.folder / 'nsd.log').read_text()}")
 
     def _wait_until_resolving(self) -> None:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE_SECONDS
         while time.monotonic() < deadline:
             try:
                 if self._ask(self.unbound_port, "ns1.lab.com", "A").rcode() == dns.rcode.NOERROR:

@@ -29,6 +29,8 @@ import trustme
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 
+from tests.patience import PATIENCE_SECONDS
+
 
 class Received(NamedTuple):
     headers: dict[str, str]
@@ -104,7 +106,7 @@ class HttpsReceiver:
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"https-receiver-{self.port}", daemon=True)
         self._thread.start()
-        if not self._started.wait(5):
+        if not self._started.wait(PATIENCE_SECONDS):
             raise RuntimeError("the HTTPS receiver did not start")
 
     # -- controls (any thread) ------------------------------------------------------------------
@@ -143,7 +145,7 @@ class HttpsReceiver:
             self._standing = Answer()
             self.peak_in_flight = self.in_flight
 
-    async def wait_for(self, count: int, timeout: float = 5.0) -> list[Received]:
+    async def wait_for(self, count: int, timeout: float = PATIENCE_SECONDS) -> list[Received]:
         """The requests once at least ``count`` have arrived (without blocking the caller's loop)."""
         deadline = time.monotonic() + timeout
         while len(received := self.received) < count:

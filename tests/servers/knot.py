@@ -18,6 +18,7 @@ import dns.exception
 import dns.message
 import dns.query
 
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.service import free_port
 
 KEY_NAME = "cps-acme"
@@ -72,7 +73,7 @@ zone:
         with open(self.folder / "knot.log", "wb") as log:  # the child keeps its own copy
             self._process = subprocess.Popen(["knotd", "-c", str(self.folder / "knot.conf")],
                                              stdout=subprocess.DEVNULL, stderr=log)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + PATIENCE_SECONDS
         while not self._serving():
             if self._process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"knotd did not start: {(self.folder / 'knot.log').read_text()}")

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import trustme
 
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.service import free_port
 
 PEBBLE = shutil.which("pebble")
@@ -79,7 +80,7 @@ class Pebble:
             assert PEBBLE is not None
             self.process = subprocess.Popen([PEBBLE, "-config", str(self.folder / "pebble.json"),
                                              "-dnsserver", self.dns_server], env=env, stdout=log, stderr=log)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + PATIENCE_SECONDS
         while time.monotonic() < deadline:
             try:
                 self._get(self.directory_url)

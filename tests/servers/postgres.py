@@ -31,6 +31,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.service import free_port
 
 SETTINGS = {
@@ -39,8 +40,8 @@ SETTINGS = {
     "full_page_writes": "off",
     "max_connections": "200",
 }
-START_SECONDS = 30
-STOP_SECONDS = 30
+START_SECONDS = PATIENCE_SECONDS
+STOP_SECONDS = PATIENCE_SECONDS
 UNPRIVILEGED = "nobody"
 "Who runs the server when the tests run as root."
 

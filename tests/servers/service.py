@@ -18,12 +18,14 @@ import urllib.request
 from pathlib import Path
 
 from core.identity.dev_idp import DEFAULT_CLIENT_ID
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.pkce import authorize_params, code_from
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
-def run_app(config: Path | str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_app(config: Path | str, *args: str,
+            timeout: float = PATIENCE_SECONDS) -> subprocess.CompletedProcess[str]:
     """``python app.py ARGS --config CONFIG`` (an operator command), its output captured."""
     return subprocess.run([sys.executable, str(ROOT / "app.py"), *args, "--config", str(config)],
                           check=False, capture_output=True, text=True, timeout=timeout)
@@ -61,25 +63,26 @@ class ServiceProcess:
         return self
 
     def _wait_until_listening(self) -> None:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + PATIENCE_SECONDS
         while True:
             try:
-                urllib.request.urlopen(self.base_url + "/", timeout=1)
+                urllib.request.urlopen(self.base_url + "/", timeout=PATIENCE_SECONDS).close()
                 return
             except OSError:
                 if time.monotonic() > deadline or self.process.poll() is not None:
                     self.process.kill()
+                    self.process.wait()  # else a later test fails on the ResourceWarning of its Popen
                     raise RuntimeError("the service did not start:\n" + self.log.read_text()) from None
                 time.sleep(0.1)
 
     def kill(self) -> None:
         """SIGKILL: no clean-up of any kind, as when the machine dies."""
         self.process.kill()
-        self.process.wait(10)
+        self.process.wait(PATIENCE_SECONDS)
 
     def stop(self) -> None:
         self.process.terminate()
-        self.process.wait(10)
+        self.process.wait(PATIENCE_SECONDS)
 
 
 def call(base_url: str, method: str, path: str, body: object = None, token: str | None = None,
@@ -91,7 +94,7 @@ def call(base_url: str, method: str, path: str, body: object = None, token: str 
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(base_url + path, data=data, headers=all_headers, method=method)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=PATIENCE_SECONDS) as response:
             return response.status, json.loads(response.read() or b"null")
     except urllib.error.HTTPError as refused:
         with refused:
@@ -110,7 +113,7 @@ def identity_provider_code(base_url: str, flow: dict[str, str], email: str) -> s
     form = urllib.request.Request(base_url + "/idp/authorize", method="POST",
                                   data=urllib.parse.urlencode({**params, "email": email}).encode())
     try:
-        urllib.request.build_opener(Stay).open(form, timeout=10)
+        urllib.request.build_opener(Stay).open(form, timeout=PATIENCE_SECONDS)
     except urllib.error.HTTPError as redirected:
         with redirected:
             return code_from(redirected.headers["Location"])

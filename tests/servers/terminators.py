@@ -31,6 +31,7 @@ from core.crypto import Keyring
 from store import Store
 from store.acme import CERTIFICATE_KEY, AcmeCertificate
 from store.records import Certificate, DomainRow, Workspace
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.caddy import CADDY
 from tests.servers.service import free_port
 
@@ -206,7 +207,7 @@ class HAProxy:
 
 
 def _wait_for_port(port: int, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + PATIENCE_SECONDS
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -214,6 +215,7 @@ def _wait_for_port(port: int, process: subprocess.Popen, log: Path) -> None:
         except OSError:
             if time.monotonic() > deadline or process.poll() is not None:
                 process.kill()
+                process.wait()
                 raise RuntimeError("did not start:\n" + (log.read_text() if log.exists() else "")) from None
             time.sleep(0.05)
 
@@ -247,7 +249,7 @@ class CustomersCaddy:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen([CADDY, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"],
                                             cwd=self.folder, env=self.env, stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + PATIENCE_SECONDS
         while "serving initial configuration" not in self.log.read_text():
             if time.monotonic() > deadline or self.process.poll() is not None:
                 self.stop()

@@ -35,6 +35,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.patience import PATIENCE_SECONDS
+
 PLAIN_HTTP_ANSWER = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
@@ -149,7 +151,8 @@ class TlsServer(_LoopServer):
         with self._lock:
             return list(self._connections)
 
-    async def connections_to(self, sni: str, count: int = 1, timeout: float = 5.0) -> list[tuple[str | None, int]]:
+    async def connections_to(self, sni: str, count: int = 1,
+                             timeout: float = PATIENCE_SECONDS) -> list[tuple[str | None, int]]:
         """The finished connections for ``sni`` once ``count`` have closed (without blocking the caller's loop)."""
         deadline = time.monotonic() + timeout
         while len(found := [c for c in self.connections if c[0] == sni]) < count:

@@ -18,6 +18,7 @@ import pytest
 from store import Store
 from store.records import DomainRow, Workspace
 from store.row_cache import RowCache
+from tests.patience import PATIENCE_SECONDS
 from tests.store.conftest import OpenStore
 
 NOW = dt.datetime(2026, 11, 26, 12, tzinfo=dt.UTC)
@@ -38,7 +39,7 @@ def unit(store: Store, fn: Callable[[], object]) -> object:
     return asyncio.run(store.run(fn))
 
 
-def eventually(check: Callable[[], bool], seconds: float = 2.0) -> float:
+def eventually(check: Callable[[], bool], seconds: float = PATIENCE_SECONDS) -> float:
     """Seconds until ``check()`` held (the test fails if it never did)."""
     start = time.monotonic()
     while not check():
@@ -101,7 +102,7 @@ def test_a_domain_another_process_changed_is_dropped_on_its_notice(pair):
             other.domains.update(attrs.evolve(row, notes="second"))
 
     unit(other, change)
-    eventually(lambda: serving.domains.cached(row.workspace_id, row.id) is None, seconds=1.0)
+    eventually(lambda: serving.domains.cached(row.workspace_id, row.id) is None)
     assert read(serving, row).notes == "second"  # type: ignore[union-attr]
 
 
@@ -110,7 +111,7 @@ def test_a_domain_another_process_deleted_is_dropped_on_its_notice(pair):
     row = seeded(serving)
     read(serving, row)
     unit(other, lambda: other.domains.delete(row.workspace_id, row.id))
-    eventually(lambda: serving.domains.cached(row.workspace_id, row.id) is None, seconds=1.0)
+    eventually(lambda: serving.domains.cached(row.workspace_id, row.id) is None)
     assert read(serving, row) is None
 
 
@@ -120,7 +121,7 @@ def test_a_change_by_any_statement_is_told(pair):
     row = seeded(serving)
     read(serving, row)
     unit(other, lambda: other.sql.execute("UPDATE domains SET notes = 'by hand' WHERE id = ?", [str(row.id)]))
-    eventually(lambda: serving.domains.cached(row.workspace_id, row.id) is None, seconds=1.0)
+    eventually(lambda: serving.domains.cached(row.workspace_id, row.id) is None)
 
 
 def test_a_transaction_reads_past_the_cache(pair):
