@@ -24,7 +24,6 @@ from tests.acme.test_issuing import add, read, verify
 
 pytestmark = needs_lab
 #: An hour of background checks, each failed validation a round trip to Pebble.
-HOURS = 120
 PAUSE_LINK = "https://portal.ca.test/sfe/v1/unpause?jwt=abc.def.ghi"
 
 
@@ -126,7 +125,7 @@ class TestAnHourWhileTheCaCannotSeeTheValue:
     def config(self, config, acme_lab):
         return acme_config(config, acme_lab, **UNPACED)
 
-    @pytest.mark.gen_test(timeout=HOURS)
+    @pytest.mark.gen_test
     async def test_an_hour_of_checks_fails_no_more_validations_than_the_ca_allows(self, api, world, acme_lab, front,
                                                                                  services, clock):
         caller, created = await add(api, world, "hour.lab.com")
@@ -148,7 +147,7 @@ class TestStoppingAfterRepeatedFailures:
     def config(self, config, acme_lab):
         return acme_config(config, acme_lab, stop_after_failed_validations=3, **UNPACED)
 
-    @pytest.mark.gen_test(timeout=HOURS)
+    @pytest.mark.gen_test
     async def test_the_background_checks_stop_ordering_and_say_why(
             self, api, world, acme_lab, front, services, clock):
         caller, created = await add(api, world, "stop.lab.com")
@@ -158,7 +157,7 @@ class TestStoppingAfterRepeatedFailures:
         assert len(orders_of(front, "stop.lab.com")) == 3
         assert "the service stopped ordering for stop.lab.com" in (await read(api, caller, created))["cert"]["lastError"]
 
-    @pytest.mark.gen_test(timeout=HOURS)
+    @pytest.mark.gen_test
     async def test_a_person_checking_again_after_the_stop_orders_once_more(self, api, world, acme_lab, front,
                                                                          services, clock):
         caller, created = await add(api, world, "asked.lab.com")
@@ -168,7 +167,7 @@ class TestStoppingAfterRepeatedFailures:
         await verify(api, caller, created)
         assert len(orders_of(front, "asked.lab.com")) == 4
 
-    @pytest.mark.gen_test(timeout=HOURS)
+    @pytest.mark.gen_test
     async def test_records_that_change_after_the_stop_let_orders_go_again(self, api, world, acme_lab, front,
                                                                         services, clock):
         caller, created = await add(api, world, "changed.lab.com")
@@ -230,7 +229,7 @@ class TestPausedByTheCa:
         [finding] = [f for f in report["findings"] if f["code"] == "ca_paused"]
         assert PAUSE_LINK in finding["fix"] and report["verdict"] == "action_needed"
 
-    @pytest.mark.gen_test(timeout=HOURS)
+    @pytest.mark.gen_test
     async def test_the_background_checks_order_nothing_for_a_paused_hostname(self, api, world, acme_lab, front,
                                                                            services, clock):
         caller, created = await add(api, world, "paused-c.lab.com")
