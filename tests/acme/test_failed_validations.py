@@ -23,7 +23,6 @@ from tests.acme.conftest import Answering, acme_config, needs_lab
 from tests.acme.test_issuing import add, read, verify
 
 pytestmark = needs_lab
-#: An hour of background checks, each failed validation a round trip to Pebble.
 PAUSE_LINK = "https://portal.ca.test/sfe/v1/unpause?jwt=abc.def.ghi"
 
 
