@@ -56,7 +56,7 @@ def seed(store: Store, count: int) -> list[str]:
     expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
     with store.transaction():
         for name in names:
-            store.acme.add_challenge(name, "LoqXcYV8q5ONbJQxbmR7SCTNo3tiAXDfowyjxAjEuX0", expires)
+            store.delegation_zone.publish(name, "LoqXcYV8q5ONbJQxbmR7SCTNo3tiAXDfowyjxAjEuX0", expires, expires)
     return names
 
 

@@ -28,6 +28,7 @@ from store.acme_validations import AcmeValidationRepo
 from store.api_keys import ApiKeyRepo
 from store.certificates import CertificateRepo
 from store.clients import ClientRepo
+from store.delegation_zone import DelegationZoneRepo
 from store.domain_rows import register_functions
 from store.domains import DOMAINS_CHANNEL, DomainRepo
 from store.idempotency import IdempotencyRepo
@@ -113,6 +114,7 @@ class Store:
         self.api_keys = ApiKeyRepo(db)
         self.certificates = CertificateRepo(db)
         self.clients = ClientRepo(db)
+        self.delegation_zone = DelegationZoneRepo(db)
         self.domains = DomainRepo(db)
         self.idempotency = IdempotencyRepo(db)
         self.lifecycle = LifecycleRepo(db, self.domains)

@@ -240,24 +240,3 @@ class AcmeRepo:
                                   AND NOT EXISTS (SELECT 1 FROM certificates c WHERE c.provider_hostname_id = a.handle)""",
                       [ts(created_before)])
         return [_certificate(r) for r in rows]
-
-    # -- DNS-01 challenges ----------------------------------------------------------------------
-
-    def add_challenge(self, name: str, value: str, expires_at: dt.datetime) -> None:
-        self.db.execute(
-            """INSERT INTO acme_challenges (name, value, expires_at) VALUES (?, ?, ?)
-               ON CONFLICT (name, value) DO UPDATE SET expires_at = excluded.expires_at""",
-            [name.lower(), value, ts(expires_at)],
-        )
-
-    def remove_challenge(self, name: str, value: str) -> None:
-        self.db.execute("DELETE FROM acme_challenges WHERE name = ? AND value = ?", [name.lower(), value])
-
-    def challenges(self, name: str, now: dt.datetime) -> list[str]:
-        """The TXT values live at ``name``."""
-        rows = self.db.execute("SELECT value FROM acme_challenges WHERE name = ? AND expires_at > ? ORDER BY value",
-                               [name.lower(), ts(now)]).fetchall()
-        return [value for (value,) in rows]
-
-    def purge_challenges(self, now: dt.datetime) -> int:
-        return int(self.db.execute("DELETE FROM acme_challenges WHERE expires_at <= ?", [ts(now)]).rowcount)

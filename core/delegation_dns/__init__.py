@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 #: How long a published value is answered when nobody withdraws it (a process that stopped halfway).
 CHALLENGE_LIFETIME = dt.timedelta(hours=1)
+#: How long the zone's journal keeps a change: a secondary further behind is sent the whole zone.
+JOURNAL_KEPT = dt.timedelta(days=1)
 #: The TTL of challenge TXT records: none (RFC 2181: not to be cached). A value lives for one order;
 #: a resolver that kept the name's values would hand the CA an earlier order's at the next one (a
 #: renewal, a new order after a refused one) and fail it.

@@ -130,7 +130,7 @@ class Answers:
             return
         values: list[str] = []
         if depth == 1:  # challenge names are one label under the zone; nothing exists deeper
-            values = await self.store.run(self.store.acme.challenges, name.to_text(omit_final_dot=True),
+            values = await self.store.run(self.store.delegation_zone.values, name.to_text(omit_final_dot=True),
                                           self.clock.now())
         if values and rdtype in (_TXT, _ANY):
             response.answer.append(dns.rrset.from_rdata_list(name, TXT_TTL, [

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from core.delegation_dns import (
     CHALLENGE_LIFETIME,
+    JOURNAL_KEPT,
     ChallengeRecords,
     ChallengeRecordsError,
     challenge_name,
@@ -39,7 +40,7 @@ class StoredRecords:
 
         def add() -> None:
             with self.store.transaction():
-                self.store.acme.add_challenge(name, value, expires_at)
+                self.store.delegation_zone.publish(name, value, expires_at, self.clock.now())
 
         await self._write(add, f"publish the challenge record at {name}")
 
@@ -48,7 +49,7 @@ class StoredRecords:
 
         def remove() -> None:
             with self.store.transaction():
-                self.store.acme.remove_challenge(name, value)
+                self.store.delegation_zone.withdraw(name, value, self.clock.now())
 
         await self._write(remove, f"withdraw the challenge record at {name}")
 
@@ -70,9 +71,13 @@ def make_challenge_records(config: Config, store: Store, clock: Clock) -> Challe
 
 
 def purge_expired(store: Store, clock: Clock) -> int:
-    """Forget the values nobody withdrew (a unit of work: the periodic purge runs it)."""
+    """Withdraw the values nobody withdrew, and forget the journal's changes of more than a day
+    ago (a unit of work: the periodic purge runs it): how many values went."""
+    now = clock.now()
     with store.transaction():
-        return store.acme.purge_challenges(clock.now())
+        gone = store.delegation_zone.purge(now)
+        store.delegation_zone.forget_changes(now - JOURNAL_KEPT)
+        return gone
 
 
 def check_lines(config: Config) -> list[str]:

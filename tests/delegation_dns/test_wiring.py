@@ -51,7 +51,7 @@ def test_the_services_publish_challenge_values_where_the_built_in_server_reads_t
     services = build_services(acme(config), clock=clock)
     try:
         asyncio.run(services.challenge_records.publish(NAME, TOKEN))
-        assert services.store.acme.challenges(NAME, clock.now()) == [TOKEN]
+        assert services.store.delegation_zone.values(NAME, clock.now()) == [TOKEN]
     finally:
         services.close()
 
@@ -74,7 +74,7 @@ def test_values_nobody_withdrew_are_purged_after_their_hour(config, clock):
         published_at = clock.now()
         clock.advance(3600)
         assert purge_expired(services.store, clock) == 1
-        assert services.store.acme.challenges(NAME, published_at) == []
+        assert services.store.delegation_zone.values(NAME, published_at) == []
     finally:
         services.close()
 
