@@ -22,7 +22,7 @@ NAME = "the delegation zone's serial, journal and servers"
 
 def _statements(text: str, now_seconds: str) -> list[str]:
     return [
-        f"""CREATE TABLE delegation_zone (
+        """CREATE TABLE delegation_zone (
             id INTEGER PRIMARY KEY CHECK (id = 1),
             serial BIGINT NOT NULL,
             journal_from BIGINT NOT NULL
