@@ -59,6 +59,10 @@ ANALYSIS_LIMIT = 2000
 #: Domains written since SQLite's statistics were last looked at, at least, before a bulk write has
 #: them looked at again (``Store.optimize_if_grown``).
 GROWTH_FLOOR = 1000
+#: The tables a bulk write grows: the domains, their tags, and the text index's shadow tables, which
+#: its trigger writes (left with the statistics of a nearly empty index, the planner takes them for a
+#: few rows, and every insert into them slows as they grow: 1 s for 500 domains at 1M, issue 49).
+GROWING_TABLES = ("domains", "domain_tags", "domain_text_data", "domain_text_idx", "domain_text_content")
 
 
 def _create_private(path: Path) -> None:
@@ -269,12 +273,12 @@ class Store:
         self._saw_domains()
 
     def optimize_if_grown(self) -> None:
-        """After a bulk write: the domains analysed again once those inserted since the last look
+        """After a bulk write: the tables it grows analysed again once the domains inserted since the last look
         are as many as the database then held. ``PRAGMA optimize`` would wait for 25 times as many,
         and is not asked after every write: on SQLite 3.40 it analyses the domains each time (10
         ms at 1M), since a partial index without rows never has statistics."""
         if self.pg is None and self.domains.inserted >= max(GROWTH_FLOOR, self._domains_seen):
-            self._analyse(["domains", "domain_tags"])
+            self._analyse(list(GROWING_TABLES))
             self._saw_domains()
 
     def _analyse(self, tables: list[str]) -> None:
