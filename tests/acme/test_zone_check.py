@@ -24,7 +24,7 @@ from core.dns import zone_check
 from core.runtime.commands import check_config
 from core.runtime.jobs import start_jobs
 from tests.acme.conftest import acme_config, needs_lab
-from tests.acme.test_issuing import add
+from tests.acme.test_issuing import add, verify
 from tests.patience import PATIENCE_SECONDS
 from tests.servers.dns_lab import CLOSED, LAB, SILENT
 
@@ -124,6 +124,17 @@ class TestNotDelegated:
             assert finding["message"].startswith(f"The delegation zone {MISSING} is not delegated: its parent zone lab.com")
             assert finding["fix"].startswith("For the service's operator: At the registrar or DNS host of lab.com")
             assert report["verdict"] == "action_needed"
+
+    @pytest.mark.gen_test
+    async def test_a_validation_the_ca_refuses_names_the_zone_beside_the_customers_records(
+            self, api, world, services, acme_lab):
+        await zone_check.check_and_keep(services)
+        caller, created = await add(api, world, "refused.lab.com")
+        acme_lab.publish_records(created)
+        certificate = (await verify(api, caller, created))["certificate"]
+        assert certificate["status"] == "error"
+        assert f"The delegation zone {MISSING} is not delegated" in certificate["message"]
+        assert "nothing in this domain's records can" in certificate["message"]
 
     @pytest.mark.gen_test
     async def test_the_check_runs_at_start_up_and_then_periodically(self, services):
