@@ -1,6 +1,7 @@
 """Migration 24 on both backends: the last check of the delegation zone's own delegation
-(core/dns/zone_check.py), kept so that every process says the same: check-config's neighbour at
-start-up and the daily checks write it, the diagnosis and ``/metrics`` of any process read it.
+(core/dns/zone_check.py), kept so that every process says the same: the check at start-up and the
+daily checks write it, the diagnosis and ``/metrics`` of any process read it (check-config writes
+nothing: it only prints its own).
 
 - ``delegation_zone_check``: one row, the zone checked, its state (``ok``, ``not_delegated``,
   ``other_nameservers``, ``lame``, ``unknown``), what DNS said and the fix, and when.
