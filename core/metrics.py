@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from core.clock import Clock
     from core.dns.lookups import Lookup
     from store import Store
+    from store.zone_check import ZoneCheckRow
 
 T = TypeVar("T")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -126,6 +127,8 @@ class Figures:
     checks_due: int
     oldest_due: dt.datetime | None
     drifted: int
+    zone_check: ZoneCheckRow | None = None
+    "The last check of the delegation zone's delegation (core/dns/zone_check.py), with ``kind = \"acme\"``."
 
 
 def read_figures(store: Store, clock: Clock) -> Figures:
@@ -135,7 +138,7 @@ def read_figures(store: Store, clock: Clock) -> Figures:
     return Figures(
         webhook_queue=queued, webhook_oldest=oldest, certificates_by_status=store.metrics.certificates_by_status(),
         soonest_not_after=store.metrics.soonest_not_after(), checks_due=due, oldest_due=oldest_due,
-        drifted=store.lifecycle.drifted(),
+        drifted=store.lifecycle.drifted(), zone_check=store.zone_check.last(),
     )
 
 
@@ -173,3 +176,11 @@ class _StoreFigures(Collector):
         yield GaugeMetricFamily("cps_domains_drifted",
                                 "Verified domains whose delegation CNAME or CAA a check found wrong (validation.drift).",
                                 value=figures.drifted)
+        if figures.zone_check is not None:
+            zone = GaugeMetricFamily(
+                "cps_delegation_zone_ok",
+                "1 when the last check found the delegation zone delegated to its nameservers, each answering "
+                "for it; else 0, the state saying why (not_delegated, other_nameservers, lame, unknown).",
+                labels=["zone", "state"])
+            zone.add_metric([figures.zone_check.zone, figures.zone_check.state], float(figures.zone_check.state == "ok"))
+            yield zone

@@ -43,6 +43,7 @@ from store.stand_ins import StandInRepo
 from store.team import TeamRepo
 from store.verification_links import VerificationLinkRepo
 from store.webhooks import WebhookRepo
+from store.zone_check import ZoneCheckRepo
 
 if TYPE_CHECKING:
     from store.postgres.pool import PgDb
@@ -130,6 +131,7 @@ class Store:
         self.metrics = MetricsRepo(db)
         self.shared = SharedRepo(db)
         self.stand_ins = StandInRepo(db)
+        self.zone_check = ZoneCheckRepo(db)
         if self.pg is not None:
             listener = self.pg.listener
             self.domains.cache.live = lambda: listener.hears(DOMAINS_CHANNEL)

@@ -51,6 +51,7 @@ from core.acme.problems import Problem, explain, kind_of, replaces_refused
 from core.delegation_dns.answers import NEGATIVE_TTL
 from core.dns import caa, chain
 from core.dns.probe import zone_negative_ttl
+from core.dns.zone_check import last_check
 from core.edge import (
     HostnameGone,
     ProviderBusy,
@@ -304,6 +305,10 @@ class AcmeProvider:
         the next order may go). Orders.step and ``_new_order`` call it."""
         apex = certificate.apex
         refusal = explain(found, apex=apex, target=self.target(apex), negative_ttl=await self._negative_ttl())
+        zone = await self.store.run(last_check, self.store, self.zone)
+        if zone is not None and zone.broken:  # the cause, not the customer's records (core/dns/zone_check.py)
+            refusal = attrs.evolve(refusal, words=f"{refusal.words} {zone.message} The service's operator must fix "
+                                                  "that; nothing in this domain's records can.")
         records = await self._delegated(apex)
         noted = await self.store.run(failures.note_failure, self.store, certificate.directory_url, apex, refusal,
                                      self.clock.now(), await self._limits(), records)

@@ -18,9 +18,12 @@ from core.config import ConfigError
 from core.crypto import SecretKeyError, read_master_key
 from core.delegation_dns import ChallengeRecordsError
 from core.delegation_dns.records import check_lines as delegation_dns_lines
+from core.dns import zone_check
+from core.dns.authority import Authority
 from core.errors import ApiError, ValidationError
 from core.identity import api_keys
 from core.outbound.guard import tls_context
+from core.outbound.policy import AddressPolicy
 from core.text import normalise_email
 from core.wire import parse_timestamp, parse_uuid
 from store import inspection
@@ -35,9 +38,13 @@ class CommandError(Exception):
     """A refusal, worded for the operator."""
 
 
-def check_config(config: Config) -> list[str]:
+def check_config(config: Config, *, nameserver_port: int = 53) -> list[str]:
     """What the service would run with, read without writing anything: no database, folder or
     secret key file is created, no migration applied (the service does that at its start).
+
+    With ``kind = "acme"``, the delegation zone's delegation is checked as start-up checks it
+    (core/dns/zone_check.py): a broken one is a warning line, not a refusal (the service runs without
+    one in development). Its nameservers are asked on ``nameserver_port`` (tests run them elsewhere).
 
     It takes no services: opening them creates what is missing, so app.py calls this before
     building any. What start-up refuses is refused here too where it can be checked without
@@ -78,6 +85,8 @@ def check_config(config: Config) -> list[str]:
     except ChallengeRecordsError as exc:
         raise CommandError(f"check-config: delegation_dns.server: {exc}") from None
     issuer = config.oidc.issuer or f"{config.server.base_url}/idp (the built-in development provider)"
+    allowed = AddressPolicy(config.network.allow_private_ranges).allows  # as the outbound client's policy
+    authority = Authority(config.dns, allowed=allowed, port=nameserver_port)
     return [
         "configuration OK",
         f"  listens on {config.server.host}:{config.server.port}",
@@ -88,6 +97,7 @@ def check_config(config: Config) -> list[str]:
         *_provider_lines(config),
         f"  DNS resolvers {', '.join(config.dns.nameservers) or '(the system resolver)'}",
         *delegation,
+        *zone_check.check_lines(config, authority),
     ]
 
 

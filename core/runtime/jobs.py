@@ -1,6 +1,8 @@
 """The service's periodic jobs: webhook deliveries, the lifecycle's background checks, the purge
 of old Idempotency-Key records (and expired challenge values), the database's WAL checkpoints and
-planner statistics (SQLite), the TLS terminator's files and the ACME provider's upkeep."""
+planner statistics (SQLite), the TLS terminator's files, the ACME provider's upkeep and the
+check of the delegation zone's own delegation (at start-up, then every ``[lifecycle]
+active_check_seconds``: core/dns/zone_check.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from core.acme import upkeep
 from core.acme.provider import AcmeProvider
 from core.certificates import idempotency
 from core.delegation_dns.records import purge_expired
+from core.dns import zone_check
 from core.edge.counted import CountedProvider
 from core.identity import api_keys
 from core.lifecycle.watcher import LifecycleWatcher
@@ -98,6 +101,12 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
 
         jobs["acme-upkeep"] = PeriodicCallback(acme_upkeep, upkeep.REVOKE_SECONDS * 1000, jitter=0.1)
         IOLoop.current().add_callback(upkeep.point_at_zone, acme)
+    if zone_check.applies(services.config):
+        async def check_zone() -> None:
+            await zone_check.check_and_keep(services)
+
+        jobs["delegation-zone-check"] = PeriodicCallback(check_zone, lifecycle.active_check_seconds * 1000, jitter=0.1)
+        IOLoop.current().add_callback(check_zone)  # at start-up: a warning in the log before any order fails
     for job in jobs.values():
         job.start()
     IOLoop.current().add_callback(worker.tick)

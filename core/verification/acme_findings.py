@@ -8,11 +8,13 @@ CA asks for it.
 | ``ca_paused`` | error | the CA paused the hostname for the service's account: its link unpauses it |
 | ``orders_stopped`` | error | validations failed so often in a row that the background checks order no more |
 | ``orders_waiting`` | info | the next order waits (the resolvers' negative cache, the CA's hourly limit) |
+| ``delegation_zone_broken`` | error | the last check of the delegation zone's own delegation found it not delegated, delegated to other nameservers, or lame (core/dns/zone_check.py) |
 | ``delegation_zone_unreachable`` | error | resolvers cannot read the delegation zone, where the TXT values are |
 | ``renewal_explained`` | info | the CA explains the renewal window it suggests (RFC 9773 ``explanationURL``) |
 
 The CA's last refusal also gives the fix of ``provider_error``, in place of a pointer to findings
-there may not be.
+there may not be. A broken delegation zone is every domain's problem and no customer's to fix: it is
+said to the operator, and the probes of the target that it explains are not made.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from core.acme import failures
 from core.acme.problems import TRANSIENT
 from core.delegation_dns.answers import NEGATIVE_TTL
 from core.dns.probe import ask, ask_resolver
+from core.dns.zone_check import last_check
 from core.verification.record_findings import Finding
 from store.acme import AcmeCertificate
 from store.acme_validations import AcmeValidations
@@ -122,6 +125,11 @@ async def _target_findings(services: Services, findings: list[Finding], row: Dom
     zone = services.config.delegation_dns.zone.lower().rstrip(".")
     target = row.delegation_target
     if not zone or not target or not target.lower().endswith(f".{zone}"):
+        return
+    checked = await services.store.run(last_check, services.store, zone)
+    if checked is not None and checked.broken:
+        findings.append(Finding("delegation_zone_broken", "error", checked.message,
+                                fix=f"For the service's operator: {checked.fix}"))
         return
     owner = f"_acme-challenge.{row.apex}"
     for label, resolver in services.authority.each_resolver():

@@ -32,7 +32,7 @@ Findings, errors first:
 | `renewal_unchecked` | warning | the same certificate, but no DNS server answered for its CNAME: not known |
 | `drift_recorded` | error, or info once the record looks right again (or only a cache hides it) | a background check recorded drift (``validation.drift``) |
 | `provider_error`, `provider_pending` | error (a warning while the provider retries by itself), info | the provider's own view |
-| `ca_paused`, `orders_stopped`, `orders_waiting`, `delegation_zone_unreachable`, `renewal_explained` | | ACME only: core/verification/acme_findings.py |
+| `ca_paused`, `orders_stopped`, `orders_waiting`, `delegation_zone_broken`, `delegation_zone_unreachable`, `renewal_explained` | | ACME only: core/verification/acme_findings.py |
 | `served_mismatch` | warning | the host serves a certificate other than the provider's |
 | `authority_unknown` | info | the zone's nameservers could not be found or did not answer; resolvers only |
 | `one_click_ignored` | info | the zone's Domain Connect settings were ignored (too large, not https, a private address...) |

@@ -172,7 +172,7 @@ class DnsLab:
         text = "\n".join([
             f"$ORIGIN {zone}.",
             f"@ {SOA_MINIMUM} IN SOA ns1.{zone}. hostmaster.{zone}. {serial} 3600 600 86400 {SOA_MINIMUM}",
-            *self._ns_lines(zone),
+            *[line for line in self._ns_lines(zone) if f".{line.split()[0]}".endswith(f".{zone}.")],  # no out-of-zone glue
             *delegations,
             *self.records[zone],
             "",
