@@ -148,11 +148,11 @@ def cpu_seconds(pid: int) -> float:
         parents[int(stat.parent.name)] = int(fields[1])
         ticks[int(stat.parent.name)] = int(fields[11]) + int(fields[12])  # utime, stime
     total = 0
-    for child in ticks:
+    for child, used in ticks.items():
         ancestor = child
         while ancestor not in (pid, 0, 1) and ancestor in parents:
             ancestor = parents[ancestor]
-        total += ticks[child] if ancestor == pid else 0
+        total += used if ancestor == pid else 0
     return total / os.sysconf("SC_CLK_TCK")
 
 
@@ -507,10 +507,10 @@ def secondaries_supported() -> bool:
     return "secondaries" in attrs.fields_dict(DelegationDnsConfig)
 
 
-def start_secondaries(folder: Path, primary: int, secret: str) -> list[Server]:
-    """NSD and Knot, each a secondary of the built-in server on ``primary``: transfers signed with
-    the TSIG key, NOTIFY taken from the primary (signed or not)."""
-    nsd_port, knot_port = free_port(), free_port()
+def start_secondaries(folder: Path, primary: int, secret: str, nsd_port: int, knot_port: int) -> list[Server]:
+    """NSD and Knot on their ports, each a secondary of the built-in server on ``primary``: transfers
+    signed with the TSIG key, NOTIFY taken from the primary (signed or not). Started after the
+    primary: a secondary whose first transfer failed waits long before the next."""
     nsd_zone = (f'key:\n  name: "{TSIG_NAME}"\n  algorithm: {TSIG_ALGORITHM}\n  secret: "{secret}"\n'
                 f'zone:\n  name: "{ZONE}"\n  zonefile: "{folder / "secondary-nsd.zone"}"\n'
                 f"  request-xfr: 127.0.0.1@{primary} {TSIG_NAME}\n"
@@ -556,13 +556,14 @@ async def hidden_primary(folder: Path, where: str, writes: int) -> None:
     port = free_port()
     store = open_store(where)
     config = builtin_config(f"127.0.0.1:{port}", tsig_key_name=TSIG_NAME, tsig_secret=secret, tsig_algorithm=TSIG_ALGORITHM)
+    ports = free_port(), free_port()
+    config = attrs.evolve(config, secondaries=[f"127.0.0.1:{each}" for each in ports])
     secondaries: list[Server] = []
     server = None
     try:
-        secondaries = start_secondaries(folder, port, secret)
-        config = attrs.evolve(config, secondaries=[f"127.0.0.1:{s.port}" for s in secondaries])
         server = make_server(config, store)
         await server.start()
+        secondaries = start_secondaries(folder, port, secret, *ports)
         for secondary in secondaries:  # the first transfer
             await asyncio.to_thread(secondary.wait_for)
         records = StoredRecords(ZONE, store, SystemClock())
@@ -595,7 +596,7 @@ async def until_answered(name: str, ports: list[int], started: float) -> None:
         for port in list(waiting):
             try:
                 answer = await dns.asyncquery.udp(query, "127.0.0.1", port=port, timeout=0.5)
-            except dns.exception.Timeout:
+            except (dns.exception.Timeout, OSError):
                 continue
             if any(VALUE.encode() in rdata.strings for rrset in answer.answer for rdata in rrset):
                 waiting.discard(port)
