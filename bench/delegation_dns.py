@@ -1,175 +1,662 @@
-"""The delegation zone's built-in authoritative server under load: answers per second and the p50
-and p99 latency of TXT queries at live challenge names. Prints numbers, asserts nothing; not part
-of the test run.
+"""The delegation zone's built-in authoritative server against NSD and Knot (issue 47, "Measured and
+shown"). Prints numbers, asserts nothing; not part of the test run.
 
-    python bench/delegation_dns.py [--names 1000] [--seconds 5] [--backend sqlite|postgresql|both]
+    python bench/delegation_dns.py [--names 1000] [--seconds 3] [--rounds 3] [--flood-seconds 10]
+                                   [--writes 50] [--backend sqlite|postgresql] [--only speed,flood,primary]
 
-The server (core/delegation_dns/server.py) runs in this process, pinned to core 0, on a store
-holding ``--names`` challenge names with one value each (a fresh SQLite file, or a new database on
-bench/pg.py's PostgreSQL cluster), every query read from the store as in service. The load comes
-from another process, on core 1: ``dnsperf`` (Debian package dnsperf), each query's latency from
-its ``-v`` lines, over UDP with 1, 10 and 100 queries outstanding and over TCP with 10; without
-dnsperf, a loop of our own (dnspython, asyncio), which is itself slower than the server: its
-numbers are the loop's as much as the server's. With one query outstanding, dnsperf paces itself
-well below what the server takes: read that row for the latency of a query alone. Also printed:
-the server process's CPU per 1,000 answers (its worker threads included, on PostgreSQL).
+Each server runs on core 0 (``taskset``), each load on core 1, this process on core 1 too. Printed,
+with the 1-minute load average (``os.getloadavg``) beside each figure:
+
+1. **Speed.** The built-in server (``core/delegation_dns/server.py``, in a process of its own that
+   does nothing else, its store a fresh SQLite file or a database on bench/pg.py's cluster), NSD and
+   Knot, each serving the same zone: ``--names`` TXT names one label under it, one value each. The
+   load is ``dnsperf`` over UDP, the names in turn, with 10 and then 100 queries outstanding,
+   ``--seconds`` a run, the three servers interleaved, ``--rounds`` rounds: the median round's
+   answers per second, the p50 and p99 latency of its answers (dnsperf's ``-v`` lines), and the
+   server's CPU per answer (utime + stime of its processes and their threads, from
+   ``/proc/<pid>/stat``, over the run), then the built-in's share of NSD's answers per second and its
+   CPU per answer over NSD's. Also dnsperf's own CPU, as a share of its core: near 100 %, the load
+   is the limit, and NSD's and Knot's figures are lower bounds (so the built-in's share of them an
+   upper bound). Response-rate limiting is off in all three for these runs: one source asks
+   everything.
+2. **Flood.** The service itself (``python app.py``, ``[provider] kind = "acme"``, its delegation
+   zone holding the same names), for ``--flood-seconds`` idle and then as long again while
+   ``dnsperf`` from 127.0.0.1 asks random names (NXDOMAIN) at 5,000/s, never waiting for answers
+   (``-q 20000 -t 1``). Throughout both windows a "resolver" from another prefix (127.0.1.1) asks
+   the real names at 100/s, not held back by the ones unanswered (up to 400 outstanding): the share
+   of its queries answered (within 2 s) and their p50/p99; and an
+   API client asks ``GET /v1/domains/:id`` (one domain) with an API key 20 times a second over one keep-alive
+   connection: its p50/p99, idle and during the flood (the built-in server shares the service's
+   event loop with the API).
+3. **Hidden primary.** When ``[delegation_dns]`` has ``secondaries`` (issue 47 item 4), NSD and Knot
+   as secondaries of the built-in server (AXFR/IXFR with TSIG, kept by NOTIFY): ``--writes`` values
+   published one after another through ``core/delegation_dns/records.StoredRecords``, each timed from
+   the write until both secondaries answer it: p50 and p99. Without the feature, a line says so.
+
+Needs ``nsd``, ``knotd``, ``dnsperf`` and ``taskset`` (Debian packages nsd, knot, dnsperf,
+util-linux). The whole run takes about two minutes with the defaults.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import datetime as dt
-import json
+import logging
 import os
+import random
+import re
 import shutil
+import signal
 import statistics
+import string
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import attrs
 import dns.asyncquery
+import dns.exception
 import dns.message
+import dns.query
 import dns.rcode
 
-from bench import pg
+from bench import certificates, pg
 from core.clock import SystemClock
 from core.config import DelegationDnsConfig
+from core.delegation_dns import TXT_TTL
+from core.delegation_dns.records import StoredRecords
 from core.delegation_dns.server import DelegationServer
 from core.delegation_dns.sockets import bind
 from store import Store
 from tests.servers.service import free_port
 
 ZONE = "acme.bench.example"
-#: (transport, queries outstanding) of each run.
-RUNS = [("udp", 1), ("udp", 10), ("udp", 100), ("tcp", 10)]
+NAMESERVERS = ["ns1.bench.example", "ns2.bench.example"]
+VALUE = "LoqXcYV8q5ONbJQxbmR7SCTNo3tiAXDfowyjxAjEuX0"
+OUTSTANDING = (10, 100)
+SERVERS = ("built-in", "NSD", "Knot")
+SERVER_CORE, LOAD_CORE = 0, 1
+FLOOD_RATE, RESOLVER_RATE, API_RATE = 5000, 100, 20
+RESOLVER, FLOODER = "127.0.1.1", "127.0.0.1"
+TSIG_NAME, TSIG_ALGORITHM = "cps-acme", "hmac-sha256"
+#: Config keys that switch response-rate limiting off, for the speed runs (one source asks everything),
+#: set where ``DelegationDnsConfig`` has them (it has none before issue 47 item 2).
+NO_RATE_LIMIT = {"rrl_rate": 0, "rate_limit": 0, "rrl_responses_per_second": 0}
+PATIENCE = 30.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The servers
+
+
+def builtin_config(listen: str, **options: object) -> DelegationDnsConfig:
+    """The zone on ``listen``, with those of ``options`` this version of the config has."""
+    known = attrs.fields_dict(DelegationDnsConfig)
+    return DelegationDnsConfig(zone=ZONE, nameservers=NAMESERVERS, listen=listen,
+                               **{key: value for key, value in options.items() if key in known})
+
+
+def make_server(config: DelegationDnsConfig, store: Store) -> DelegationServer:
+    """The built-in server as the service makes it: every other argument at its default."""
+    return DelegationServer(config, store, SystemClock(), bind(config.listen))
+
+
+def open_store(where: str) -> Store:
+    return Store(url=where) if where.startswith("postgres") else Store(Path(where))
+
+
+async def serve(port: int, where: str) -> None:
+    """``--serve``: the built-in server alone in this process until SIGTERM (its speed run)."""
+    store = open_store(where)
+    server = make_server(builtin_config(f"127.0.0.1:{port}", **NO_RATE_LIMIT), store)
+    await server.start()
+    stopped = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopped.set)
+    print("ready", flush=True)
+    try:
+        await stopped.wait()
+    finally:
+        await server.stop()
+        store.close()
+
+
+def pinned(core: int, command: list[str]) -> list[str]:
+    """``command`` on ``core`` from its first instruction (its forks and threads included)."""
+    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
+        return ["taskset", "-c", str(core), *command]
+    return command
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds used by ``pid`` and its descendants so far (each process's threads included;
+    NSD answers from a child of the process started)."""
+    parents, ticks = {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # fields[0] is field 3, the state
+        except OSError:
+            continue  # ended meanwhile
+        parents[int(stat.parent.name)] = int(fields[1])
+        ticks[int(stat.parent.name)] = int(fields[11]) + int(fields[12])  # utime, stime
+    total = 0
+    for child, used in ticks.items():
+        ancestor = child
+        while ancestor not in (pid, 0, 1) and ancestor in parents:
+            ancestor = parents[ancestor]
+        total += used if ancestor == pid else 0
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class Server:
+    """A server process answering for the zone on ``port`` until ``stop``."""
+
+    def __init__(self, name: str, command: list[str], port: int, folder: Path) -> None:
+        self.name, self.port, self.folder = name, port, folder
+        self.log = folder / f"{name}.log"
+        with open(self.log, "wb") as out:  # the child keeps its own copy
+            self.process = subprocess.Popen(pinned(SERVER_CORE, command), stdout=out, stderr=subprocess.STDOUT)
+
+    def wait_for(self, name: str = ZONE, rdtype: str = "SOA", value: str = "") -> None:
+        """Until the server answers ``name`` (with ``value`` among the TXT strings, if given)."""
+        deadline = time.monotonic() + PATIENCE
+        while not answers(self.port, name, rdtype, value):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{self.name} does not answer {name} {rdtype}:\n{self.log.read_text()[-2000:]}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def answers(port: int, name: str, rdtype: str, value: str = "") -> bool:
+    try:
+        answer = dns.query.udp(dns.message.make_query(name, rdtype), "127.0.0.1", port=port, timeout=0.5)
+    except (dns.exception.Timeout, OSError):
+        return False
+    if not value:
+        return bool(answer.answer)
+    return any(value.encode() in rdata.strings for rrset in answer.answer for rdata in rrset)
+
+
+def zone_file(path: Path, names: list[str]) -> None:
+    """The zone as the built-in server answers it: SOA, NS and one TXT value at each name."""
+    path.write_text("".join([
+        f"$ORIGIN {ZONE}.\n",
+        f"@ 60 IN SOA {NAMESERVERS[0]}. hostmaster.{ZONE}. 1 3600 600 1209600 60\n",
+        *(f"@ 3600 IN NS {ns}.\n" for ns in NAMESERVERS),
+        *(f'{name.removesuffix("." + ZONE)} {TXT_TTL} IN TXT "{VALUE}"\n' for name in names),
+    ]))
+
+
+def nsd_conf(folder: Path, name: str, port: int, zone: str, *, rrl: bool = True) -> Path:
+    """An NSD instance ``name`` on ``port``, one answering process, serving ``zone`` (NSD's own
+    ``zone:`` lines), as tests/servers/dns_lab.py writes it."""
+    path = folder / f"{name}.conf"
+    path.write_text(
+        "server:\n"
+        f"  ip-address: 127.0.0.1@{port}\n"
+        '  username: ""\n'
+        f'  zonesdir: "{folder}"\n'
+        '  database: ""\n'
+        f'  zonelistfile: "{folder / (name + ".zone.list")}"\n'
+        f'  xfrdfile: "{folder / (name + ".xfrd.state")}"\n'
+        f'  xfrdir: "{folder}"\n'
+        f'  pidfile: "{folder / (name + ".pid")}"\n'
+        "  server-count: 1\n"
+        "  minimal-responses: yes\n"
+        + ("" if rrl else "  rrl-ratelimit: 0\n")
+        + "remote-control:\n  control-enable: no\n"
+        + zone
+    )
+    return path
+
+
+def knot_conf(folder: Path, name: str, port: int, zone: str) -> Path:
+    """A Knot instance ``name`` on ``port``, one UDP and one TCP worker (as NSD's one process),
+    serving ``zone`` (Knot's own lines: key, remote, acl and zone sections)."""
+    (folder / f"{name}-db").mkdir()
+    path = folder / f"{name}.conf"
+    path.write_text(f"""\
+server:
+    listen: 127.0.0.1@{port}
+    rundir: "{folder}"
+    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+database:
+    storage: "{folder / (name + '-db')}"
+log:
+  - target: stderr
+    any: warning
+{zone}""")
+    return path
+
+
+def start_nsd(folder: Path, names: list[str]) -> Server:
+    zone_file(folder / "nsd.zone", names)
+    port = free_port()
+    conf = nsd_conf(folder, "nsd", port, f'zone:\n  name: "{ZONE}"\n  zonefile: "{folder / "nsd.zone"}"\n', rrl=False)
+    server = Server("NSD", ["nsd", "-d", "-c", str(conf)], port, folder)
+    server.wait_for()
+    return server
+
+
+def start_knot(folder: Path, names: list[str]) -> Server:
+    zone_file(folder / "knot.zone", names)
+    port = free_port()
+    conf = knot_conf(folder, "knot", port, f'zone:\n  - domain: {ZONE}\n    storage: "{folder}"\n    file: "knot.zone"\n')
+    server = Server("Knot", ["knotd", "-c", str(conf)], port, folder)
+    server.wait_for()
+    return server
+
+
+def start_builtin(folder: Path, where: str) -> Server:
+    port = free_port()
+    server = Server("built-in", [sys.executable, __file__, "--serve", str(port), where], port, folder)
+    server.wait_for()
+    return server
 
 
 def seed(store: Store, count: int) -> list[str]:
     """``count`` live challenge names, one value each: the names."""
     names = [f"{uuid.uuid4().hex[:16]}.{ZONE}" for _ in range(count)]
-    expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+    expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)
     with store.transaction():
         for name in names:
-            store.delegation_zone.publish(name, "LoqXcYV8q5ONbJQxbmR7SCTNo3tiAXDfowyjxAjEuX0", expires, expires)
+            store.delegation_zone.publish(name, VALUE, expires, dt.datetime.now(dt.UTC))
     return names
 
 
-def loader_command(port: int, names_file: Path, transport: str, outstanding: int, seconds: float) -> list[str]:
-    if shutil.which("dnsperf"):
-        return ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(names_file), "-m", transport,
-                "-l", str(seconds), "-q", str(outstanding), "-c", str(min(outstanding, 8)), "-T", "1", "-v"]
-    return [sys.executable, __file__, "--load", str(port), str(names_file), transport, str(outstanding), str(seconds)]
+# ---------------------------------------------------------------------------------------------------------------
+# The load
 
 
-def parse(output: str) -> tuple[list[float], int]:
-    """Latencies (seconds) of the answers, and the queries not answered NOERROR, from dnsperf's
-    ``-v`` lines (``> NOERROR name TXT 0.000123``), which the loop of our own prints too."""
-    latencies, failed = [], 0
-    for line in output.splitlines():
-        if line.startswith("> "):
-            parts = line.split()
-            latencies.append(float(parts[-1]))
-            failed += parts[1] != "NOERROR"
-    lost = next((int(line.split()[2]) for line in output.splitlines() if line.strip().startswith("Queries lost:")), 0)
-    return latencies, failed + lost
+def dnsperf(port: int, names_file: Path, out: Path, seconds: float, outstanding: int, *more: str) -> subprocess.Popen:
+    """dnsperf on the load core, every answer's line (``-v``) written to ``out``."""
+    command = ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", str(names_file), "-l", str(seconds),
+               "-q", str(outstanding), "-c", str(min(outstanding, 8)), "-T", "1", "-v", *more]
+    with open(out, "wb") as output:
+        return subprocess.Popen(pinned(LOAD_CORE, command), stdout=output, stderr=subprocess.STDOUT)
 
 
-async def measure(store: Store, names: list[str], folder: Path, seconds: float, cpu: int) -> list[dict]:
-    port = free_port()
-    config = DelegationDnsConfig(zone=ZONE, nameservers=["ns1.bench.example"], listen=f"127.0.0.1:{port}")
-    server = DelegationServer(config, store, SystemClock(), bind(config.listen))
-    await server.start()
+def parsed(out: Path) -> dict:
+    """Latencies (seconds) of the answers dnsperf's ``-v`` lines report (``> NOERROR name TXT
+    0.000123``), and its counts of queries sent, completed and lost."""
+    text = out.read_text()
+    # A query timed out: ``> T name TXT``.
+    latencies = [float(line.rsplit(None, 1)[1]) for line in text.splitlines()
+                 if line.startswith("> ") and not line.startswith("> T ")]
+    count = {key: int(found.group(1)) if (found := re.search(rf"Queries {key}:\s+(\d+)", text)) else 0
+             for key in ("sent", "completed", "lost")}
+    return {"latencies": latencies, **count}
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile, in milliseconds (0 without values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def speed_run(server: Server, names_file: Path, outstanding: int, seconds: float, folder: Path) -> dict:
+    out = folder / "dnsperf.out"
+    loadavg, cpu_before = load(), cpu_seconds(server.process.pid)
+    loader = dnsperf(server.port, names_file, out, seconds, outstanding)
+    _, _, usage = os.wait4(loader.pid, 0)
+    loader.returncode = 0  # reaped here, for its CPU time
+    cpu = cpu_seconds(server.process.pid) - cpu_before
+    result = parsed(out)
+    latencies = result["latencies"]
+    return {"per_second": len(latencies) / seconds, "p50": pct(latencies, 0.5), "p99": pct(latencies, 0.99),
+            "cpu_us": cpu / max(len(latencies), 1) * 1e6, "lost": result["lost"], "load": loadavg,
+            "dnsperf_cpu": (usage.ru_utime + usage.ru_stime) / seconds}
+
+
+def speed(folder: Path, names: list[str], where: str, seconds: float, rounds: int) -> None:
     names_file = folder / "queries.txt"
     names_file.write_text("".join(f"{name} TXT\n" for name in names))
-    results = []
+    servers = {"built-in": start_builtin(folder, where), "NSD": start_nsd(folder, names), "Knot": start_knot(folder, names)}
+    runs: dict[tuple[str, int], list[dict]] = {}
     try:
-        for transport, outstanding in RUNS:
-            before, started = time.process_time(), time.perf_counter()
-            loader = await asyncio.create_subprocess_exec(
-                *loader_command(port, names_file, transport, outstanding, seconds), stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-                preexec_fn=(lambda: os.sched_setaffinity(0, {cpu})) if cpu >= 0 else None)
-            output, _ = await loader.communicate()
-            wall, used = time.perf_counter() - started, time.process_time() - before
-            latencies, failed = parse(output.decode())
-            quantiles = statistics.quantiles(latencies, n=100)
-            results.append({"transport": transport, "outstanding": outstanding, "answers": len(latencies),
-                            "per_second": len(latencies) / seconds, "p50_ms": quantiles[49] * 1000,
-                            "p99_ms": quantiles[98] * 1000, "failed": failed,
-                            "cpu_ms_per_1000": used / max(len(latencies), 1) * 1e6, "wall": wall})
+        for name, server in servers.items():  # every name answered once before the runs
+            server.wait_for(names[-1], "TXT", VALUE)
+        for _ in range(rounds):
+            for outstanding in OUTSTANDING:
+                for name, server in servers.items():
+                    runs.setdefault((name, outstanding), []).append(
+                        speed_run(server, names_file, outstanding, seconds, folder))
     finally:
-        await server.stop()
-    return results
+        for server in servers.values():
+            server.stop()
+    print(f"== speed == {len(names):,} TXT names, dnsperf over UDP, {seconds:g} s a run, the three servers interleaved, "
+          f"median of {rounds} rounds (the load average beside each figure: the 1-minute one as its run began)")
+    print(f"{'server, outstanding':<22} {'answers/s':>18} {'p50 ms':>15} {'p99 ms':>15} {'CPU µs / answer':>18} {'lost':>6}")
+    medians: dict[tuple[str, int], dict] = {}
+    for (name, outstanding), results in runs.items():
+        row = medians[name, outstanding] = {key: statistics.median(r[key] for r in results) for key in results[0]}
+        # The load beside each figure: that of the run whose figure is the median (the nearest).
+        cells = []
+        for key, width, form in (("per_second", 18, ",.0f"), ("p50", 15, ".2f"), ("p99", 15, ".2f"), ("cpu_us", 18, ",.1f")):
+            nearest = min(results, key=lambda r: abs(r[key] - row[key]))
+            text = f"{format(row[key], form)} ({nearest['load']:.2f})"
+            cells.append(f"{text:>{width}}")
+        print(f"{name + ', ' + str(outstanding):<22} {' '.join(cells)} {row['lost']:>6.0f} {row['dnsperf_cpu']:>12.0%}")
+    for outstanding in OUTSTANDING:
+        ours, nsd, knot = (medians[name, outstanding] for name in SERVERS)
+        print(f"built-in / NSD at {outstanding:>3} outstanding: answers/s {ours['per_second'] / nsd['per_second']:.1%}, "
+              f"CPU per answer {ours['cpu_us'] / nsd['cpu_us']:.1f} x; / Knot: answers/s "
+              f"{ours['per_second'] / knot['per_second']:.1%}, CPU per answer {ours['cpu_us'] / knot['cpu_us']:.1f} x")
 
 
-def report(backend: str, results: list[dict], names: int) -> None:
-    tool = "dnsperf" if shutil.which("dnsperf") else "a loop of our own (dnspython)"
-    print(f"== {backend} == {names:,} live challenge names, TXT queries from {tool}")
-    print(f"{'transport, outstanding':<24} {'answers/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'failed':>7} "
-          f"{'server CPU ms / 1,000':>22}")
-    for r in results:
-        print(f"{r['transport'].upper() + ', ' + str(r['outstanding']):<24} {r['per_second']:>10,.0f} {r['p50_ms']:>8.2f} "
-              f"{r['p99_ms']:>8.2f} {r['failed']:>7} {r['cpu_ms_per_1000']:>22,.0f}")
+# ---------------------------------------------------------------------------------------------------------------
+# The flood
 
 
-async def load(port: int, names_file: Path, transport: str, outstanding: int, seconds: float) -> None:
-    """The loop of our own, printing dnsperf's ``-v`` lines."""
-    names = [line.split()[0] for line in names_file.read_text().splitlines()]
-    ask = dns.asyncquery.udp if transport == "udp" else dns.asyncquery.tcp
-    deadline = time.perf_counter() + seconds
-    lines: list[str] = []
+def service_config(folder: Path, dns_port: int) -> Path:
+    """The service with the ACME provider (a CA it never asks here) and the delegation zone on
+    ``dns_port``; loopback, port 0, the built-in identity provider, no API rate limit in the way."""
+    path = folder / "service.toml"
+    path.write_text(
+        f'[server]\nhost = "127.0.0.1"\nport = 0\nbase_url = "http://127.0.0.1:8080"\n'
+        f'[storage]\npath = "{folder / "service.sqlite3"}"\nsecret_key_file = "{folder / "secret.key"}"\n'
+        '[dns]\nnameservers = ["127.0.0.1:9"]\ntimeout_seconds = 0.5\n'
+        "[rate_limits]\napi = 10000000\n"
+        '[provider]\nkind = "acme"\n[provider.acme]\ndirectory_url = "https://acme.invalid/directory"\n'
+        f'[delegation_dns]\nzone = "{ZONE}"\nnameservers = ["{NAMESERVERS[0]}", "{NAMESERVERS[1]}"]\n'
+        f'listen = "127.0.0.1:{dns_port}"\n'
+    )
+    return path
 
-    async def client(n: int) -> None:
-        while time.perf_counter() < deadline:
-            name = names[n % len(names)]
+
+def prepare_service(config: Path, count: int) -> tuple[list[str], str, str]:
+    """The service's database with ``count`` live challenge names and a workspace with one domain
+    and an API key: the names, the key, the domain's API path."""
+    token, rows = asyncio.run(certificates.seed(config, ["www.shop-bench.com"], verified=False))
+    store = Store(config.parent / "service.sqlite3")
+    try:
+        return seed(store, count), token, f"/v1/domains/{rows[0].id}"
+    finally:
+        store.close()
+
+
+def start_service(folder: Path, config: Path) -> tuple[subprocess.Popen, int]:
+    """``python app.py`` on the server core, and its HTTP port."""
+    log = folder / "service.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(pinned(SERVER_CORE, [sys.executable, "app.py", "--config", str(config)]),
+                                   cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline and process.poll() is None:
+        if found := re.search(r"listening on http://127\.0\.0\.1:(\d+)", log.read_text()):
+            return process, int(found.group(1))
+        time.sleep(0.1)
+    process.kill()
+    process.wait()
+    raise RuntimeError(f"the service did not start:\n{log.read_text()[-2000:]}")
+
+
+async def api_latencies(port: int, token: str, path: str, seconds: float) -> list[float]:
+    """``GET path`` every ``1 / API_RATE`` s over one keep-alive connection: each one's seconds."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
+    latencies = []
+    started = time.perf_counter()
+    try:
+        for n in range(int(seconds * API_RATE)):
+            await asyncio.sleep(max(0.0, started + n / API_RATE - time.perf_counter()))
+            sent = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
+            await reader.readexactly(int(length.group(1)) if length else 0)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            latencies.append(time.perf_counter() - sent)
+    finally:
+        writer.close()
+    return latencies
+
+
+async def window(port: int, dns_port: int, token: str, path: str, names_file: Path, flood_file: Path | None, seconds: float,
+                 folder: Path) -> dict:
+    """``seconds`` of the resolver and the API client, with the flood if ``flood_file``."""
+    resolver_out, flood_out = folder / "resolver.out", folder / "flood.out"
+    loadavg = load()
+    processes = [dnsperf(dns_port, names_file, resolver_out, seconds, 400, "-a", RESOLVER, "-Q", str(RESOLVER_RATE),
+                         "-t", "2")]
+    if flood_file is not None:
+        processes.append(dnsperf(dns_port, flood_file, flood_out, seconds, 20000, "-a", FLOODER, "-Q", str(FLOOD_RATE),
+                                 "-t", "1"))
+    api = await api_latencies(port, token, path, seconds)
+    for process in processes:
+        await asyncio.to_thread(process.wait)
+    resolver = parsed(resolver_out)
+    result = {"load": loadavg, "api": api, "resolver": resolver, "load_after": load()}
+    if flood_file is not None:
+        result["flood"] = parsed(flood_out)
+    return result
+
+
+def flood(folder: Path, count: int, seconds: float) -> None:
+    folder.mkdir()
+    dns_port = free_port()
+    config = service_config(folder, dns_port)
+    names, token, path = prepare_service(config, count)
+    names_file = folder / "queries.txt"
+    names_file.write_text("".join(f"{name} TXT\n" for name in names))
+    flood_file = folder / "random.txt"
+    letters = string.ascii_lowercase + string.digits
+    flood_file.write_text("".join(f"{''.join(random.choices(letters, k=16))}.{ZONE} TXT\n"
+                                  for _ in range(int(FLOOD_RATE * seconds))))
+    process, port = start_service(folder, config)
+    try:
+        deadline = time.monotonic() + PATIENCE
+        while not answers(dns_port, names[-1], "TXT", VALUE) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        asyncio.run(api_latencies(port, token, path, 1))  # warm-up
+        cpu = cpu_seconds(process.pid)
+        idle = asyncio.run(window(port, dns_port, token, path, names_file, None, seconds, folder))
+        idle_cpu, cpu = cpu_seconds(process.pid) - cpu, cpu_seconds(process.pid)
+        flooded = asyncio.run(window(port, dns_port, token, path, names_file, flood_file, seconds, folder))
+        flooded_cpu = cpu_seconds(process.pid) - cpu
+    finally:
+        process.terminate()
+        process.wait(PATIENCE)
+    print(f"\n== flood == the service (python app.py, kind = \"acme\"), {count:,} live names; {seconds:g} s idle, then "
+          f"{seconds:g} s of random names from {FLOODER} at {FLOOD_RATE:,}/s; a resolver at {RESOLVER} asking real "
+          f"names at {RESOLVER_RATE}/s and GET /v1/domains/:id at {API_RATE}/s throughout (load average in brackets)")
+    for label, result, used in (("idle", idle, idle_cpu), ("flood", flooded, flooded_cpu)):
+        resolver = result["resolver"]
+        answered = resolver["completed"] / max(resolver["sent"], 1)
+        print(f"  {label:<6} (load {result['load']:.2f} -> {result['load_after']:.2f}) resolver: {resolver['completed']:,} "
+              f"of {resolver['sent']:,} answered ({answered:.1%}), p50 / p99 {pct(resolver['latencies'], .5):.2f} / "
+              f"{pct(resolver['latencies'], .99):.2f} ms; API p50 / p99 {pct(result['api'], .5):.2f} / "
+              f"{pct(result['api'], .99):.2f} ms ({len(result['api'])} GETs); service CPU {used / seconds:.0%} of a core")
+    sent = flooded["flood"]
+    print(f"  the flood: {sent['sent']:,} queries sent, {sent['completed']:,} answered "
+          f"({sent['completed'] / max(sent['sent'], 1):.1%})")
+    idle_p99, flood_p99 = pct(idle["api"], .99), pct(flooded["api"], .99)
+    print(f"  API p99 during the flood / idle: {flood_p99 / max(idle_p99, 1e-9):.2f} x")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The hidden primary
+
+
+def secondaries_supported() -> bool:
+    return "secondaries" in attrs.fields_dict(DelegationDnsConfig)
+
+
+def start_secondaries(folder: Path, primary: int, secret: str, nsd_port: int, knot_port: int) -> list[Server]:
+    """NSD and Knot on their ports, each a secondary of the built-in server on ``primary``: transfers
+    signed with the TSIG key, NOTIFY taken from the primary (signed or not). Started after the
+    primary: a secondary whose first transfer failed waits long before the next."""
+    nsd_zone = (f'key:\n  name: "{TSIG_NAME}"\n  algorithm: {TSIG_ALGORITHM}\n  secret: "{secret}"\n'
+                f'zone:\n  name: "{ZONE}"\n  zonefile: "{folder / "secondary-nsd.zone"}"\n'
+                f"  request-xfr: 127.0.0.1@{primary} {TSIG_NAME}\n"
+                f"  allow-notify: 127.0.0.1 {TSIG_NAME}\n  allow-notify: 127.0.0.1 NOKEY\n")
+    nsd = Server("NSD secondary", ["nsd", "-d", "-c", str(nsd_conf(folder, "secondary-nsd", nsd_port, nsd_zone))],
+                 nsd_port, folder)
+    knot_zone = f"""\
+key:
+  - id: {TSIG_NAME}
+    algorithm: {TSIG_ALGORITHM}
+    secret: {secret}
+remote:
+  - id: primary
+    address: 127.0.0.1@{primary}
+    key: {TSIG_NAME}
+acl:
+  - id: notify-signed
+    address: 127.0.0.1
+    key: {TSIG_NAME}
+    action: notify
+  - id: notify
+    address: 127.0.0.1
+    action: notify
+zone:
+  - domain: {ZONE}
+    storage: "{folder}"
+    file: "secondary-knot.zone"
+    master: primary
+    acl: [notify-signed, notify]
+"""
+    knot = Server("Knot secondary", ["knotd", "-c", str(knot_conf(folder, "secondary-knot", knot_port, knot_zone))],
+                  knot_port, folder)
+    return [nsd, knot]
+
+
+async def hidden_primary(folder: Path, where: str, writes: int) -> None:
+    print("\n== hidden primary ==", end=" ")
+    if not secondaries_supported():
+        print("skipped: [delegation_dns] has no secondaries in this version (issue 47 item 4)")
+        return
+    folder.mkdir()
+    secret = base64.b64encode(os.urandom(32)).decode()
+    port = free_port()
+    store = open_store(where)
+    config = builtin_config(f"127.0.0.1:{port}", tsig_key_name=TSIG_NAME, tsig_secret=secret, tsig_algorithm=TSIG_ALGORITHM)
+    ports = free_port(), free_port()
+    config = attrs.evolve(config, secondaries=[f"127.0.0.1:{each}" for each in ports])
+    secondaries: list[Server] = []
+    server = None
+    try:
+        server = make_server(config, store)
+        await server.start()
+        secondaries = start_secondaries(folder, port, secret, *ports)
+        for secondary in secondaries:  # the first transfer
+            await asyncio.to_thread(secondary.wait_for)
+        records = StoredRecords(ZONE, store, SystemClock())
+        latencies = []
+        loadavg = load()
+        for _ in range(writes):
+            name = f"{uuid.uuid4().hex[:16]}.{ZONE}"
             started = time.perf_counter()
-            answer = await ask(dns.message.make_query(name, "TXT"), "127.0.0.1", port=port, timeout=2)
-            lines.append(f"> {dns.rcode.to_text(answer.rcode())} {name} TXT {time.perf_counter() - started:.6f}")
-            n += outstanding
+            await records.publish(name, VALUE)
+            await until_answered(name, [s.port for s in secondaries], started)
+            latencies.append(time.perf_counter() - started)
+        print(f"{writes} values written through StoredRecords, each until NSD and Knot (secondaries, NOTIFY + IXFR) "
+              f"both answer it (load {loadavg:.2f} -> {load():.2f}): p50 {pct(latencies, .5):.1f} ms, "
+              f"p99 {pct(latencies, .99):.1f} ms, max {max(latencies) * 1000:.1f} ms")
+    finally:
+        if server is not None:
+            await server.stop()
+        for secondary in secondaries:
+            secondary.stop()
+        store.close()
 
-    await asyncio.gather(*(client(n) for n in range(outstanding)))
-    print("\n".join(lines))
+
+async def until_answered(name: str, ports: list[int], started: float) -> None:
+    """Ask each port every 5 ms until it answers ``VALUE`` at ``name`` (at most ``PATIENCE``)."""
+    waiting = set(ports)
+    query = dns.message.make_query(name, "TXT")
+    while waiting:
+        if time.perf_counter() - started > PATIENCE:
+            raise RuntimeError(f"{name} not answered by the secondaries on {sorted(waiting)} in {PATIENCE:g} s")
+        for port in list(waiting):
+            try:
+                answer = await dns.asyncquery.udp(query, "127.0.0.1", port=port, timeout=0.5)
+            except (dns.exception.Timeout, OSError):
+                continue
+            if any(VALUE.encode() in rdata.strings for rrset in answer.answer for rdata in rrset):
+                waiting.discard(port)
+        if waiting:
+            await asyncio.sleep(0.005)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--names", type=int, default=1000)
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="sqlite")
-    parser.add_argument("--load", nargs=5, metavar=("PORT", "FILE", "TRANSPORT", "OUTSTANDING", "SECONDS"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--flood-seconds", type=float, default=10.0)
+    parser.add_argument("--writes", type=int, default=50)
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--only", default="speed,flood,primary")
+    parser.add_argument("--serve", nargs=2, metavar=("PORT", "STORE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.load:
-        port, names_file, transport, outstanding, seconds = args.load
-        asyncio.run(load(int(port), Path(names_file), transport, int(outstanding), float(seconds)))
+    logging.basicConfig(level=logging.ERROR)  # the seeding services' start-up warnings are noise here
+    if args.serve:
+        asyncio.run(serve(int(args.serve[0]), args.serve[1]))
         return
-    backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
-    # Started before this process pins itself to its core: the server would inherit that.
-    postgres = pg.BenchPostgres(pg.cluster_folder()).start() if "postgresql" in backends else None
-    cpu = -1
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
-        os.sched_setaffinity(0, {0})
-        cpu = 1
+    missing = [tool for tool in ("nsd", "knotd", "dnsperf") if shutil.which(tool) is None]
+    if missing:
+        sys.exit(f"needs {', '.join(missing)} (Debian packages nsd, knot, dnsperf)")
+    parts = set(args.only.split(","))
+    # Started before this process moves to the load core: the cluster would inherit that.
+    postgres = pg.BenchPostgres(pg.cluster_folder()).start() if args.backend == "postgresql" else None
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(0, {LOAD_CORE})
     folder = Path(tempfile.mkdtemp(prefix="bench-delegation-dns-"))
+    started = time.monotonic()
     try:
-        for backend in backends:
-            url = postgres.create_database(f"work_dns_{uuid.uuid4().hex[:8]}") if postgres and backend == "postgresql" else ""
-            store = Store(url=url) if url else Store(folder / "db.sqlite3")
+        def stored(part: Callable[[str], None]) -> None:
+            """``part`` on a fresh store: its SQLite file or PostgreSQL URL."""
+            url = postgres.create_database(f"work_dns_{uuid.uuid4().hex[:8]}") if postgres else ""
             try:
-                names = seed(store, args.names)
-                results = asyncio.run(measure(store, names, folder, args.seconds, cpu))
+                part(url or str(folder / f"{uuid.uuid4().hex[:8]}.sqlite3"))
             finally:
-                store.close()
                 if postgres is not None and url:
                     postgres.drop_database(url.rsplit("/", 1)[1])
-            report(backend, results, args.names)
-            print(json.dumps(results), file=sys.stderr)
+
+        if "speed" in parts:
+            def run_speed(where: str) -> None:
+                store = open_store(where)
+                try:
+                    names = seed(store, args.names)
+                finally:
+                    store.close()
+                speed(folder, names, where, args.seconds, args.rounds)
+
+            stored(run_speed)
+        if "flood" in parts:
+            flood(folder / "flood", args.names, args.flood_seconds)
+        if "primary" in parts:
+            stored(lambda where: asyncio.run(hidden_primary(folder / "primary", where, args.writes)))
+        print(f"\n(whole run {time.monotonic() - started:.0f} s; built-in store: {args.backend})")
     finally:
         if postgres is not None:
             postgres.stop()
