@@ -100,4 +100,6 @@ def check_lines(config: Config) -> list[str]:
     for sock in bind(delegation.listen):
         sock.close()
     listening = f"answered by the service on {delegation.listen} (UDP and TCP, can be bound)"
+    if delegation.secondaries:
+        listening += f", hidden primary of {', '.join(delegation.secondaries)} (transfers and NOTIFY signed with {delegation.tsig_key_name})"
     return [f"  delegation zone {delegation.zone}: {listening} as {', '.join(delegation.nameservers)}"]
