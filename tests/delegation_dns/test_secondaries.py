@@ -32,8 +32,8 @@ from core.delegation_dns import CHALLENGE_LIFETIME
 from core.delegation_dns.notify import Notifier
 from core.delegation_dns.records import StoredRecords, purge_expired
 from core.delegation_dns.server import DelegationServer
-from core.delegation_dns.transfers import soa_rrset
 from core.delegation_dns.sockets import bind
+from core.delegation_dns.transfers import soa_rrset
 from core.metrics import Metrics
 from store import Store
 from tests.delegation_dns.conftest import NAMESERVERS, ZONE, ask_tcp
@@ -143,6 +143,13 @@ def answers(secondary: Secondary, name: str) -> list[str]:
     return sorted(b"".join(rdata.strings).decode() for rrset in answer.answer for rdata in rrset)
 
 
+def answered_by_all(made: list[Secondary], name: str, values: list[str]) -> None:
+    """Waits until each secondary answers ``values`` at ``name``."""
+    for secondary in made:
+        until(lambda secondary=secondary: answers(secondary, name) == values,
+              f"{secondary.name} answers {values} at {name}")
+
+
 def records(messages: list[dns.message.Message]) -> list[tuple[str, str]]:
     """A transfer's records in order, as (type, text)."""
     return [(dns.rdatatype.to_text(rrset.rdtype), rdata.to_text()) for message in messages
@@ -197,8 +204,7 @@ def _serial(secondary: Secondary) -> int | None:
 def test_a_published_value_is_answered_by_nsd_and_knot(with_secondaries):
     primary, made = with_secondaries
     primary.publish(f"k7q2x.{ZONE}", TOKEN)
-    for secondary in made:
-        until(lambda: answers(secondary, f"k7q2x.{ZONE}") == [TOKEN], f"{secondary.name} answers the value")
+    answered_by_all(made, f"k7q2x.{ZONE}", [TOKEN])
 
 
 def test_a_withdrawn_value_leaves_nsd_and_knot_by_ixfr(with_secondaries):
@@ -206,8 +212,7 @@ def test_a_withdrawn_value_leaves_nsd_and_knot_by_ixfr(with_secondaries):
     primary.publish(f"k7q2x.{ZONE}", TOKEN)
     primary.publish(f"k7q2x.{ZONE}", ANOTHER)
     primary.withdraw(f"k7q2x.{ZONE}", TOKEN)
-    for secondary in made:
-        until(lambda: answers(secondary, f"k7q2x.{ZONE}") == [ANOTHER], f"{secondary.name} answers the one value left")
+    answered_by_all(made, f"k7q2x.{ZONE}", [ANOTHER])
     assert primary.transfers("ixfr", "incremental") >= 2
 
 
@@ -215,13 +220,11 @@ def test_a_withdrawn_value_leaves_nsd_and_knot_by_ixfr(with_secondaries):
 def test_expired_values_leave_the_secondaries_once_purged(with_secondaries):
     primary, made = with_secondaries
     primary.publish(f"k7q2x.{ZONE}", TOKEN)
-    for secondary in made:
-        until(lambda: answers(secondary, f"k7q2x.{ZONE}") == [TOKEN], f"{secondary.name} answers the value")
+    answered_by_all(made, f"k7q2x.{ZONE}", [TOKEN])
     primary.clock.advance(CHALLENGE_LIFETIME.total_seconds())
     assert purge_expired(primary.store, primary.clock) == 1
     primary.loop.loop.call_soon_threadsafe(primary.notifier.changed, primary.serial())  # as the periodic purge does
-    for secondary in made:
-        until(lambda: answers(secondary, f"k7q2x.{ZONE}") == [], f"{secondary.name} no longer answers the value")
+    answered_by_all(made, f"k7q2x.{ZONE}", [])
 
 
 @protocol_only
