@@ -55,6 +55,17 @@ class Metrics:
             "cps_lifecycle_checks",
             "Background checks (core/lifecycle/), by kind (dns, certificate, active) and outcome (a status, or failed).",
             ["kind", "outcome"], registry=self.registry)
+        # The delegation zone as hidden primary (issue 47 item 4, core/delegation_dns/transfers.py, notify.py).
+        self.zone_transfers = Counter(
+            "cps_delegation_transfers",
+            "Delegation zone transfers answered, by kind (axfr, ixfr, query: a secondary's signed SOA query) and outcome "
+            "(full, incremental, current, soa, refused, bad_signature).",
+            ["kind", "outcome"], registry=self.registry)
+        self.zone_notifies = Counter(
+            "cps_delegation_notifies",
+            "NOTIFY messages to the delegation zone's secondaries, by secondary and outcome (acknowledged, unanswered: "
+            "sent again, refused, given_up).",
+            ["secondary", "outcome"], registry=self.registry)
         self._store, self._clock = store, clock
         self._figures = _StoreFigures(clock)
         self.registry.register(self._figures)

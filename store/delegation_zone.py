@@ -85,6 +85,16 @@ class DelegationZoneRepo:
                             "VALUES (?, ?, ?, ?, ?)", [serial, name, value, int(added), ts(now)])
         return serial
 
+    def contents(self) -> tuple[int, list[tuple[str, str]]]:
+        """The serial and every value the zone holds at it, by name and value, expired or not: a value
+        leaves the zone (and its secondaries, by IXFR) by a change, ``purge``, never by the clock alone.
+        Read again while a change commits in between, so that the two agree on every backend."""
+        while True:
+            serial = self.serial()
+            rows = self.db.execute("SELECT name, value FROM acme_challenges ORDER BY name, value").fetchall()
+            if self.serial() == serial:
+                return serial, [(name, value) for name, value in rows]
+
     def live(self, now: dt.datetime) -> list[Challenge]:
         """Every value live in the zone, by name and value."""
         return [_challenge(r) for r in select(

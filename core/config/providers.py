@@ -112,6 +112,11 @@ class DelegationDnsConfig:
     tsig_secret: str = attrs.field(default="", validator=_check("delegation_dns.tsig_secret", lambda v: v == "" or _is_base64(v), "must be the key's secret in base64, as keymgr or tsig-keygen prints it"))
     "The TSIG key's secret (base64)."
     tsig_algorithm: str = attrs.field(default="hmac-sha256", validator=_check("delegation_dns.tsig_algorithm", lambda v: v in TSIG_ALGORITHMS, "must be hmac-sha256, hmac-sha384 or hmac-sha512"))
+    secondaries: list[str] = attrs.field(factory=list, validator=_check("delegation_dns.secondaries", _all(_is_nameserver), 'must list "ip" or "ip:port" addresses'))
+    """The zone's secondary nameservers (NSD, Knot), ``"ip"`` or ``"ip:port"``: with ``mode = "builtin"`` the
+    service is their hidden primary (zone transfers to these addresses alone, NOTIFY to each after every
+    change, both signed with the TSIG key); with ``mode = "rfc2136"``, the operator's primary's secondaries,
+    which a new value must reach before the CA is asked."""
 
 
 @attrs.frozen
@@ -184,3 +189,8 @@ def check_provider(provider: ProviderConfig, delegation: DelegationDnsConfig) ->
         for key in ("server", "tsig_key_name", "tsig_secret"):
             if not getattr(delegation, key):
                 raise ConfigError(f'delegation_dns.{key}: required when delegation_dns.mode is "rfc2136"')
+    if delegation.mode == "builtin" and delegation.secondaries:
+        for key in ("tsig_key_name", "tsig_secret"):
+            if not getattr(delegation, key):
+                raise ConfigError(f"delegation_dns.{key}: required when delegation_dns.secondaries is set (the TSIG key "
+                                  "that signs the zone transfers and NOTIFY messages, as the secondaries know it)")

@@ -31,6 +31,13 @@ JOURNAL_KEPT = dt.timedelta(days=1)
 #: a resolver that kept the name's values would hand the CA an earlier order's at the next one (a
 #: renewal, a new order after a refused one) and fail it.
 TXT_TTL = 0
+#: The SOA's refresh, retry and expire, for the secondaries of a hidden primary (``secondaries``,
+#: transfers.py), which NOTIFY (notify.py) keeps current within a second of each change. Refresh is
+#: the fallback when every NOTIFY to a secondary was lost: a minute, so that a value reaches it before a
+#: CA's order gives up, at the cost of one SOA query a minute. Retry: 10 s while the primary does not
+#: answer. Expire: 14 days, so that the secondaries go on answering the zone's SOA and NS (its
+#: delegation stays sound) through a long outage of the service, when no value changes anyway.
+SOA_REFRESH, SOA_RETRY, SOA_EXPIRE = 60, 10, 1209600
 
 
 class ChallengeRecordsError(Exception):

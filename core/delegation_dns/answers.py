@@ -31,7 +31,7 @@ import dns.rdatatype
 import dns.rdtypes.ANY.TXT
 import dns.rrset
 
-from core.delegation_dns import TXT_TTL
+from core.delegation_dns import SOA_EXPIRE, SOA_REFRESH, SOA_RETRY, TXT_TTL
 from store import unavailable_reason
 
 if TYPE_CHECKING:
@@ -47,8 +47,8 @@ TCP_MAX = 65535
 #: The SOA's TTL and minimum: how long a resolver may remember a name's absence (RFC 2308).
 NEGATIVE_TTL = 60
 NS_TTL = 3600
-#: The SOA's refresh, retry and expire: for secondaries, which this zone has none of (no transfers).
-REFRESH, RETRY, EXPIRE = 3600, 600, 1209600
+#: The SOA's refresh, retry and expire: those the secondaries are sent (issue 47 item 4, transfers.py).
+REFRESH, RETRY, EXPIRE = SOA_REFRESH, SOA_RETRY, SOA_EXPIRE
 _IN, _TXT, _SOA, _NS, _ANY = (dns.rdataclass.IN, dns.rdatatype.TXT, dns.rdatatype.SOA, dns.rdatatype.NS,
                               dns.rdatatype.ANY)
 _TRANSFERS = (dns.rdatatype.AXFR, dns.rdatatype.IXFR)

@@ -14,6 +14,7 @@ from core.delegation_dns import (
     challenge_name,
     challenge_value,
 )
+from core.delegation_dns.notify import Notifier
 from core.delegation_dns.rfc2136 import DynamicUpdate
 from core.delegation_dns.sockets import bind
 from store import unavailable_reason
@@ -23,51 +24,57 @@ if TYPE_CHECKING:
 
     from core.clock import Clock
     from core.config import Config
+    from core.metrics import Metrics
     from store import Store
 
 
 class StoredRecords:
-    """``mode = "builtin"``: a row per value, live for ``CHALLENGE_LIFETIME`` unless withdrawn."""
+    """``mode = "builtin"``: a row per value, live for ``CHALLENGE_LIFETIME`` unless withdrawn; each
+    change told to the secondaries (``notifier``, when there are: issue 47 item 4) once committed."""
 
-    def __init__(self, zone: str, store: Store, clock: Clock) -> None:
+    def __init__(self, zone: str, store: Store, clock: Clock, notifier: Notifier | None = None) -> None:
         self.zone = zone
         self.store = store
         self.clock = clock
+        self.notifier = notifier
 
     async def publish(self, name: str, value: str) -> None:
         name, value = challenge_name(name, self.zone), challenge_value(value)
         expires_at = self.clock.now() + CHALLENGE_LIFETIME
 
-        def add() -> None:
+        def add() -> int | None:
             with self.store.transaction():
-                self.store.delegation_zone.publish(name, value, expires_at, self.clock.now())
+                return self.store.delegation_zone.publish(name, value, expires_at, self.clock.now())
 
         await self._write(add, f"publish the challenge record at {name}")
 
     async def withdraw(self, name: str, value: str) -> None:
         name = challenge_name(name, self.zone)
 
-        def remove() -> None:
+        def remove() -> int | None:
             with self.store.transaction():
-                self.store.delegation_zone.withdraw(name, value, self.clock.now())
+                return self.store.delegation_zone.withdraw(name, value, self.clock.now())
 
         await self._write(remove, f"withdraw the challenge record at {name}")
 
-    async def _write(self, unit: Callable[[], None], what: str) -> None:
+    async def _write(self, unit: Callable[[], int | None], what: str) -> None:
         try:
-            await self.store.run(unit)
+            serial = await self.store.run(unit)
         except Exception as exc:
             if (why := unavailable_reason(exc)) is None:
                 raise
             raise ChallengeRecordsError(f"Cannot {what}: {why}.") from exc
+        if serial is not None and self.notifier is not None:
+            self.notifier.changed(serial)
 
 
-def make_challenge_records(config: Config, store: Store, clock: Clock) -> ChallengeRecords:
-    """The store for the built-in server, or the operator's nameserver by dynamic update."""
+def make_challenge_records(config: Config, store: Store, clock: Clock, metrics: Metrics | None = None) -> ChallengeRecords:
+    """The store for the built-in server (NOTIFY to its secondaries, if any), or the operator's
+    nameserver by dynamic update."""
     delegation = config.delegation_dns
     if delegation.mode == "rfc2136":
         return DynamicUpdate(delegation)
-    return StoredRecords(delegation.zone, store, clock)
+    return StoredRecords(delegation.zone, store, clock, Notifier(delegation, metrics) if delegation.secondaries else None)
 
 
 def purge_expired(store: Store, clock: Clock) -> int:
@@ -93,4 +100,6 @@ def check_lines(config: Config) -> list[str]:
     for sock in bind(delegation.listen):
         sock.close()
     listening = f"answered by the service on {delegation.listen} (UDP and TCP, can be bound)"
+    if delegation.secondaries:
+        listening += f", hidden primary of {', '.join(delegation.secondaries)} (transfers and NOTIFY signed with {delegation.tsig_key_name})"
     return [f"  delegation zone {delegation.zone}: {listening} as {', '.join(delegation.nameservers)}"]

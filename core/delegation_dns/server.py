@@ -16,10 +16,12 @@ import struct
 from typing import TYPE_CHECKING, cast
 
 from core.delegation_dns.answers import Answers
+from core.delegation_dns.transfers import Transfers
 
 if TYPE_CHECKING:
     from core.clock import Clock
     from core.config import DelegationDnsConfig
+    from core.metrics import Metrics
     from store import Store
 
 log = logging.getLogger("delegation_dns")
@@ -34,8 +36,11 @@ class DelegationServer:
     """Answers on the sockets ``bind`` made, from ``start`` until ``stop``."""
 
     def __init__(self, config: DelegationDnsConfig, store: Store, clock: Clock, sockets: list[socket.socket], *,
-                 idle_seconds: float = IDLE_SECONDS, max_connections: int = MAX_CONNECTIONS) -> None:
+                 idle_seconds: float = IDLE_SECONDS, max_connections: int = MAX_CONNECTIONS,
+                 metrics: Metrics | None = None) -> None:
         self.answers = Answers(config, store, clock)
+        # Issue 47 item 4 (hidden primary): transfers and the secondaries' signed queries, when there are secondaries.
+        self.transfers = Transfers(config, store, metrics) if config.secondaries else None
         self.sockets = sockets
         self.idle_seconds = idle_seconds
         self.max_connections = max_connections
@@ -46,7 +51,7 @@ class DelegationServer:
     async def start(self) -> None:
         udp, tcp = self.sockets
         loop = asyncio.get_running_loop()
-        _, self._udp = await loop.create_datagram_endpoint(lambda: _Udp(self.answers), sock=udp)
+        _, self._udp = await loop.create_datagram_endpoint(lambda: _Udp(self.answers, self.transfers), sock=udp)
         self._tcp = await asyncio.start_server(self._serve, sock=tcp, backlog=LISTEN_BACKLOG)
 
     async def stop(self) -> None:
@@ -66,11 +71,18 @@ class DelegationServer:
             writer.close()
             return
         self._connections.add(task)
+        peer = writer.get_extra_info("peername")
         try:
             while True:
                 async with asyncio.timeout(self.idle_seconds):
                     (size,) = struct.unpack("!H", await reader.readexactly(2))
-                    answer = await _answered(self.answers, await reader.readexactly(size), udp=False)
+                    wire = await reader.readexactly(size)
+                    # Issue 47 item 4: a transfer (or a secondary's signed query) goes to transfers.py.
+                    if (sent := await _transferred(self.transfers, wire, peer, udp=False)) is not None:
+                        writer.writelines([struct.pack("!H", len(message)) + message for message in sent])
+                        await writer.drain()
+                        continue
+                    answer = await _answered(self.answers, wire, udp=False)
                     if answer is None:  # not a query: nothing more to say to this client
                         return
                     writer.write(struct.pack("!H", len(answer)) + answer)
@@ -85,8 +97,9 @@ class DelegationServer:
 
 
 class _Udp(asyncio.DatagramProtocol):
-    def __init__(self, answers: Answers) -> None:
+    def __init__(self, answers: Answers, transfers: Transfers | None = None) -> None:
         self.answers = answers
+        self.transfers = transfers
         self.pending: set[asyncio.Task[None]] = set()
         self.transport: asyncio.DatagramTransport | None = None
 
@@ -101,6 +114,11 @@ class _Udp(asyncio.DatagramProtocol):
         task.add_done_callback(self.pending.discard)
 
     async def _answer(self, data: bytes, addr: tuple[str | int, ...]) -> None:
+        # Issue 47 item 4: IXFR over UDP (the SOA alone), a secondary's signed SOA query.
+        if (sent := await _transferred(self.transfers, data, addr, udp=True)) is not None:
+            if sent and self.transport is not None:
+                self.transport.sendto(sent[0], addr)
+            return
         answer = await _answered(self.answers, data, udp=True)
         if answer is not None and self.transport is not None:
             self.transport.sendto(answer, addr)
@@ -108,6 +126,18 @@ class _Udp(asyncio.DatagramProtocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+
+async def _transferred(transfers: Transfers | None, wire: bytes, peer: object, *, udp: bool) -> list[bytes] | None:
+    """The messages of a transfer (issue 47 item 4), or None when ``wire`` is not one (or there are no
+    secondaries): answers.py answers it. A bug is logged and answered by nothing."""
+    if transfers is None:
+        return None
+    try:
+        return await transfers.answer(wire, peer, udp=udp)
+    except Exception:
+        log.exception("delegation DNS: no answer to a transfer")
+        return []
 
 
 async def _answered(answers: Answers, wire: bytes, *, udp: bool) -> bytes | None:

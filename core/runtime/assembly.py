@@ -87,7 +87,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     else:
         store.one_click.forget_offers()  # offers found while it was on are not offered any more
     terminator = config.tls_terminator
-    challenges = make_challenge_records(config, store, clock) if config.provider.kind == "acme" else None
+    challenges = make_challenge_records(config, store, clock, metrics) if config.provider.kind == "acme" else None
     return Services(
         config=config,
         store=store,

@@ -1,5 +1,5 @@
 """The service's periodic jobs: webhook deliveries, the lifecycle's background checks, the purge
-of old Idempotency-Key records (and expired challenge values), the database's WAL checkpoints and
+of old Idempotency-Key records and of expired challenge values, the database's WAL checkpoints and
 planner statistics (SQLite), the TLS terminator's files, the ACME provider's upkeep and the
 check of the delegation zone's own delegation (at start-up, then every ``[lifecycle]
 active_check_seconds``: core/dns/zone_check.py)."""
@@ -15,7 +15,7 @@ from tornado.ioloop import IOLoop, PeriodicCallback
 from core.acme import upkeep
 from core.acme.provider import AcmeProvider
 from core.certificates import idempotency
-from core.delegation_dns.records import purge_expired
+from core.delegation_dns.records import StoredRecords, purge_expired
 from core.dns import zone_check
 from core.edge.counted import CountedProvider
 from core.identity import api_keys
@@ -35,6 +35,9 @@ PURGE_INTERVAL_SECONDS = 300
 SWEEP_SECONDS = 5.0
 #: How often the WAL is copied back into the database file, away from requests (store/sqlite/checkpoints.py).
 CHECKPOINT_SECONDS = 1.0
+#: How often expired challenge values leave the delegation zone (a change, told to its secondaries by
+#: NOTIFY: issue 47 item 4): the secondaries answer a value until then, the built-in server until it expires.
+ZONE_PURGE_SECONDS = 30
 #: How often SQLite's planner statistics are looked at (store.optimize), as its documentation
 #: advises for a long-lived connection; also once at start and after imports.
 STATISTICS_SECONDS = 3600.0
@@ -58,7 +61,6 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
     def purge() -> None:
         idempotency.purge(services)
         one_click.purge(services)
-        purge_expired(services.store, services.clock)
 
     async def purge_idempotency() -> None:
         await services.store.run(purge)
@@ -67,6 +69,17 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
         "webhooks": PeriodicCallback(worker.tick, services.config.webhooks.poll_interval_seconds * 1000, jitter=0.1),
         "idempotency-purge": PeriodicCallback(purge_idempotency, PURGE_INTERVAL_SECONDS * 1000),
     }
+    records = services.challenge_records
+    if isinstance(records, StoredRecords):
+        def purge_values() -> int | None:
+            """The serial the purge made, if it removed any value."""
+            return services.store.delegation_zone.serial() if purge_expired(services.store, services.clock) else None
+
+        async def purge_zone() -> None:
+            if (serial := await services.store.run(purge_values)) is not None and records.notifier is not None:
+                records.notifier.changed(serial)
+
+        jobs["delegation-zone-purge"] = PeriodicCallback(purge_zone, ZONE_PURGE_SECONDS * 1000, jitter=0.1)
     if services.store.backend == "sqlite":  # PostgreSQL's autovacuum keeps its statistics
         async def statistics(opening: bool = False) -> None:
             await services.store.run(services.store.optimize, opening=opening)

@@ -5,13 +5,18 @@ nobody withdrew, and what check-config says of either mode."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import datetime as dt
+import os
 import socket
 from pathlib import Path
 
 import attrs
 import dns.message
+import dns.opcode
 import dns.query
 import dns.rcode
+import dns.tsig
 import pytest
 
 from core.config import AcmeConfig, Config, DelegationDnsConfig, ProviderConfig
@@ -19,7 +24,9 @@ from core.delegation_dns import TXT_TTL
 from core.delegation_dns.records import purge_expired
 from core.runtime.assembly import build_services
 from core.runtime.commands import CommandError, check_config
+from core.runtime.jobs import start_jobs
 from tests.delegation_dns.conftest import NAMESERVERS, ZONE
+from tests.patience import PATIENCE_SECONDS
 from tests.servers import knot
 from tests.servers.service import ServiceProcess, free_port, run_app
 
@@ -141,3 +148,35 @@ def test_check_config_refuses_a_key_the_nameserver_does_not_take(config, nameser
 
 def test_check_config_says_nothing_of_the_zone_for_another_provider(config):
     assert not [line for line in check_config(config) if "delegation zone" in line]
+
+
+@pytest.mark.gen_test
+async def test_the_periodic_purge_notifies_the_secondaries_when_it_removes_values(config, clock):
+    secret = base64.b64encode(os.urandom(32)).decode()
+    key = dns.tsig.Key("cps-acme-transfer", secret, "hmac-sha256")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as secondary:  # a secondary that acknowledges each NOTIFY
+        secondary.bind(("127.0.0.1", 0))
+        secondary.setblocking(False)
+        services = build_services(acme(config, secondaries=[f"127.0.0.1:{secondary.getsockname()[1]}"],
+                                       tsig_key_name="cps-acme-transfer", tsig_secret=secret), clock=clock)
+        jobs, _ = start_jobs(services)
+        try:
+            await services.challenge_records.publish(NAME, TOKEN)
+            clock.advance(3600)
+            await jobs["delegation-zone-purge"].callback()
+            purged = services.store.delegation_zone.serial() % 2**32
+            told: list[int] = []
+            async with asyncio.timeout(PATIENCE_SECONDS):
+                while purged not in told:
+                    wire, sender = await asyncio.get_running_loop().sock_recvfrom(secondary, 65535)
+                    notify = dns.message.from_wire(wire, keyring={key.name: key})
+                    assert notify.opcode() == dns.opcode.NOTIFY and notify.had_tsig
+                    told.extend(rdata.serial for rrset in notify.answer for rdata in rrset)
+                    await asyncio.get_running_loop().sock_sendto(secondary, dns.message.make_response(notify).to_wire(),
+                                                                 sender)
+            await services.challenge_records.notifier.wait()
+            assert services.store.delegation_zone.values(NAME, clock.now() - dt.timedelta(hours=2)) == []
+        finally:
+            for job in jobs.values():
+                job.stop()
+            services.close()
