@@ -112,6 +112,13 @@ class DelegationDnsConfig:
     tsig_secret: str = attrs.field(default="", validator=_check("delegation_dns.tsig_secret", lambda v: v == "" or _is_base64(v), "must be the key's secret in base64, as keymgr or tsig-keygen prints it"))
     "The TSIG key's secret (base64)."
     tsig_algorithm: str = attrs.field(default="hmac-sha256", validator=_check("delegation_dns.tsig_algorithm", lambda v: v in TSIG_ALGORITHMS, "must be hmac-sha256, hmac-sha384 or hmac-sha512"))
+    secondaries: list[str] = attrs.field(factory=list, validator=_check("delegation_dns.secondaries", _all(_is_nameserver), 'must list "ip" or "ip:port" addresses'))
+    """The zone's other authoritative servers, each of which must answer a new value before the CA is
+    asked to validate it: ``rfc2136``, the primary's secondaries; ``builtin``, the secondaries the
+    built-in server is the hidden primary of."""
+    confirm_timeout_seconds: float = attrs.field(default=60.0, validator=_check("delegation_dns.confirm_timeout_seconds", lambda v: v > 0, "must be positive"))
+    """How long an order waits for every server of the zone to answer a new value before it says
+    which do not (the CA is not asked meanwhile; the next step of the order tries again)."""
 
 
 @attrs.frozen

@@ -13,7 +13,7 @@ from tornado.ioloop import IOLoop, PeriodicCallback
 from core.acme import upkeep
 from core.acme.provider import AcmeProvider
 from core.certificates import idempotency
-from core.delegation_dns.records import purge_expired
+from core.delegation_dns.records import purge_expired, withdraw_finished
 from core.edge.counted import CountedProvider
 from core.identity import api_keys
 from core.lifecycle.watcher import LifecycleWatcher
@@ -98,6 +98,8 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
 
         jobs["acme-upkeep"] = PeriodicCallback(acme_upkeep, upkeep.REVOKE_SECONDS * 1000, jitter=0.1)
         IOLoop.current().add_callback(upkeep.point_at_zone, acme)
+        # The values a process that stopped halfway left, of orders over since: withdrawn now, not in an hour.
+        IOLoop.current().add_callback(services.store.run, withdraw_finished, services.store, services.clock)
     for job in jobs.values():
         job.start()
     IOLoop.current().add_callback(worker.tick)
