@@ -58,6 +58,16 @@ class TestAServerBehind:
         assert f"the built-in server of process {STUCK} answers from serial 1" in result["certificate"]["message"]
 
     @pytest.mark.gen_test
+    async def test_the_diagnosis_says_the_order_waits_for_that_server(self, api, world, acme_lab, services):
+        heard_from(services, STUCK, 1)
+        caller, created = await add(api, world, "diagnosed-behind.lab.com")
+        acme_lab.publish_records(created)
+        await verify(api, caller, created)
+        report = (await api.get(f"/v1/domains/{created['id']}/diagnosis", token=caller.token)).body
+        [waiting] = [f for f in report["findings"] if f["code"] == "orders_waiting"]
+        assert STUCK in waiting["message"] and report["verdict"] == "waiting"
+
+    @pytest.mark.gen_test
     async def test_the_ca_is_not_asked_to_validate_meanwhile(self, api, world, acme_lab, services):
         heard_from(services, STUCK, 1)
         caller, created = await add(api, world, "unasked.lab.com")
