@@ -104,6 +104,8 @@ class Orders:
         if order.status == "pending":
             waiting = await self._validate(ca, order, target, deadline)
             if waiting != certificate.error:
+                if waiting is not None:
+                    log.warning("ACME order %s of %s waits: %s", certificate.order_url, certificate.apex, waiting)
                 certificate = await self.save(attrs.evolve(certificate, error=waiting))
             return certificate
         if order.status == "ready":
@@ -164,9 +166,6 @@ class Orders:
             missing += await self.records.confirm(target, challenge.validation, within=within)
         if missing:
             servers = "; ".join(dict.fromkeys(missing))
-            log.warning("the DNS-01 value for %s (order %s) is not answered by every server of the delegation zone "
-                        "after %g seconds: %s. The certificate authority is not asked to validate it yet",
-                        target, order.url, within, servers)
             return (f"The certificate authority is not asked to validate yet: not every server of the delegation "
                     f"zone answers the new value at {target} ({servers}). The service asks again at the next check.")
         for challenge in answering:
