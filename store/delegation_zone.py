@@ -94,6 +94,32 @@ class DelegationZoneRepo:
             rows = self.db.execute("SELECT name, value FROM acme_challenges ORDER BY name, value").fetchall()
             if self.serial() == serial:
                 return serial, [(name, value) for name, value in rows]
+    def over(self, now: dt.datetime) -> list[Challenge]:
+        """Withdraw the values whose order is over (no certificate has it under way any more), in one
+        change: those withdrawn. A value of no known order (published before migration 23) waits
+        for its expiry."""
+        gone = [_challenge(r) for r in select(self.db, """
+            SELECT * FROM acme_challenges c WHERE c.order_url IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM acme_certificates a WHERE a.order_url = c.order_url)
+            ORDER BY c.name, c.value""")]
+        if not gone:
+            return []
+        for challenge in gone:
+            self.db.execute("DELETE FROM acme_challenges WHERE name = ? AND value = ?", [challenge.name, challenge.value])
+        self._changed([(c.name, c.value) for c in gone], now, added=False)
+        return gone
+
+    def at(self, name: str, now: dt.datetime) -> list[Challenge]:
+        """The values live at ``name``, oldest first."""
+        return [_challenge(r) for r in select(
+            self.db, "SELECT * FROM acme_challenges WHERE name = ? AND expires_at > ? ORDER BY published_at, value",
+            [name.lower(), ts(now)])]
+
+    def added_in(self, name: str, value: str) -> int | None:
+        """The serial of the change that added ``value`` at ``name`` last, while the journal keeps it."""
+        row = self.db.execute("SELECT max(serial) FROM delegation_zone_changes WHERE name = ? AND value = ? "
+                              "AND added = 1", [name.lower(), value]).fetchone()
+        return None if row[0] is None else int(row[0])
 
     def live(self, now: dt.datetime) -> list[Challenge]:
         """Every value live in the zone, by name and value."""

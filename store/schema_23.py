@@ -9,7 +9,8 @@ kept by IXFR (core/delegation_dns/).
 - ``delegation_zone_servers``: each process's server, the serial it answers from and when it
   said so: a value is confirmed at every server once each live one answers from its serial.
 - ``acme_challenges.order_url``, ``published_at``: which order a value answers, and since when, so
-  that a value whose order is over is withdrawn, and a pile of values explained.
+  that a value whose order is over is withdrawn, and a pile of values explained; an index on
+  ``acme_certificates.order_url`` finds whether an order is still under way.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def _statements(text: str, now_seconds: str) -> list[str]:
         )""",
         f"ALTER TABLE acme_challenges ADD COLUMN order_url {text}",
         f"ALTER TABLE acme_challenges ADD COLUMN published_at {text}",
+        "CREATE INDEX acme_certificates_order ON acme_certificates(order_url) WHERE order_url IS NOT NULL",
     ]
 
 

@@ -4,11 +4,16 @@ Each step reads the order and does the one thing its status calls for:
 
 | order        | the step                                                                              |
 |--------------|---------------------------------------------------------------------------------------|
-| ``pending``  | for each authorization still pending: publish the DNS-01 TXT value, tell the CA to validate |
-| ``ready``    | finalize it with a request for the order's own key                                   |
+| ``pending``  | for each authorization still pending: publish the DNS-01 TXT value, and once every server of the delegation zone answers it, tell the CA to validate; a settled one's value goes |
+| ``ready``    | the TXT values go (every authorization is valid); finalize it with a request for the order's own key |
 | ``processing`` | nothing: the CA is issuing                                                          |
 | ``valid``    | download the chain: it becomes the certificate served, its key with it; the TXT values go |
 | ``invalid``  | note the CA's reasons (its challenges', else the order's), explained; a new order may follow, paced (core/acme/failures.py) |
+
+A server of the zone that does not answer a new value within ``[delegation_dns]
+confirm_timeout_seconds`` (or the time the step has) is named in the certificate's ``error``
+while the order waits: the CA is not asked to validate what it may not find (it asks from several
+places at once, each of which may reach another server), and the next step tries again.
 
 Steps are repeated with short pauses until the order is done or a deadline passes; whatever the
 step reached is stored at once (store/acme.py), so a refresh, in this process or another, takes it
@@ -28,7 +33,7 @@ import attrs
 
 from core.acme import keys
 from core.acme.cas import Ca, CaRefused
-from core.acme.client import Order
+from core.acme.client import Challenge, Order
 from core.acme.problems import Problem
 from store.acme import CERTIFICATE_KEY, AcmeCertificate
 
@@ -41,14 +46,19 @@ log = logging.getLogger(__name__)
 
 #: Pauses between steps: the CA validates in a second or two, issues in a few.
 PAUSES = (0.2, 0.5, 1.0, 1.0, 2.0)
+#: The least a step waits for the zone's servers to answer a new value, whatever time it has left:
+#: each says the serial it answers from a moment after the change.
+CONFIRM_AT_LEAST = 2.0
 
 
 class Records(Protocol):
     """Where DNS-01 TXT values are published (core/delegation_dns/)."""
 
-    async def publish(self, name: str, value: str) -> None: ...
+    async def publish(self, name: str, value: str, *, order_url: str | None = None) -> None: ...
 
     async def withdraw(self, name: str, value: str) -> None: ...
+
+    async def confirm(self, name: str, value: str, *, within: float) -> list[str]: ...
 
 
 @attrs.frozen
@@ -61,6 +71,8 @@ class Orders:
     records: Records
     refused: Callable[[AcmeCertificate, Problem], Awaitable[str]]
     "Notes the CA's refusal of the certificate's validation (the pacing's), and says it in a customer's words."
+    confirm_seconds: float = 60.0
+    "The longest a step waits for every server of the zone to answer a new value (``confirm_timeout_seconds``)."
 
     async def save(self, certificate: AcmeCertificate, *, new: bool = False) -> AcmeCertificate:
         """Store ``certificate``: a ``new`` one (a first order) is added; any other replaces the one
@@ -77,20 +89,27 @@ class Orders:
         """Steps until the order is no longer under way, or the loop's clock passes ``deadline``."""
         loop = asyncio.get_running_loop()
         for turn in range(1000):
-            certificate = await self.step(ca, certificate, target)
+            certificate = await self.step(ca, certificate, target, deadline)
             if certificate.order_url is None or loop.time() >= deadline:
                 return certificate
             await asyncio.sleep(min(PAUSES[min(turn, len(PAUSES) - 1)], max(0.0, deadline - loop.time())))
         return certificate
 
-    async def step(self, ca: Ca, certificate: AcmeCertificate, target: str) -> AcmeCertificate:
-        """One step of the order under way (see the module's table), stored."""
+    async def step(self, ca: Ca, certificate: AcmeCertificate, target: str,
+                   deadline: float | None = None) -> AcmeCertificate:
+        """One step of the order under way (see the module's table), stored; ``deadline`` (the loop's
+        clock) bounds its wait for the zone's servers, though each gets ``CONFIRM_AT_LEAST``."""
         assert certificate.order_url is not None
         order = await ca.call(ca.client.order, certificate.order_url)
         if order.status == "pending":
-            await self._validate(ca, order, target)
+            waiting = await self._validate(ca, order, target, deadline)
+            if waiting != certificate.error:
+                if waiting is not None:
+                    log.warning("ACME order %s of %s waits: %s", certificate.order_url, certificate.apex, waiting)
+                certificate = await self.save(attrs.evolve(certificate, error=waiting))
             return certificate
         if order.status == "ready":
+            await self._withdraw(ca, order, target)  # every authorization is valid: the CA reads them no more
             key_pem = self._order_key(certificate)
             await ca.call(ca.client.finalize, order, keys.csr_pem(certificate.apex, key_pem))
             return certificate
@@ -122,26 +141,55 @@ class Orders:
             order_url=None, order_key_ciphertext=None, replaces=None, error=None,
         )
 
-    async def _validate(self, ca: Ca, order: Order, target: str) -> None:
+    async def _validate(self, ca: Ca, order: Order, target: str, deadline: float | None) -> str | None:
+        """Publish the values of the pending challenges and, once every server of the zone answers
+        them, tell the CA to validate: None, or why the CA was not asked (the servers that did not
+        answer within the bound, named). A settled authorization's value is withdrawn."""
+        answering: list[Challenge] = []
         for url in order.authorizations:
             challenge = await ca.call(ca.client.challenge, url)
-            if challenge.status != "pending":
-                continue  # valid already (reused), or failed: the order says so at the next step
+            if challenge.status != "pending":  # valid already (reused), or failed: the order says so at the next step
+                await self._withdrawn(target, challenge)
+                continue
             if challenge.challenge_url is None or challenge.validation is None:
                 raise CaRefused(f"The certificate authority offers no DNS-01 challenge for {challenge.identifier}.")
-            if challenge.challenge_status == "pending":  # not answered yet: publish, then ask to validate
-                await self.records.publish(target, challenge.validation)
-                await ca.call(ca.client.answer, challenge)
+            if challenge.challenge_status == "pending":  # not answered yet: publish, confirm, then ask to validate
+                await self.records.publish(target, challenge.validation, order_url=order.url)
+                answering.append(challenge)
+        within = self.confirm_seconds
+        if deadline is not None:
+            left = deadline - asyncio.get_running_loop().time()
+            within = min(within, max(left, CONFIRM_AT_LEAST))
+        missing: list[str] = []
+        for challenge in answering:
+            assert challenge.validation is not None
+            missing += await self.records.confirm(target, challenge.validation, within=within)
+        if missing:
+            servers = "; ".join(dict.fromkeys(missing))
+            return (f"The certificate authority is not asked to validate yet: not every server of the delegation "
+                    f"zone answers the new value at {target} ({servers}). The service asks again at the next check.")
+        for challenge in answering:
+            await ca.call(ca.client.answer, challenge)
+        return None
+
+    async def _withdrawn(self, target: str, challenge: Challenge) -> None:
+        """The value of a settled authorization, withdrawn (best effort: it expires anyway)."""
+        if challenge.validation is None:
+            return
+        try:
+            await self.records.withdraw(target, challenge.validation)
+        except Exception as exc:  # noqa: BLE001 (the values expire by themselves: an order never fails for this)
+            log.info("the DNS-01 value for %s stays until it expires: %s", target, exc)
 
     async def _withdraw(self, ca: Ca, order: Order, target: str) -> None:
         """The TXT values of the order's challenges are no longer needed (best effort: they expire anyway)."""
         for url in order.authorizations:
             try:
                 challenge = await ca.call(ca.client.challenge, url)
-                if challenge.validation is not None:
-                    await self.records.withdraw(target, challenge.validation)
             except Exception as exc:  # noqa: BLE001 (the values expire by themselves: an order never fails for this)
                 log.info("the DNS-01 value for %s stays until it expires: %s", target, exc)
+                continue
+            await self._withdrawn(target, challenge)
 
     async def _reasons(self, ca: Ca, order: Order) -> list[Problem]:
         """The problems of the order's failed challenges: what the CA met (the order's own problem

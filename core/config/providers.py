@@ -117,6 +117,9 @@ class DelegationDnsConfig:
     service is their hidden primary (zone transfers to these addresses alone, NOTIFY to each after every
     change, both signed with the TSIG key); with ``mode = "rfc2136"``, the operator's primary's secondaries,
     which a new value must reach before the CA is asked."""
+    confirm_timeout_seconds: float = attrs.field(default=60.0, validator=_check("delegation_dns.confirm_timeout_seconds", lambda v: v > 0, "must be positive"))
+    """How long an order waits for every server of the zone to answer a new value before it says
+    which do not (the CA is not asked meanwhile; the next step of the order tries again)."""
 
 
 @attrs.frozen

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 #: How long a published value is answered when nobody withdraws it (a process that stopped halfway).
 CHALLENGE_LIFETIME = dt.timedelta(hours=1)
+#: The most values expected at one name at once (an order's, a renewal's, one left by a process
+#: that stopped halfway): more is said in the log, with the orders that left them.
+MAX_VALUES_AT_A_NAME = 4
 #: How long the zone's journal keeps a change: a secondary further behind is sent the whole zone.
 JOURNAL_KEPT = dt.timedelta(days=1)
 #: The TTL of challenge TXT records: none (RFC 2181: not to be cached). A value lives for one order;
@@ -45,12 +48,17 @@ class ChallengeRecordsError(Exception):
 
 
 class ChallengeRecords(Protocol):
-    async def publish(self, name: str, value: str) -> None:
+    async def publish(self, name: str, value: str, *, order_url: str | None = None) -> None:
         """Publish the TXT ``value`` at ``name`` (``<label>.<zone>``), beside any others there,
-        until it is withdrawn or ``CHALLENGE_LIFETIME`` passes."""
+        until it is withdrawn or ``CHALLENGE_LIFETIME`` passes; ``order_url``: the ACME order it
+        answers (a value whose order is over is withdrawn)."""
 
     async def withdraw(self, name: str, value: str) -> None:
         """Withdraw that one value; withdrawing a value that is not there is not an error."""
+
+    async def confirm(self, name: str, value: str, *, within: float) -> list[str]:
+        """Wait up to ``within`` seconds for every authoritative server of the zone to answer the
+        published ``value`` at ``name`` (confirm.py): those that do not, each named in words."""
 
 
 def challenge_name(name: str, zone: str) -> str:

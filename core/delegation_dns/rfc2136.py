@@ -1,7 +1,8 @@
 """``mode = "rfc2136"``: challenge values written to the operator's primary nameserver by dynamic
 update (RFC 2136) signed with TSIG (RFC 8945), for an operator who already runs BIND, Knot or
 PowerDNS for the zone. Sent over TCP: an update is never truncated, and a lost answer is an error
-rather than a silent retransmission."""
+rather than a silent retransmission. A value is confirmed once the primary and each of its
+``secondaries`` answer it (confirm.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import dns.update
 from core.addresses import parse_nameserver
 from core.config import DelegationDnsConfig
 from core.delegation_dns import TXT_TTL, ChallengeRecordsError, challenge_name, challenge_value
+from core.delegation_dns.confirm import not_answering, until_confirmed
 
 #: How long one update (or check-config's query) waits for the server.
 TIMEOUT_SECONDS = 10.0
@@ -40,11 +42,13 @@ class DynamicUpdate:
         self.zone = config.zone
         self.server = config.server
         self.host, self.port = parse_nameserver(config.server)
+        self.secondaries = list(config.secondaries)
         self.timeout = timeout
         self.key_name = config.tsig_key_name
         self.key = dns.tsig.Key(config.tsig_key_name, config.tsig_secret, config.tsig_algorithm)
 
-    async def publish(self, name: str, value: str) -> None:
+    async def publish(self, name: str, value: str, *, order_url: str | None = None) -> None:
+        """``order_url`` is not kept: the operator's server keeps the value until it is withdrawn."""
         update = self._update()
         update.add(challenge_name(name, self.zone) + ".", TXT_TTL, _txt(challenge_value(value)))
         await self._send(update, f"publish the challenge record at {name}")
@@ -53,6 +57,12 @@ class DynamicUpdate:
         update = self._update()
         update.delete(challenge_name(name, self.zone) + ".", _txt(value))
         await self._send(update, f"withdraw the challenge record at {name}")
+
+    async def confirm(self, name: str, value: str, *, within: float) -> list[str]:
+        """The primary and each of its ``secondaries`` asked for the value, until each answers it."""
+        name = challenge_name(name, self.zone)
+        servers = [self.server, *self.secondaries]
+        return await until_confirmed(lambda: not_answering(servers, name, value), within)
 
     def _update(self) -> dns.update.UpdateMessage:
         return dns.update.UpdateMessage(self.zone + ".", keyring=self.key)

@@ -5,6 +5,7 @@ the same address and the kernel spreads queries between them; any of them answer
 TCP carries several queries per connection (RFC 7766), each framed by its 2-byte length; an idle
 connection is closed after ``IDLE_SECONDS``, and past ``MAX_CONNECTIONS`` new ones are closed at
 once. UDP queries waiting for the store past ``MAX_PENDING`` are dropped: a resolver asks again.
+While it answers, its heartbeat (heartbeat.py) says which serial of the zone it answers from.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ import struct
 from typing import TYPE_CHECKING, cast
 
 from core.delegation_dns.answers import Answers
+from core.delegation_dns.heartbeat import Heartbeat
 from core.delegation_dns.transfers import Transfers
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from core.clock import Clock
     from core.config import DelegationDnsConfig
     from core.metrics import Metrics
@@ -37,10 +41,14 @@ class DelegationServer:
 
     def __init__(self, config: DelegationDnsConfig, store: Store, clock: Clock, sockets: list[socket.socket], *,
                  idle_seconds: float = IDLE_SECONDS, max_connections: int = MAX_CONNECTIONS,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, serial: Callable[[], int] | None = None,
+                 process: str | None = None) -> None:
+        """``serial``: the serial it answers from, run on the store's thread (the store's own, as
+        ``Answers`` reads the store at each query); ``process``: its name in the confirmations."""
         self.answers = Answers(config, store, clock)
         # Issue 47 item 4 (hidden primary): transfers and the secondaries' signed queries, when there are secondaries.
         self.transfers = Transfers(config, store, metrics) if config.secondaries else None
+        self.heartbeat = Heartbeat(store, serial or store.delegation_zone.serial, process=process)
         self.sockets = sockets
         self.idle_seconds = idle_seconds
         self.max_connections = max_connections
@@ -53,9 +61,11 @@ class DelegationServer:
         loop = asyncio.get_running_loop()
         _, self._udp = await loop.create_datagram_endpoint(lambda: _Udp(self.answers, self.transfers), sock=udp)
         self._tcp = await asyncio.start_server(self._serve, sock=tcp, backlog=LISTEN_BACKLOG)
+        await self.heartbeat.start()
 
     async def stop(self) -> None:
         """Stop answering: queries in progress are abandoned (the resolver asks again)."""
+        await self.heartbeat.stop()
         if self._tcp is not None:
             self._tcp.close()
         if self._udp is not None:

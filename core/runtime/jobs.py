@@ -76,10 +76,11 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
             return services.store.delegation_zone.serial() if purge_expired(services.store, services.clock) else None
 
         async def purge_zone() -> None:
-            if (serial := await services.store.run(purge_values)) is not None and records.notifier is not None:
-                records.notifier.changed(serial)
+            records.changed(await services.store.run(purge_values))
 
         jobs["delegation-zone-purge"] = PeriodicCallback(purge_zone, ZONE_PURGE_SECONDS * 1000, jitter=0.1)
+        # The values a process that stopped halfway left, of orders over since: withdrawn now, not in an hour.
+        IOLoop.current().add_callback(purge_zone)
     if services.store.backend == "sqlite":  # PostgreSQL's autovacuum keeps its statistics
         async def statistics(opening: bool = False) -> None:
             await services.store.run(services.store.optimize, opening=opening)

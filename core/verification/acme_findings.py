@@ -7,7 +7,7 @@ CA asks for it.
 |---|---|---|
 | ``ca_paused`` | error | the CA paused the hostname for the service's account: its link unpauses it |
 | ``orders_stopped`` | error | validations failed so often in a row that the background checks order no more |
-| ``orders_waiting`` | info | the next order waits (the resolvers' negative cache, the CA's hourly limit) |
+| ``orders_waiting`` | info | the next order waits (the resolvers' negative cache, the CA's hourly limit), or the order under way waits for a server of the delegation zone that does not answer its value yet |
 | ``delegation_zone_broken`` | error | the last check of the delegation zone's own delegation found it not delegated, delegated to other nameservers, or lame (core/dns/zone_check.py) |
 | ``delegation_zone_unreachable`` | error | resolvers cannot read the delegation zone, where the TXT values are |
 | ``renewal_explained`` | info | the CA explains the renewal window it suggests (RFC 9773 ``explanationURL``) |
@@ -62,6 +62,9 @@ async def acme_view(services: Services, row: DomainRow, certificate: Certificate
             f"The certificate authority explains the renewal window it suggests for this certificate at "
             f"{acme.ari_explanation_url}; the certificate is renewed inside it"
             + (f", from {acme.renew_at:%Y-%m-%d %H:%M} UTC." if acme.renew_at else ".")))
+    if acme is not None and acme.order_url is not None and acme.error:
+        # The order under way waits: not every server of the zone answers its value (core/acme/orders.py).
+        findings.append(Finding("orders_waiting", "info", acme.error))
     if not validations or (certificate is not None and certificate.status == "active"):
         return AcmeView(findings)
     last = validations[0]

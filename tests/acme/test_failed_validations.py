@@ -21,6 +21,7 @@ from core.delegation_dns.answers import NEGATIVE_TTL
 from core.lifecycle.watcher import LifecycleWatcher
 from tests.acme.conftest import Answering, acme_config, needs_lab
 from tests.acme.test_issuing import add, read, verify
+from tests.servers.service import free_port
 
 pytestmark = needs_lab
 PAUSE_LINK = "https://portal.ca.test/sfe/v1/unpause?jwt=abc.def.ghi"
@@ -102,13 +103,23 @@ class TestARefusalOnACachedNegativeAnswer:
         assert len(orders_of(front, "later.lab.com")) == 2
 
 
-def answered_elsewhere(config, clock, tmp_path):
-    """The delegation zone answered from a database of its own, where no value is ever published:
-    every validation is told NXDOMAIN, as while the CA's resolver holds a negative answer."""
-    elsewhere = attrs.evolve(config, storage=attrs.evolve(config.storage, path=str(tmp_path / "elsewhere.sqlite3")))
-    server = Answering(elsewhere, clock).start()
-    yield server
-    server.stop()
+def answered_elsewhere(config, clock, tmp_path, acme_lab):
+    """The CA's resolver asks a server of the delegation zone that answers from a database of its
+    own, where no value is ever published: every validation is told NXDOMAIN, as while the CA's
+    resolver holds a negative answer. The service's own server (``apart``) answers every value, so
+    each is confirmed and the CA asked."""
+    elsewhere = attrs.evolve(config, storage=attrs.evolve(config.storage, path=str(tmp_path / "elsewhere.sqlite3")),
+                             delegation_dns=attrs.evolve(config.delegation_dns,
+                                                         listen=f"127.0.0.1:{acme_lab.dns_port}"))
+    servers = [Answering(elsewhere, clock).start(), Answering(config, clock).start()]
+    yield servers[1]
+    for server in servers:
+        server.stop()
+
+
+def apart(config):
+    """``config`` with the service's own server on an address the CA's resolver does not ask."""
+    return attrs.evolve(config, delegation_dns=attrs.evolve(config.delegation_dns, listen=f"127.0.0.1:{free_port()}"))
 
 
 #: The CA's budget of new orders out of the way: these tests run an hour of checks in seconds.
@@ -117,12 +128,12 @@ UNPACED = {"orders_per_window": 1_000_000}
 
 class TestAnHourWhileTheCaCannotSeeTheValue:
     @pytest.fixture
-    def answering(self, services, config, clock, tmp_path):
-        yield from answered_elsewhere(config, clock, tmp_path)
+    def answering(self, services, config, clock, tmp_path, acme_lab):
+        yield from answered_elsewhere(config, clock, tmp_path, acme_lab)
 
     @pytest.fixture
     def config(self, config, acme_lab):
-        return acme_config(config, acme_lab, **UNPACED)
+        return apart(acme_config(config, acme_lab, **UNPACED))
 
     @pytest.mark.gen_test
     async def test_an_hour_of_checks_fails_no_more_validations_than_the_ca_allows(self, api, world, acme_lab, front,
@@ -139,12 +150,12 @@ class TestAnHourWhileTheCaCannotSeeTheValue:
 
 class TestStoppingAfterRepeatedFailures:
     @pytest.fixture
-    def answering(self, services, config, clock, tmp_path):
-        yield from answered_elsewhere(config, clock, tmp_path)
+    def answering(self, services, config, clock, tmp_path, acme_lab):
+        yield from answered_elsewhere(config, clock, tmp_path, acme_lab)
 
     @pytest.fixture
     def config(self, config, acme_lab):
-        return acme_config(config, acme_lab, stop_after_failed_validations=3, **UNPACED)
+        return apart(acme_config(config, acme_lab, stop_after_failed_validations=3, **UNPACED))
 
     @pytest.mark.gen_test
     async def test_the_background_checks_stop_ordering_and_say_why(

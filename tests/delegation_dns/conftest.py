@@ -47,7 +47,9 @@ class RunningServer:
         return self
 
     def stop(self) -> None:
-        self.serving.stop()
+        """Stops it (a test may stop it before the fixture does)."""
+        if self.serving.thread.is_alive():
+            self.serving.stop()
 
     def udp(self, name: str, rdtype: str = "TXT", **query: Any) -> dns.message.Message:
         return dns.query.udp(dns.message.make_query(name, rdtype, **query), "127.0.0.1", port=self.port, timeout=5)
