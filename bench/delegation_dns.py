@@ -71,9 +71,9 @@ import dns.rcode
 
 from bench import certificates, pg
 from core.clock import SystemClock
-from core.config import DelegationDnsConfig
+from core.config import Config, DelegationDnsConfig, ProviderConfig
 from core.delegation_dns import TXT_TTL
-from core.delegation_dns.records import StoredRecords
+from core.delegation_dns.records import make_challenge_records
 from core.delegation_dns.server import DelegationServer
 from core.delegation_dns.sockets import bind
 from store import Store
@@ -566,7 +566,7 @@ async def hidden_primary(folder: Path, where: str, writes: int) -> None:
         secondaries = start_secondaries(folder, port, secret, *ports)
         for secondary in secondaries:  # the first transfer
             await asyncio.to_thread(secondary.wait_for)
-        records = StoredRecords(ZONE, store, SystemClock())
+        records = make_challenge_records(Config(provider=ProviderConfig(kind="acme"), delegation_dns=config), store, SystemClock())
         latencies = []
         loadavg = load()
         for _ in range(writes):

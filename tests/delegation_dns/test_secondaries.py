@@ -85,7 +85,7 @@ class HiddenPrimary:
         self.store = open_store()
         self.writer_metrics = Metrics(self.store, clock)
         self.notifier = Notifier(self.config, self.writer_metrics)
-        self.records = StoredRecords(ZONE, self.store, clock, self.notifier if notify else None)
+        self.records = StoredRecords(ZONE, self.store, clock, notifier=self.notifier if notify else None)
         self.loop = Loop()
 
     def start(self) -> HiddenPrimary:
