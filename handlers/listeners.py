@@ -82,7 +82,8 @@ async def _delegation_dns(services: Services, sockets: list[socket.socket]) -> d
     if not sockets:
         return None
     config = services.config.delegation_dns
-    server = delegation_dns.DelegationServer(config, services.store, services.clock, sockets)
+    server = delegation_dns.DelegationServer(config, services.store, services.clock, sockets,
+                                             metrics=services.metrics.dns)
     await server.start()
     log.info("answering DNS for %s on %s (UDP and TCP)", config.zone, config.listen)
     return server

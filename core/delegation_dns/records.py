@@ -16,6 +16,7 @@ from core.delegation_dns import (
 )
 from core.delegation_dns.rfc2136 import DynamicUpdate
 from core.delegation_dns.sockets import bind
+from core.delegation_dns.view import notify_zone, zone_written
 from store import unavailable_reason
 
 if TYPE_CHECKING:
@@ -27,7 +28,9 @@ if TYPE_CHECKING:
 
 
 class StoredRecords:
-    """``mode = "builtin"``: a row per value, live for ``CHALLENGE_LIFETIME`` unless withdrawn."""
+    """``mode = "builtin"``: a row per value, live for ``CHALLENGE_LIFETIME`` unless withdrawn.
+    Each write is answered by this process's server before it returns, and by the others' within
+    a second (view.py)."""
 
     def __init__(self, zone: str, store: Store, clock: Clock) -> None:
         self.zone = zone
@@ -41,6 +44,8 @@ class StoredRecords:
         def add() -> None:
             with self.store.transaction():
                 self.store.delegation_zone.publish(name, value, expires_at, self.clock.now())
+                notify_zone(self.store)
+            zone_written(self.store, self.clock.now())
 
         await self._write(add, f"publish the challenge record at {name}")
 
@@ -49,7 +54,9 @@ class StoredRecords:
 
         def remove() -> None:
             with self.store.transaction():
-                self.store.delegation_zone.withdraw(name, value, self.clock.now())
+                if self.store.delegation_zone.withdraw(name, value, self.clock.now()) is not None:
+                    notify_zone(self.store)
+            zone_written(self.store, self.clock.now())
 
         await self._write(remove, f"withdraw the challenge record at {name}")
 
@@ -77,7 +84,11 @@ def purge_expired(store: Store, clock: Clock) -> int:
     with store.transaction():
         gone = store.delegation_zone.purge(now)
         store.delegation_zone.forget_changes(now - JOURNAL_KEPT)
-        return gone
+        if gone:
+            notify_zone(store)
+    if gone:
+        zone_written(store, now)
+    return gone
 
 
 def check_lines(config: Config) -> list[str]:

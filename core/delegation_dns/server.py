@@ -1,10 +1,15 @@
 """The built-in authoritative server, on its sockets: UDP and TCP on ``[delegation_dns] listen``.
 
 Both are bound (sockets.py) with ``SO_REUSEPORT``, so that every service process on a machine binds
-the same address and the kernel spreads queries between them; any of them answers the same (answers.py).
-TCP carries several queries per connection (RFC 7766), each framed by its 2-byte length; an idle
-connection is closed after ``IDLE_SECONDS``, and past ``MAX_CONNECTIONS`` new ones are closed at
-once. UDP queries waiting for the store past ``MAX_PENDING`` are dropped: a resolver asks again.
+the same address and the kernel spreads queries between them; any of them answers the same, from
+its copy of the zone in memory (view.py), which no query waits for: a UDP query is answered inside
+the callback that received it, without a task of its own.
+
+What keeps one client from taking the server from the others: UDP answers are rate-limited per
+source prefix (rrl.py); TCP carries several queries per connection (RFC 7766), each framed by its
+2-byte length, a connection with no complete query for ``tcp_idle_seconds`` is closed, and new
+ones past ``tcp_max_per_source`` from one address or ``tcp_max_connections`` in all are closed at
+once. Every query, answer and refusal is counted (``DnsMetrics``, on ``/metrics``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,10 @@ import struct
 from typing import TYPE_CHECKING, cast
 
 from core.delegation_dns.answers import Answers
+from core.delegation_dns.rrl import RateLimiter, Verdict
+from core.delegation_dns.view import CHECK_SECONDS, ZoneView
+from core.delegation_dns.wire import truncated
+from core.metrics import DnsMetrics
 
 if TYPE_CHECKING:
     from core.clock import Clock
@@ -24,29 +33,35 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("delegation_dns")
 
-IDLE_SECONDS = 10.0
-MAX_CONNECTIONS = 256
-MAX_PENDING = 1024
 LISTEN_BACKLOG = 128
 
 
 class DelegationServer:
-    """Answers on the sockets ``bind`` made, from ``start`` until ``stop``."""
+    """Answers on the sockets ``bind`` made, from ``start`` until ``stop``. ``view`` is the zone it
+    answers from (its ``serial``, and ``on_load`` to hear of each load)."""
 
     def __init__(self, config: DelegationDnsConfig, store: Store, clock: Clock, sockets: list[socket.socket], *,
-                 idle_seconds: float = IDLE_SECONDS, max_connections: int = MAX_CONNECTIONS) -> None:
-        self.answers = Answers(config, store, clock)
+                 metrics: DnsMetrics | None = None, idle_seconds: float | None = None,
+                 max_connections: int | None = None, max_per_source: int | None = None,
+                 check_seconds: float = CHECK_SECONDS) -> None:
+        self.view = ZoneView(config, store, clock, check_seconds=check_seconds)
+        self.answers = Answers(config, self.view, clock)
+        self.metrics = metrics if metrics is not None else DnsMetrics()
+        self.limiter = RateLimiter(config.rrl_responses_per_second, config.rrl_slip)
         self.sockets = sockets
-        self.idle_seconds = idle_seconds
-        self.max_connections = max_connections
+        self.idle_seconds = config.tcp_idle_seconds if idle_seconds is None else idle_seconds
+        self.max_connections = config.tcp_max_connections if max_connections is None else max_connections
+        self.max_per_source = config.tcp_max_per_source if max_per_source is None else max_per_source
         self._udp: _Udp | None = None
         self._tcp: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._per_source: dict[str, int] = {}
 
     async def start(self) -> None:
+        await self.view.start()
         udp, tcp = self.sockets
         loop = asyncio.get_running_loop()
-        _, self._udp = await loop.create_datagram_endpoint(lambda: _Udp(self.answers), sock=udp)
+        _, self._udp = await loop.create_datagram_endpoint(lambda: _Udp(self), sock=udp)
         self._tcp = await asyncio.start_server(self._serve, sock=tcp, backlog=LISTEN_BACKLOG)
 
     async def stop(self) -> None:
@@ -55,65 +70,94 @@ class DelegationServer:
             self._tcp.close()
         if self._udp is not None:
             self._udp.close()
-        tasks = [*self._connections, *(self._udp.pending if self._udp else ())]
+        tasks = list(self._connections)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.view.stop()
+
+    def answer(self, query: bytes, *, udp: bool) -> bytes | None:
+        """The answer's bytes, counted; None when there is none to give (not a query, or a bug:
+        logged, and the server goes on)."""
+        try:
+            answered = self.answers.answer(query, udp=udp)
+        except Exception:
+            log.exception("delegation DNS: no answer to a query")
+            self.metrics.dropped["error"] += 1
+            return None
+        if answered is None:
+            self.metrics.dropped["not_a_query"] += 1
+            return None
+        answer, rcode = answered
+        if rcode < len(self.metrics.rcodes):
+            self.metrics.rcodes[rcode] += 1
+        return answer
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        if task is None or len(self._connections) >= self.max_connections:
+        peer = writer.get_extra_info("peername")
+        source = str(peer[0]) if peer else ""
+        held = self._per_source.get(source, 0)
+        refused = "per_source" if held >= self.max_per_source else "total" if len(self._connections) >= self.max_connections else ""
+        if task is None or refused:
+            self.metrics.tcp_refused[refused or "total"] += 1
             writer.close()
             return
         self._connections.add(task)
+        self._per_source[source] = held + 1
+        self.metrics.tcp_open += 1
         try:
             while True:
                 async with asyncio.timeout(self.idle_seconds):
                     (size,) = struct.unpack("!H", await reader.readexactly(2))
-                    answer = await _answered(self.answers, await reader.readexactly(size), udp=False)
+                    query = await reader.readexactly(size)
+                    self.metrics.queries["tcp"] += 1
+                    answer = self.answer(query, udp=False)
                     if answer is None:  # not a query: nothing more to say to this client
                         return
                     writer.write(struct.pack("!H", len(answer)) + answer)
                     await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+        except TimeoutError:
+            self.metrics.tcp_idle_closed += 1
+        except (asyncio.IncompleteReadError, ConnectionError):
             return
         except asyncio.CancelledError:  # stop(): ended here, since asyncio (3.11) logs a cancelled handler
             return
         finally:
             self._connections.discard(task)
+            self.metrics.tcp_open -= 1
+            if (left := self._per_source.pop(source) - 1) > 0:
+                self._per_source[source] = left
             writer.close()
 
 
 class _Udp(asyncio.DatagramProtocol):
-    def __init__(self, answers: Answers) -> None:
-        self.answers = answers
-        self.pending: set[asyncio.Task[None]] = set()
+    """Each query answered inline: nothing to wait for, so no task, no queue to overflow."""
+
+    def __init__(self, server: DelegationServer) -> None:
+        self.server = server
+        self.metrics = server.metrics
+        self.limiter = server.limiter
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: tuple[str | int, ...]) -> None:
-        if len(self.pending) >= MAX_PENDING:
+        self.metrics.queries["udp"] += 1
+        verdict = self.limiter.verdict(str(addr[0]))
+        if verdict is Verdict.DROP:
+            self.metrics.rate_limited["dropped"] += 1
+            self.metrics.dropped["rate_limited"] += 1
             return
-        task = asyncio.ensure_future(self._answer(data, addr))
-        self.pending.add(task)
-        task.add_done_callback(self.pending.discard)
-
-    async def _answer(self, data: bytes, addr: tuple[str | int, ...]) -> None:
-        answer = await _answered(self.answers, data, udp=True)
-        if answer is not None and self.transport is not None:
-            self.transport.sendto(answer, addr)
+        answer = self.server.answer(data, udp=True)
+        if answer is None or self.transport is None:
+            return
+        if verdict is Verdict.SLIP:
+            self.metrics.rate_limited["slipped"] += 1
+            answer = truncated(answer)
+        self.transport.sendto(answer, addr)
 
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
-
-
-async def _answered(answers: Answers, wire: bytes, *, udp: bool) -> bytes | None:
-    """The answer, or none when building it failed: a bug is logged, and the server goes on."""
-    try:
-        return await answers.answer(wire, udp=udp)
-    except Exception:
-        log.exception("delegation DNS: no answer to a query")
-        return None
