@@ -18,6 +18,7 @@ import asyncio
 import logging
 import socket
 import struct
+import time
 from typing import TYPE_CHECKING, cast
 
 from core.delegation_dns.answers import Answers
@@ -27,6 +28,8 @@ from core.delegation_dns.wire import truncated
 from core.metrics import DnsMetrics
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from core.clock import Clock
     from core.config import DelegationDnsConfig
     from store import Store
@@ -43,11 +46,11 @@ class DelegationServer:
     def __init__(self, config: DelegationDnsConfig, store: Store, clock: Clock, sockets: list[socket.socket], *,
                  metrics: DnsMetrics | None = None, idle_seconds: float | None = None,
                  max_connections: int | None = None, max_per_source: int | None = None,
-                 check_seconds: float = CHECK_SECONDS) -> None:
+                 check_seconds: float = CHECK_SECONDS, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.view = ZoneView(config, store, clock, check_seconds=check_seconds)
         self.answers = Answers(config, self.view, clock)
         self.metrics = metrics if metrics is not None else DnsMetrics()
-        self.limiter = RateLimiter(config.rrl_responses_per_second, config.rrl_slip)
+        self.limiter = RateLimiter(config.rrl_responses_per_second, config.rrl_slip, monotonic=monotonic)
         self.sockets = sockets
         self.idle_seconds = config.tcp_idle_seconds if idle_seconds is None else idle_seconds
         self.max_connections = config.tcp_max_connections if max_connections is None else max_connections
