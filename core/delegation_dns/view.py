@@ -240,7 +240,7 @@ class ZoneView:
             label = name[: -len(suffix)]
             if "." in label or not label:
                 continue
-            by_label.setdefault(label.encode("ascii"), []).append((challenge.value, challenge.expires_at.timestamp()))
+            by_label.setdefault(label.encode(), []).append((challenge.value, challenge.expires_at.timestamp()))
         soa_rdata = self._soa_names + struct.pack("!IIIII", snapshot.serial & 0xFFFFFFFF, REFRESH, RETRY, EXPIRE,
                                                   NEGATIVE_TTL)
         return Zone(snapshot.serial, soa_rdata, self._ns_records, len(self.nameservers),
