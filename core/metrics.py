@@ -132,7 +132,7 @@ class DnsMetrics(Collector):
         self.rcodes = [0] * 24
         "Answers sent, by rcode (an index; extended rcodes included)."
         self.rate_limited = {"slipped": 0, "dropped": 0}
-        self.dropped = {"rate_limited": 0, "not_a_query": 0, "error": 0}
+        self.dropped = {"rate_limited": 0, "not_a_query": 0, "error": 0, "unsent": 0}
         self.tcp_open = 0
         self.tcp_refused = {"per_source": 0, "total": 0}
         self.tcp_idle_closed = 0
@@ -166,7 +166,8 @@ class DnsMetrics(Collector):
             limited.add_metric([action], count)
         yield limited
         dropped = CounterMetricFamily("cps_dns_dropped", "Queries given no answer, by reason (rate_limited, "
-                                      "not_a_query: a response or no header; error: a bug, logged).", labels=["reason"])
+                                      "not_a_query: a response or no header; error: a bug, logged; unsent: no room in the socket's "
+                                      "send buffer).", labels=["reason"])
         for reason, count in self.dropped.items():
             dropped.add_metric([reason], count)
         yield dropped
