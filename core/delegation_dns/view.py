@@ -187,11 +187,13 @@ class ZoneView:
             try:
                 async with asyncio.timeout(self.check_seconds):
                     await self._reload.wait()
+                force = False
             except TimeoutError:
                 if self.zone is not None and not await self._moved():
                     continue
+                force = True  # the store's serial is not the view's, even lower (a write rolled back)
             self._reload.clear()
-            await self._load()
+            await self._load(force=force)
 
     async def _moved(self) -> bool:
         try:
@@ -200,13 +202,13 @@ class ZoneView:
             self._cannot_read(exc)
             return False
 
-    async def _load(self) -> None:
+    async def _load(self, *, force: bool = False) -> None:
         try:
             snapshot = await self.store.run(read_zone, self.store, self.clock.now())
         except Exception as exc:  # noqa: BLE001 - it answers from what it has; a bug is logged
             self._cannot_read(exc)
             return
-        self.replace(snapshot)
+        self.replace(snapshot, force=force)
 
     def _cannot_read(self, exc: Exception) -> None:
         if (why := unavailable_reason(exc)) is None:
@@ -215,12 +217,13 @@ class ZoneView:
             log.warning("delegation DNS: cannot read the zone, answering from serial %s: %s", self.serial, why)
         self._unavailable = True
 
-    def replace(self, snapshot: Snapshot) -> None:
-        """Answer from ``snapshot`` from now on, unless the view already has a later serial (from
-        any thread: the writer's, after its write)."""
+    def replace(self, snapshot: Snapshot, *, force: bool = False) -> None:
+        """Answer from ``snapshot`` from now on, unless the view already has a later serial and
+        not ``force`` (from any thread: the writer's, after its write, while a load of the view's
+        own, begun before the write committed, may end after it)."""
         zone = self.compile(snapshot)
         with self._lock:
-            if self.zone is not None and snapshot.serial < self.serial:
+            if self.zone is not None and snapshot.serial < self.serial and not force:
                 return
             self.zone, self.serial = zone, snapshot.serial
         self._unavailable = False
