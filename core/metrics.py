@@ -66,6 +66,8 @@ class Metrics:
             "NOTIFY messages to the delegation zone's secondaries, by secondary and outcome (acknowledged, unanswered: "
             "sent again, refused, given_up).",
             ["secondary", "outcome"], registry=self.registry)
+        self.dns = DnsMetrics()
+        self.registry.register(self.dns)
         self._store, self._clock = store, clock
         self._figures = _StoreFigures(clock)
         self.registry.register(self._figures)
@@ -125,6 +127,61 @@ class _Requests(Collector):
             latency.add_metric([route, method], list(zip(bounds, itertools.accumulate(buckets), strict=True)),
                                sum_value=total[0])
         yield latency
+
+
+#: Rcodes by number, as DNS tools name them (the extended BADVERS is 16).
+_RCODES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED", 9: "NOTAUTH",
+           16: "BADVERS"}
+
+
+class DnsMetrics(Collector):
+    """The built-in DNS server's counts (core/delegation_dns/), this process's. Counted in plain
+    ints on the event loop's thread, as ``_Requests``: a flood is counted at the cost of an
+    addition per query."""
+
+    def __init__(self) -> None:
+        self.queries = {"udp": 0, "tcp": 0}
+        self.rcodes = [0] * 24
+        "Answers sent, by rcode (an index; extended rcodes included)."
+        self.rate_limited = {"slipped": 0, "dropped": 0}
+        self.dropped = {"rate_limited": 0, "not_a_query": 0, "error": 0, "unsent": 0}
+        self.tcp_open = 0
+        self.tcp_refused = {"per_source": 0, "total": 0}
+        self.tcp_idle_closed = 0
+    def collect(self) -> Iterator[Metric]:
+        queries = CounterMetricFamily("cps_dns_queries", "Queries to the delegation zone's server, by transport.",
+                                      labels=["transport"])
+        for transport, count in self.queries.items():
+            queries.add_metric([transport], count)
+        yield queries
+        answers = CounterMetricFamily("cps_dns_answers", "Answers sent by the delegation zone's server, by rcode.",
+                                      labels=["rcode"])
+        for rcode, count in enumerate(self.rcodes):
+            if count or rcode in (0, 3, 5):
+                answers.add_metric([_RCODES.get(rcode, str(rcode))], count)
+        yield answers
+        limited = CounterMetricFamily("cps_dns_rate_limited",
+                                      "UDP answers over [delegation_dns] rrl_responses_per_second for their source "
+                                      "prefix, by action (slipped: sent truncated; dropped).", labels=["action"])
+        for action, count in self.rate_limited.items():
+            limited.add_metric([action], count)
+        yield limited
+        dropped = CounterMetricFamily("cps_dns_dropped", "Queries given no answer, by reason (rate_limited, "
+                                      "not_a_query: a response or no header; error: a bug, logged; unsent: no room in the socket's "
+                                      "send buffer).", labels=["reason"])
+        for reason, count in self.dropped.items():
+            dropped.add_metric([reason], count)
+        yield dropped
+        yield GaugeMetricFamily("cps_dns_tcp_connections", "TCP connections open to the delegation zone's server.",
+                                value=self.tcp_open)
+        refused = CounterMetricFamily("cps_dns_tcp_connections_refused", "TCP connections closed at once, by the cap "
+                                      "reached (per_source: tcp_max_per_source; total: tcp_max_connections).",
+                                      labels=["cap"])
+        for cap, count in self.tcp_refused.items():
+            refused.add_metric([cap], count)
+        yield refused
+        yield CounterMetricFamily("cps_dns_tcp_idle_closed", "TCP connections closed after tcp_idle_seconds without a query.",
+                                  value=self.tcp_idle_closed)
 
 
 @attrs.frozen

@@ -120,6 +120,16 @@ class DelegationDnsConfig:
     confirm_timeout_seconds: float = attrs.field(default=60.0, validator=_check("delegation_dns.confirm_timeout_seconds", lambda v: v > 0, "must be positive"))
     """How long an order waits for every server of the zone to answer a new value before it says
     which do not (the CA is not asked meanwhile; the next step of the order tries again)."""
+    rrl_responses_per_second: int = attrs.field(default=200, validator=_check("delegation_dns.rrl_responses_per_second", lambda v: v >= 0, "must be zero (no limit) or more"))
+    "UDP answers per second to one source prefix (/24, /56), beyond which they are slipped or dropped; 0: no limit."
+    rrl_slip: int = attrs.field(default=2, validator=_check("delegation_dns.rrl_slip", lambda v: v >= 0, "must be zero (drop every one) or more"))
+    "Of the answers over the rate, every ``rrl_slip``-th is sent truncated (the resolver asks over TCP), the rest dropped."
+    tcp_max_connections: int = attrs.field(default=256, validator=_check("delegation_dns.tcp_max_connections", _positive, "must be positive"))
+    "TCP connections the server holds at once, per process; new ones past it are closed."
+    tcp_max_per_source: int = attrs.field(default=16, validator=_check("delegation_dns.tcp_max_per_source", _positive, "must be positive"))
+    "TCP connections one source address holds at once, per process."
+    tcp_idle_seconds: float = attrs.field(default=10.0, validator=_check("delegation_dns.tcp_idle_seconds", _positive, "must be positive"))
+    "A TCP connection with no complete query for this long is closed."
 
 
 @attrs.frozen

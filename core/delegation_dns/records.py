@@ -31,6 +31,7 @@ from core.delegation_dns.confirm import (
 from core.delegation_dns.notify import Notifier
 from core.delegation_dns.rfc2136 import DynamicUpdate
 from core.delegation_dns.sockets import bind
+from core.delegation_dns.view import notify_zone, zone_written
 from store import unavailable_reason
 
 if TYPE_CHECKING:
@@ -48,7 +49,8 @@ T = TypeVar("T")
 
 class StoredRecords:
     """``mode = "builtin"``: a row per value, live for ``CHALLENGE_LIFETIME`` unless withdrawn; each
-    change told to the secondaries (``notifier``, when there are) once committed."""
+    change told to the secondaries (``notifier``, when there are) once committed. Each write is
+    answered by this process's server before it returns, and by the others' within a second (view.py)."""
 
     def __init__(self, zone: str, store: Store, clock: Clock, *, listen: str = "",
                  secondaries: list[str] | None = None, notifier: Notifier | None = None) -> None:
@@ -69,7 +71,11 @@ class StoredRecords:
             with self.store.transaction():
                 now = self.clock.now()
                 serial = self.store.delegation_zone.publish(name, value, expires_at, now, order_url=order_url)
-                return serial, self.store.delegation_zone.at(name, now)
+                if serial is not None:
+                    notify_zone(self.store)
+                live = self.store.delegation_zone.at(name, now)
+            zone_written(self.store, now)
+            return serial, live
 
         serial, live = await self._write(add, f"publish the challenge record at {name}")
         self.changed(serial)
@@ -84,7 +90,11 @@ class StoredRecords:
 
         def remove() -> int | None:
             with self.store.transaction():
-                return self.store.delegation_zone.withdraw(name, value, self.clock.now())
+                serial = self.store.delegation_zone.withdraw(name, value, self.clock.now())
+                if serial is not None:
+                    notify_zone(self.store)
+            zone_written(self.store, self.clock.now())
+            return serial
 
         self.changed(await self._write(remove, f"withdraw the challenge record at {name}"))
 
@@ -146,6 +156,10 @@ def purge_expired(store: Store, clock: Clock) -> int:
     with store.transaction():
         gone = store.delegation_zone.purge(now)
         store.delegation_zone.forget_changes(now - JOURNAL_KEPT)
+        if gone:
+            notify_zone(store)
+    if gone:
+        zone_written(store, now)
     return gone + len(withdraw_finished(store, clock))
 
 
@@ -155,7 +169,10 @@ def withdraw_finished(store: Store, clock: Clock) -> list[Challenge]:
     ended by another process or abandoned, no longer needs."""
     with store.transaction():
         gone = store.delegation_zone.over(clock.now())
+        if gone:
+            notify_zone(store)
     if gone:
+        zone_written(store, clock.now())
         log.info("delegation DNS: withdrew %d value%s of orders that are over: %s", len(gone),
                  "s" if len(gone) != 1 else "", _causes(gone))
     return gone

@@ -1,11 +1,19 @@
 """The built-in authoritative server, on its sockets: UDP and TCP on ``[delegation_dns] listen``.
 
 Both are bound (sockets.py) with ``SO_REUSEPORT``, so that every service process on a machine binds
-the same address and the kernel spreads queries between them; any of them answers the same (answers.py).
-TCP carries several queries per connection (RFC 7766), each framed by its 2-byte length; an idle
-connection is closed after ``IDLE_SECONDS``, and past ``MAX_CONNECTIONS`` new ones are closed at
-once. UDP queries waiting for the store past ``MAX_PENDING`` are dropped: a resolver asks again.
-While it answers, its heartbeat (heartbeat.py) says which serial of the zone it answers from.
+the same address and the kernel spreads queries between them; any of them answers the same, from
+its copy of the zone in memory (view.py), which no query waits for: UDP queries are read and
+answered inside the event loop's callback for the socket, without a task of their own.
+
+What keeps one client from taking the server from the others: UDP answers are rate-limited per
+source prefix (rrl.py); TCP carries several queries per connection (RFC 7766), each framed by its
+2-byte length, a connection with no complete query for ``tcp_idle_seconds`` is closed, and new
+ones past ``tcp_max_per_source`` from one address or ``tcp_max_connections`` in all are closed at
+once. Every query, answer and refusal is counted (``DnsMetrics``, on ``/metrics``).
+
+With ``[delegation_dns] secondaries``, zone transfers and the secondaries' signed queries go to
+transfers.py (the hidden primary). While it answers, its heartbeat (heartbeat.py) says which
+serial of the zone it answers from: the view's.
 """
 
 from __future__ import annotations
@@ -14,11 +22,16 @@ import asyncio
 import logging
 import socket
 import struct
-from typing import TYPE_CHECKING, cast
+import time
+from typing import TYPE_CHECKING
 
 from core.delegation_dns.answers import Answers
 from core.delegation_dns.heartbeat import Heartbeat
-from core.delegation_dns.transfers import Transfers
+from core.delegation_dns.rrl import RateLimiter, Verdict
+from core.delegation_dns.transfers import Transfers, question_type
+from core.delegation_dns.view import CHECK_SECONDS, ZoneView
+from core.delegation_dns.wire import truncated
+from core.metrics import DnsMetrics
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,130 +43,205 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("delegation_dns")
 
-IDLE_SECONDS = 10.0
-MAX_CONNECTIONS = 256
-MAX_PENDING = 1024
 LISTEN_BACKLOG = 128
+TRANSFERS = (251, 252)  # IXFR, AXFR
 
 
 class DelegationServer:
-    """Answers on the sockets ``bind`` made, from ``start`` until ``stop``."""
+    """Answers on the sockets ``bind`` made, from ``start`` until ``stop``. ``view`` is the zone it
+    answers from (its ``serial``, and ``on_load`` to hear of each load)."""
 
     def __init__(self, config: DelegationDnsConfig, store: Store, clock: Clock, sockets: list[socket.socket], *,
-                 idle_seconds: float = IDLE_SECONDS, max_connections: int = MAX_CONNECTIONS,
-                 metrics: Metrics | None = None, serial: Callable[[], int] | None = None,
+                 metrics: Metrics | None = None, idle_seconds: float | None = None,
+                 max_connections: int | None = None, max_per_source: int | None = None,
+                 check_seconds: float = CHECK_SECONDS, monotonic: Callable[[], float] = time.monotonic,
                  process: str | None = None) -> None:
-        """``serial``: the serial it answers from, run on the store's thread (the store's own, as
-        ``Answers`` reads the store at each query); ``process``: its name in the confirmations."""
-        self.answers = Answers(config, store, clock)
-        # Issue 47 item 4 (hidden primary): transfers and the secondaries' signed queries, when there are secondaries.
+        """``process``: the server's name in the confirmations (heartbeat.py)."""
+        self.view = ZoneView(config, store, clock, check_seconds=check_seconds)
+        self.answers = Answers(config, self.view, clock)
+        self.metrics = metrics.dns if metrics is not None else DnsMetrics()
         self.transfers = Transfers(config, store, metrics) if config.secondaries else None
-        self.heartbeat = Heartbeat(store, serial or store.delegation_zone.serial, process=process)
+        self._secondaries = {str(address) for address in self.transfers.secondaries} if self.transfers else set()
+        self.heartbeat = Heartbeat(store, lambda: self.view.serial, process=process)
+        self.view.on_load(lambda _serial: self._beat())
+        self.limiter = RateLimiter(config.rrl_responses_per_second, config.rrl_slip, monotonic=monotonic)
         self.sockets = sockets
-        self.idle_seconds = idle_seconds
-        self.max_connections = max_connections
+        self.idle_seconds = config.tcp_idle_seconds if idle_seconds is None else idle_seconds
+        self.max_connections = config.tcp_max_connections if max_connections is None else max_connections
+        self.max_per_source = config.tcp_max_per_source if max_per_source is None else max_per_source
         self._udp: _Udp | None = None
         self._tcp: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._per_source: dict[str, int] = {}
+        self._tasks: set[asyncio.Future[None]] = set()
+        self._answering = False
+        "Heartbeats, and transfers asked over UDP, under way."
 
     async def start(self) -> None:
+        await self.view.start()
         udp, tcp = self.sockets
-        loop = asyncio.get_running_loop()
-        _, self._udp = await loop.create_datagram_endpoint(lambda: _Udp(self.answers, self.transfers), sock=udp)
+        self._udp = _Udp(self, udp)
         self._tcp = await asyncio.start_server(self._serve, sock=tcp, backlog=LISTEN_BACKLOG)
         await self.heartbeat.start()
+        self._answering = True
+
+    def _beat(self) -> None:
+        """The view loaded a change: said at once, so that no confirmation waits for the next look."""
+        if self._answering:
+            self._tasks.add(task := asyncio.ensure_future(self.heartbeat.beat(changed_only=True)))
+            task.add_done_callback(self._tasks.discard)
 
     async def stop(self) -> None:
         """Stop answering: queries in progress are abandoned (the resolver asks again)."""
+        self._answering = False
         await self.heartbeat.stop()
         if self._tcp is not None:
             self._tcp.close()
         if self._udp is not None:
             self._udp.close()
-        tasks = [*self._connections, *(self._udp.pending if self._udp else ())]
+        tasks = [*self._connections, *self._tasks]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.view.stop()
+
+    def answer(self, query: bytes, *, udp: bool) -> bytes | None:
+        """The answer's bytes, counted; None when there is none to give (not a query, or a bug:
+        logged, and the server goes on)."""
+        try:
+            answered = self.answers.answer(query, udp=udp)
+        except Exception:
+            log.exception("delegation DNS: no answer to a query")
+            self.metrics.dropped["error"] += 1
+            return None
+        if answered is None:
+            self.metrics.dropped["not_a_query"] += 1
+            return None
+        answer, rcode = answered
+        if rcode < len(self.metrics.rcodes):
+            self.metrics.rcodes[rcode] += 1
+        return answer
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        if task is None or len(self._connections) >= self.max_connections:
+        peer = writer.get_extra_info("peername")
+        source = str(peer[0]) if peer else ""
+        held = self._per_source.get(source, 0)
+        refused = "per_source" if held >= self.max_per_source else "total" if len(self._connections) >= self.max_connections else ""
+        if task is None or refused:
+            self.metrics.tcp_refused[refused or "total"] += 1
             writer.close()
             return
         self._connections.add(task)
-        peer = writer.get_extra_info("peername")
+        self._per_source[source] = held + 1
+        self.metrics.tcp_open += 1
         try:
             while True:
                 async with asyncio.timeout(self.idle_seconds):
                     (size,) = struct.unpack("!H", await reader.readexactly(2))
-                    wire = await reader.readexactly(size)
-                    # Issue 47 item 4: a transfer (or a secondary's signed query) goes to transfers.py.
-                    if (sent := await _transferred(self.transfers, wire, peer, udp=False)) is not None:
+                    query = await reader.readexactly(size)
+                    self.metrics.queries["tcp"] += 1
+                    if (sent := await self.transferred(query, peer, udp=False)) is not None:
                         writer.writelines([struct.pack("!H", len(message)) + message for message in sent])
                         await writer.drain()
                         continue
-                    answer = await _answered(self.answers, wire, udp=False)
+                    answer = self.answer(query, udp=False)
                     if answer is None:  # not a query: nothing more to say to this client
                         return
                     writer.write(struct.pack("!H", len(answer)) + answer)
                     await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+        except TimeoutError:
+            self.metrics.tcp_idle_closed += 1
+        except (asyncio.IncompleteReadError, ConnectionError):
             return
         except asyncio.CancelledError:  # stop(): ended here, since asyncio (3.11) logs a cancelled handler
             return
         finally:
             self._connections.discard(task)
+            self.metrics.tcp_open -= 1
+            if (left := self._per_source.pop(source) - 1) > 0:
+                self._per_source[source] = left
             writer.close()
 
 
-class _Udp(asyncio.DatagramProtocol):
-    def __init__(self, answers: Answers, transfers: Transfers | None = None) -> None:
-        self.answers = answers
-        self.transfers = transfers
-        self.pending: set[asyncio.Task[None]] = set()
-        self.transport: asyncio.DatagramTransport | None = None
+    async def transferred(self, query: bytes, peer: object, *, udp: bool) -> list[bytes] | None:
+        """The messages of a transfer, or of a secondary's signed query (transfers.py); None when
+        ``query`` is neither, or there are no secondaries: answered as any other. A bug is logged
+        and answered by nothing."""
+        if self.transfers is None:
+            return None
+        try:
+            return await self.transfers.answer(query, peer, udp=udp)
+        except Exception:
+            log.exception("delegation DNS: no answer to a transfer")
+            return []
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.DatagramTransport, transport)
+    def _transfer_over_udp(self, query: bytes, addr: tuple[str, int], sock: socket.socket) -> bool:
+        """An IXFR or a secondary's signed query over UDP: answered in a task of its own (it reads the
+        store), and True; False for any other query, answered inline."""
+        if self.transfers is None or not (question_type(query) in TRANSFERS
+                                          or (addr[0] in self._secondaries and query[10:12] != b"\0\0")):
+            return False
 
-    def datagram_received(self, data: bytes, addr: tuple[str | int, ...]) -> None:
-        if len(self.pending) >= MAX_PENDING:
-            return
-        task = asyncio.ensure_future(self._answer(data, addr))
-        self.pending.add(task)
-        task.add_done_callback(self.pending.discard)
+        async def answer() -> None:
+            sent = await self.transferred(query, addr, udp=True)
+            if sent is None:
+                if (answer := self.answer(query, udp=True)) is not None:
+                    sock.sendto(answer, addr)
+            elif sent:
+                sock.sendto(sent[0], addr)
 
-    async def _answer(self, data: bytes, addr: tuple[str | int, ...]) -> None:
-        # Issue 47 item 4: IXFR over UDP (the SOA alone), a secondary's signed SOA query.
-        if (sent := await _transferred(self.transfers, data, addr, udp=True)) is not None:
-            if sent and self.transport is not None:
-                self.transport.sendto(sent[0], addr)
-            return
-        answer = await _answered(self.answers, data, udp=True)
-        if answer is not None and self.transport is not None:
-            self.transport.sendto(answer, addr)
+        self._tasks.add(task := asyncio.ensure_future(answer()))
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+
+class _Udp:
+    """The UDP socket read straight from the event loop: each readiness, up to ``BATCH`` queries
+    read and each answered inline (nothing to wait for, so no task, no queue to overflow). Half the
+    cost of an asyncio datagram transport, which reads one datagram per turn of the loop. An
+    answer the socket's send buffer has no room for is dropped, as a query lost on the way would
+    be: the resolver asks again."""
+
+    BATCH = 64
+
+    def __init__(self, server: DelegationServer, sock: socket.socket) -> None:
+        self.server = server
+        self.metrics = server.metrics
+        self.limiter = server.limiter
+        self.sock = sock
+        self.loop = asyncio.get_running_loop()
+        self.loop.add_reader(sock, self._readable)
+
+    def _readable(self) -> None:
+        sock, metrics, verdict_of, answer_of = self.sock, self.metrics, self.limiter.verdict, self.server.answer
+        transfer = self.server._transfer_over_udp
+        for _ in range(self.BATCH):
+            try:
+                data, addr = sock.recvfrom(65535)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # an ICMP error for an earlier answer, reported here: nothing to read
+                continue
+            metrics.queries["udp"] += 1
+            verdict = verdict_of(addr[0])
+            if verdict is Verdict.DROP:
+                metrics.rate_limited["dropped"] += 1
+                metrics.dropped["rate_limited"] += 1
+                continue
+            if transfer(data, addr, sock):
+                continue
+            answer = answer_of(data, udp=True)
+            if answer is None:
+                continue
+            if verdict is Verdict.SLIP:
+                metrics.rate_limited["slipped"] += 1
+                answer = truncated(answer)
+            try:
+                sock.sendto(answer, addr)
+            except OSError:
+                metrics.dropped["unsent"] += 1
 
     def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-
-async def _transferred(transfers: Transfers | None, wire: bytes, peer: object, *, udp: bool) -> list[bytes] | None:
-    """The messages of a transfer (issue 47 item 4), or None when ``wire`` is not one (or there are no
-    secondaries): answers.py answers it. A bug is logged and answered by nothing."""
-    if transfers is None:
-        return None
-    try:
-        return await transfers.answer(wire, peer, udp=udp)
-    except Exception:
-        log.exception("delegation DNS: no answer to a transfer")
-        return []
-
-
-async def _answered(answers: Answers, wire: bytes, *, udp: bool) -> bytes | None:
-    """The answer, or none when building it failed: a bug is logged, and the server goes on."""
-    try:
-        return await answers.answer(wire, udp=udp)
-    except Exception:
-        log.exception("delegation DNS: no answer to a query")
-        return None
+        self.loop.remove_reader(self.sock)
+        self.sock.close()

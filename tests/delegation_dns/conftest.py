@@ -15,6 +15,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import dns.message
 import dns.query
 import pytest
@@ -38,9 +39,15 @@ class RunningServer:
     """A ``DelegationServer`` answering on 127.0.0.1 from a thread of its own, until ``stop``."""
 
     def __init__(self, store: Store, clock: FakeClock, **options: Any) -> None:
+        """``options``: the ``[delegation_dns]`` keys to set, and the server's own options."""
         self.port = free_port()
-        self.config = DelegationDnsConfig(zone=ZONE, nameservers=NAMESERVERS, listen=f"127.0.0.1:{self.port}")
-        self.serving = InThread(DelegationServer(self.config, store, clock, bind(self.config.listen), **options))
+        keys = {field.name for field in attrs.fields(DelegationDnsConfig)}
+        self.config = DelegationDnsConfig(zone=ZONE, nameservers=NAMESERVERS, listen=f"127.0.0.1:{self.port}",
+                                          **{key: value for key, value in options.items() if key in keys})
+        self.store = store
+        self.server = DelegationServer(self.config, store, clock, bind(self.config.listen),
+                                       **{key: value for key, value in options.items() if key not in keys})
+        self.serving = InThread(self.server)
 
     def start(self) -> RunningServer:
         self.serving.start()
@@ -51,8 +58,9 @@ class RunningServer:
         if self.serving.thread.is_alive():
             self.serving.stop()
 
-    def udp(self, name: str, rdtype: str = "TXT", **query: Any) -> dns.message.Message:
-        return dns.query.udp(dns.message.make_query(name, rdtype, **query), "127.0.0.1", port=self.port, timeout=5)
+    def udp(self, name: str, rdtype: str = "TXT", *, source: str | None = None, **query: Any) -> dns.message.Message:
+        return dns.query.udp(dns.message.make_query(name, rdtype, **query), "127.0.0.1", port=self.port, timeout=5,
+                             source=source)
 
     def tcp(self, name: str, rdtype: str = "TXT", **query: Any) -> dns.message.Message:
         return dns.query.tcp(dns.message.make_query(name, rdtype, **query), "127.0.0.1", port=self.port, timeout=5)
@@ -64,9 +72,9 @@ class RunningServer:
             sock.sendto(wire, ("127.0.0.1", self.port))
             return sock.recv(65535)
 
-    def connect(self) -> socket.socket:
-        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
-        return sock
+    def connect(self, source: str = "127.0.0.1") -> socket.socket:
+        """A TCP connection from ``source`` (any address of 127.0.0.0/8 is this machine's)."""
+        return socket.create_connection(("127.0.0.1", self.port), timeout=5, source_address=(source, 0))
 
 
 def ask_tcp(sock: socket.socket, message: dns.message.Message) -> dns.message.Message:

@@ -59,10 +59,18 @@ def test_the_apex_answers_its_soa(zone):
 
 
 @protocol_only
-def test_the_soa_serial_goes_forward_with_time(zone):
+def test_the_soa_serial_is_the_zones_serial_in_the_store(zone):
+    """Every process answers the same serial, the one secondaries and the confirmation compare."""
+    assert zone.server.udp(ZONE, "SOA").answer[0][0].serial == zone.records.store.delegation_zone.serial() % 2**32
+
+
+def test_each_change_moves_the_soa_serial_and_time_alone_does_not(zone):
     before = zone.server.udp(ZONE, "SOA").answer[0][0].serial
     zone.clock.advance(5)
-    assert zone.server.udp(ZONE, "SOA").answer[0][0].serial == before + 5
+    assert zone.server.udp(ZONE, "SOA").answer[0][0].serial == before
+    zone.publish(NAME, TOKEN)
+    zone.withdraw(NAME, TOKEN)
+    assert zone.server.udp(ZONE, "SOA").answer[0][0].serial == before + 2
 
 
 @protocol_only

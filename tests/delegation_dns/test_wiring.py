@@ -9,6 +9,7 @@ import base64
 import datetime as dt
 import os
 import socket
+import urllib.request
 from pathlib import Path
 
 import attrs
@@ -86,11 +87,11 @@ def test_values_nobody_withdrew_are_purged_after_their_hour(config, clock):
         services.close()
 
 
-def acme_service(folder: Path, port: int) -> ServiceProcess:
+def acme_service(folder: Path, port: int, extra: str = "") -> ServiceProcess:
     """The service as an operator runs it, answering for the zone on ``port``."""
     extra = (f'[provider]\nkind = "acme"\n[provider.acme]\ndirectory_url = "https://acme.invalid/directory"\n'
              f'[delegation_dns]\nzone = "{ZONE}"\nnameservers = {NAMESERVERS!r}\nlisten = "127.0.0.1:{port}"\n'
-             ).replace("'", '"')
+             ).replace("'", '"') + extra
     return ServiceProcess(folder, dns_address="127.0.0.1:9", extra=extra)
 
 
@@ -105,6 +106,19 @@ def test_a_serving_process_answers_for_the_zone_until_it_stops(tmp_path):
     assert service.process.returncode == 0
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # let go at shutdown
         assert sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_the_serving_process_counts_its_dns_queries_on_metrics(tmp_path):
+    port = free_port()
+    service = acme_service(tmp_path, port, '[metrics]\nbearer_token = "scrape-token"\n').start()
+    try:
+        dns.query.udp(dns.message.make_query(ZONE, "SOA"), "127.0.0.1", port=port, timeout=5)
+        scrape = urllib.request.Request(service.base_url + "/metrics", headers={"Authorization": "Bearer scrape-token"})
+        with urllib.request.urlopen(scrape, timeout=PATIENCE_SECONDS) as response:
+            lines = response.read().decode().splitlines()
+    finally:
+        service.stop()
+    assert 'cps_dns_queries_total{transport="udp"} 1.0' in lines
 
 
 def test_a_listen_address_another_program_holds_stops_start_up_with_one_line(tmp_path):
