@@ -31,7 +31,8 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not instal
 
 @pytest.fixture
 def service(tmp_path, dns):
-    running = ServiceProcess(tmp_path, dns_address=dns.address, extra="[provider.sandbox]\nactivation_delay_seconds = 1.0\n")
+    running = ServiceProcess(tmp_path, dns_address=dns.address, dns_timeout=5.0,
+                             extra="[provider.sandbox]\nactivation_delay_seconds = 1.0\n")
     yield running.start().base_url
     running.stop()
 
