@@ -34,10 +34,8 @@ a certificate was served, ``servedMatchesProvider`` says whether it is the provi
 expiry to the second and, once the provider has named its issuer, an issuer whose organisation or
 common name contains that name). Anonymous callers and other workspaces' hostnames never get them.
 
-Beyond the spec too, while ``[tls_terminator] traffic_cname`` or ``traffic_addresses`` is set:
-``traffic`` says whether the name leads there (its CNAME chain reaches the name, or its addresses are
-the terminator's: core/dns/traffic.py, asked beside the handshake) and what is served there (our
-certificate for the name, when the caller's own domain tells, or another), in people's words.
+Beyond the spec too, while ``[tls_terminator] traffic_*`` is set: ``traffic``, whether the name leads to
+our TLS terminator and what is served there (core/outbound/scan_traffic.py).
 """
 
 from __future__ import annotations
@@ -55,8 +53,8 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from core import hostnames
-from core.dns import traffic
 from core.errors import ValidationError
+from core.outbound import scan_traffic
 from core.outbound.guard import DestinationRefused, NoAddress, OutboundError, check_host
 from core.outbound.policy import IPAddress
 from store.records import DEFAULT_ISSUER, Certificate, Workspace
@@ -104,20 +102,8 @@ class ScanDetails:
     "Beyond the spec: the caller's own domain only."
     provider_not_after: dt.datetime | None = None
     "Beyond the spec: the caller's own domain only."
-    traffic: TrafficCheck | None = None
+    traffic: scan_traffic.TrafficCheck | None = None
     "Beyond the spec: while ``[tls_terminator] traffic_*`` is set, whether the name reaches the terminator."
-
-
-@attrs.frozen
-class TrafficCheck:
-    """Does the name send its visitors to our TLS terminator, and what is served there."""
-
-    message: str
-    "Both in people's words: where the name points (against where it should) and the certificate served."
-    found: list[str]
-    "What the name leads to: its CNAME chain's names, then its addresses (only what may be told)."
-    reaches_terminator: bool | None = None
-    "Absent when the DNS did not say (a lookup timed out or failed)."
 
 
 @attrs.frozen
@@ -157,11 +143,7 @@ async def scan_https(services: Services, request: ScanRequest, workspace: Worksp
         check_host(host)  # an address, localhost or a special-use name as typed: refused, saying why
     except DestinationRefused as exc:
         raise ValidationError.field(FIELD, exc.reason) from None
-    target = traffic.TrafficTarget.from_config(services.config.tls_terminator)
-    pointing = None
-    if target is not None:  # beside the handshake, not after it
-        pointing = asyncio.ensure_future(traffic.check(services.dns, host, target,
-                                                       lambda ip: services.outbound.policy.refusal(ip) is None))
+    pointing = scan_traffic.start(services, host)  # beside the handshake, not after it
     try:
         addresses = await services.outbound.resolve(host)
     except (DestinationRefused, NoAddress):
@@ -186,16 +168,8 @@ async def scan_https(services: Services, request: ScanRequest, workspace: Worksp
         if certificate is not None:
             details = _with_provider(details, certificate, outcome.served)
     if pointing is not None:
-        try:
-            finding = await pointing
-        except Exception:
-            log.exception("HTTPS scan of %s: the traffic check failed unexpectedly", host)
-            finding = traffic.TrafficFinding(None, (), f"Whether {host} points at our TLS terminator could not be "
-                                             "checked; try again later.")
-        details = attrs.evolve(details, traffic=TrafficCheck(
-            message=f"{finding.message} {_serves(host, outcome.served, details.served_matches_provider)}",
-            found=list(finding.found), reaches_terminator=finding.reaches,
-        ))
+        details = attrs.evolve(details, traffic=await scan_traffic.result(
+            pointing, host, outcome.served, details.served_matches_provider))
     return ScanResult(input=request.url_or_domain, normalized_host=host, status=outcome.status, details=details)
 
 
@@ -341,29 +315,7 @@ def _name_problem(served: ServedCertificate | None, host: str) -> str:
         return f"The certificate is not for {host}."
     if not served.names:
         return f"The certificate names no host, not {host}."
-    return f"The certificate is for {_names(served)}, not {host}."
-
-
-def _serves(host: str, served: ServedCertificate | None, ours: bool | None) -> str:
-    """The certificate found there, in words: ours for the name (known for the caller's own domain),
-    another, or one for other names."""
-    if served is None:
-        return "No certificate could be read there."
-    issuer = f" issued by {served.issuer_names[0]}" if served.issuer_names else ""
-    if ours:
-        return f"It serves our certificate for {host}."
-    if not served.matches(host):
-        return f"It serves a certificate for {_names(served)}, not for {host}."
-    if ours is False:
-        return f"It serves a certificate for {host}{issuer}, but not ours."
-    return f"It serves a certificate for {host}{issuer}."
-
-
-def _names(served: ServedCertificate) -> str:
-    if not served.names:
-        return "no name"
-    shown = ", ".join(served.names[:5])
-    return shown + (f" and {len(served.names) - 5} more" if len(served.names) > 5 else "")
+    return f"The certificate is for {scan_traffic.names_of(served)}, not {host}."
 
 
 def _connection_failure(exc: BaseException, host: str, port: int, timeout: float) -> _Outcome:
