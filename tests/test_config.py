@@ -154,6 +154,33 @@ class TestErrors:
             load_config(path)
 
 
+class TestTrafficKeys:
+    """[tls_terminator] traffic_cname and traffic_addresses: where customers point the hostname itself."""
+
+    def test_a_cname_target_and_addresses_are_read(self):
+        terminator = config_from_dict({"tls_terminator": {
+            "traffic_cname": "edge.saas.example", "traffic_addresses": ["192.0.2.10", "2001:db8::10"]}}).tls_terminator
+        assert (terminator.traffic_cname, terminator.traffic_addresses) == ("edge.saas.example", ["192.0.2.10", "2001:db8::10"])
+
+    def test_a_cname_target_that_is_not_a_hostname_is_refused_naming_the_key(self):
+        with pytest.raises(ConfigError) as info:
+            config_from_dict({"tls_terminator": {"traffic_cname": "https://edge.saas.example/"}})
+        assert str(info.value).startswith('tls_terminator.traffic_cname: must be a hostname such as "edge.saas.example"')
+
+    def test_an_address_as_cname_target_is_refused_naming_the_key(self):
+        with pytest.raises(ConfigError, match=r"^tls_terminator\.traffic_cname: .*is an IP address"):
+            config_from_dict({"tls_terminator": {"traffic_cname": "192.0.2.10"}})
+
+    def test_a_bad_address_is_refused_naming_the_key_and_the_value(self):
+        with pytest.raises(ConfigError) as info:
+            config_from_dict({"tls_terminator": {"traffic_addresses": ["192.0.2.10", "192.0.2.300"]}})
+        assert str(info.value) == "tls_terminator.traffic_addresses: '192.0.2.300' is not an IPv4 or IPv6 address"
+
+    def test_an_address_no_visitor_can_reach_is_refused(self):
+        with pytest.raises(ConfigError, match=r"^tls_terminator\.traffic_addresses: 0\.0\.0\.0 cannot receive"):
+            config_from_dict({"tls_terminator": {"traffic_addresses": ["0.0.0.0"]}})
+
+
 class TestStartUp:
     """python app.py --config FILE as an operator runs it."""
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 
 import attrs
 
+from core import hostnames
 from core.config.rules import (
     ConfigError,
     _all,
@@ -148,6 +150,33 @@ class TlsTerminatorConfig:
     "Run after files change, e.g. ``[\"nginx\", \"-s\", \"reload\"]``."
     haproxy_runtime: str = ""
     "HAProxy's runtime API (a unix socket path, or ``ip:port``): certificates are replaced in place."
+    traffic_cname: str = attrs.field(default="", validator=lambda _, __, v: _check_traffic_cname(v))
+    """Where customers point the hostname itself (a CNAME to this name), so that its visitors reach the
+    terminator that serves its certificate: shown as a third record beside the two validation records,
+    and checked by the HTTPS scan (core/dns/traffic.py). Any provider kind; empty: nothing is said."""
+    traffic_addresses: list[str] = attrs.field(factory=list, validator=lambda _, __, v: _check_traffic_addresses(v))
+    """The terminator's IPv4 and IPv6 addresses, for names that cannot hold a CNAME (a zone's apex), or
+    for every name when ``traffic_cname`` is empty."""
+
+
+def _check_traffic_cname(value: str) -> None:
+    if not value:
+        return
+    try:
+        hostnames.canonical(value)
+    except hostnames.HostnameError as exc:
+        raise ConfigError(f"tls_terminator.traffic_cname: must be a hostname such as \"edge.saas.example\" ({exc})") from None
+
+
+def _check_traffic_addresses(values: list[str]) -> None:
+    for value in values:
+        try:
+            ip = ipaddress.ip_address(value)
+        except ValueError:
+            raise ConfigError(f"tls_terminator.traffic_addresses: {value!r} is not an IPv4 or IPv6 address") from None
+        if ip.is_unspecified or ip.is_multicast:
+            raise ConfigError(f"tls_terminator.traffic_addresses: {value} cannot receive visitors' traffic "
+                              "(unspecified or multicast)")
 
 
 #: CAA ``issue`` domains of the CAs Cloudflare for SaaS issues from (RFC 8659 issuer domain names).

@@ -13,9 +13,16 @@ import attrs
 import orjson
 
 from core import hostnames
+from core.dns.traffic import TrafficTarget
 from core.domains import schedule
 from core.domains.ids import uuid7
-from core.domains.records import DelegationRecord, delegation_record, ops_status, ownership_record
+from core.domains.records import (
+    DelegationRecord,
+    delegation_record,
+    ops_status,
+    ownership_record,
+    row_traffic_records,
+)
 from core.domains.shape import Domain, present, render
 from core.errors import NotFound, ValidationError
 from core.text import EMAIL_MESSAGE, email_address, printable, shown
@@ -350,4 +357,6 @@ def delete(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) ->
 def delegation(services: Services, *, workspace: Workspace, domain_id: uuid.UUID) -> DelegationRecord:
     row = load(services, workspace, domain_id)
     cname = delegation_record(row)
-    return DelegationRecord(type=cname.type, host=cname.host, value=cname.value, ttl=cname.ttl, ownership=ownership_record(row))
+    traffic = row_traffic_records(row, TrafficTarget.from_config(services.config.tls_terminator))
+    return DelegationRecord(type=cname.type, host=cname.host, value=cname.value, ttl=cname.ttl, ownership=ownership_record(row),
+                            traffic_records=traffic)

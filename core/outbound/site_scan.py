@@ -33,6 +33,9 @@ apex and a latest certificate with a known expiry, ``providerNotAfter`` is that 
 a certificate was served, ``servedMatchesProvider`` says whether it is the provider's (same
 expiry to the second and, once the provider has named its issuer, an issuer whose organisation or
 common name contains that name). Anonymous callers and other workspaces' hostnames never get them.
+
+Beyond the spec too, while ``[tls_terminator] traffic_*`` is set: ``traffic``, whether the name leads to
+our TLS terminator and what is served there (core/outbound/scan_traffic.py).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from cryptography.x509.oid import NameOID
 
 from core import hostnames
 from core.errors import ValidationError
+from core.outbound import scan_traffic
 from core.outbound.guard import DestinationRefused, NoAddress, OutboundError, check_host
 from core.outbound.policy import IPAddress
 from store.records import DEFAULT_ISSUER, Certificate, Workspace
@@ -98,6 +102,8 @@ class ScanDetails:
     "Beyond the spec: the caller's own domain only."
     provider_not_after: dt.datetime | None = None
     "Beyond the spec: the caller's own domain only."
+    traffic: scan_traffic.TrafficCheck | None = None
+    "Beyond the spec: while ``[tls_terminator] traffic_*`` is set, whether the name reaches the terminator."
 
 
 @attrs.frozen
@@ -137,6 +143,7 @@ async def scan_https(services: Services, request: ScanRequest, workspace: Worksp
         check_host(host)  # an address, localhost or a special-use name as typed: refused, saying why
     except DestinationRefused as exc:
         raise ValidationError.field(FIELD, exc.reason) from None
+    pointing = scan_traffic.start(services, host)  # beside the handshake, not after it
     try:
         addresses = await services.outbound.resolve(host)
     except (DestinationRefused, NoAddress):
@@ -160,6 +167,9 @@ async def scan_https(services: Services, request: ScanRequest, workspace: Worksp
         certificate = await services.store.run(_provider_certificate, services, workspace, host)
         if certificate is not None:
             details = _with_provider(details, certificate, outcome.served)
+    if pointing is not None:
+        details = attrs.evolve(details, traffic=await scan_traffic.result(
+            pointing, host, outcome.served, details.served_matches_provider))
     return ScanResult(input=request.url_or_domain, normalized_host=host, status=outcome.status, details=details)
 
 
@@ -305,9 +315,7 @@ def _name_problem(served: ServedCertificate | None, host: str) -> str:
         return f"The certificate is not for {host}."
     if not served.names:
         return f"The certificate names no host, not {host}."
-    names = list(served.names[:5])
-    shown = ", ".join(names) + (f" and {len(served.names) - 5} more" if len(served.names) > 5 else "")
-    return f"The certificate is for {shown}, not {host}."
+    return f"The certificate is for {scan_traffic.names_of(served)}, not {host}."
 
 
 def _connection_failure(exc: BaseException, host: str, port: int, timeout: float) -> _Outcome:

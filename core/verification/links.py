@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core import cursors, logs
+from core.dns.traffic import TrafficTarget
 from core.domains import shape
+from core.domains.records import DnsRecord, row_traffic_records
 from core.domains.shape import CertSummary, Validation
 from core.errors import ApiError, Conflict, NotFound, UpstreamError, ValidationError
 from core.outbound import mail
@@ -112,6 +114,8 @@ class PublicView:
     ops_status: str
     next_check_at: dt.datetime | None = attrs.field(default=None, metadata={INTERNAL: True})
     "For the link's page (\"next check at ...\"); not in the public JSON, which the spec shapes."
+    traffic_records: list[DnsRecord] | None = None
+    "Where the hostname itself points, while ``[tls_terminator] traffic_*`` is set (core/domains/records.py)."
 
 
 def new_token() -> str:
@@ -348,18 +352,19 @@ async def holder(services: Services, token: str) -> tuple[VerificationLinkRow, W
     return link, workspace, domain
 
 
-def _public(link: VerificationLinkRow, row: DomainRow) -> PublicView:
+def _public(services: Services, link: VerificationLinkRow, row: DomainRow) -> PublicView:
     domain = shape.present(row)
     return PublicView(
         apex=domain.apex, expires_at=link.expires_at, validation=domain.validation, cert=domain.cert,
         ops_status=domain.ops_status, next_check_at=domain.next_check_at,
+        traffic_records=row_traffic_records(row, TrafficTarget.from_config(services.config.tls_terminator)),
     )
 
 
 async def show(services: Services, token: str) -> PublicView:
     """What the link's holder sees, read in one unit of work."""
     link, _, domain = await holder(services, token)
-    return _public(link, domain)
+    return _public(services, link, domain)
 
 
 async def diagnose(services: Services, token: str) -> diagnosis.Diagnosis:

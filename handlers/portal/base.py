@@ -151,7 +151,7 @@ class DnsPage(PortalHandler):
         if can_write and row.dns_host is not None and row.dns_host.offer is not None:
             self.allow_form_redirect_to(row.dns_host.offer.url_sync_ux)
         self.render_page(
-            "dns.html", domain=domain, dns=instructions.dns_instructions(domain),
+            "dns.html", domain=domain, dns=instructions.dns_instructions(domain, self.services.config.tls_terminator),
             one_click_action=f"/site/{row.id}/one-click" if can_write else None,
             can_write=can_write, links=links, report=report, lifecycle=self.services.config.lifecycle,
             scan=scan, scan_error=scan_error, clients=clients, mail=mail.configured(self.services.config.smtp),
@@ -234,7 +234,8 @@ class PublicLinkPage(LinkHolder):
         if self.get_query_argument("diagnose", "") == "1":
             await self.hit_rate_limit("/v1/public/verification-links/")
             report = await verification_links.diagnose(self.services, token)
-        self.render_page("verify.html", view=view, dns=instructions.dns_instructions(shape.present(row)), token=token,
+        dns = instructions.dns_instructions(shape.present(row), self.services.config.tls_terminator)
+        self.render_page("verify.html", view=view, dns=dns, token=token,
                          one_click_action=f"/verify/{token}/one-click", report=report,
                          lifecycle=self.services.config.lifecycle,
                          poll=awaited_check(self.services, view, f"/verify/{token}/status"))
