@@ -58,6 +58,7 @@ from core.dns.probe import negative_ttl
 from core.domains import dns_hosts
 from core.domains.operations import load
 from core.domains.records import delegation_record, ownership_record
+from core.edge.words import provider_words
 from core.verification import dns_host
 from core.verification.acme_findings import acme_view
 from core.verification.provider_findings import ProviderView, provider_findings, served_findings
@@ -225,6 +226,7 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     for record_seen in (delegation_seen, ownership):
         visible_by = await _visible_by(services, record_seen, dict(services.authority.each_resolver()))
         visibility_findings(findings, record_seen, zone, visible_by=visible_by)
+    _simulated_not_yet(services, row, findings)
     verdict_caa = asked.caa
     if verdict_caa.dnssec and not any(f.code == "dnssec_failure" for f in findings):
         findings.append(Finding("dnssec_failure", "error", verdict_caa.message or "", fix=verdict_caa.message))
@@ -240,13 +242,14 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
         findings.append(Finding("one_click_ignored", "info", host_seen.dns_host.problem
                                 + " So one-click set-up is not offered; the records can be published by hand."))
     acme = await acme_view(services, row, certificate)
+    words = provider_words(services.config.provider)
     findings += acme.findings if acme is not None else []
     provider = provider_findings(findings, row, certificate, delegation_ok, delegation_seen,
                                  fix=acme.fix if acme is not None else None,
                                  waiting=acme is not None and acme.waiting,
-                                 acme=services.config.provider.kind == "acme")
+                                 words=words)
     if row.cert_status == "active" and certificate is not None:
-        await served_findings(services, findings, row, workspace)
+        await served_findings(services, findings, row, workspace, words)
     if not any(f.severity in ("error", "warning") for f in findings):
         done = delegation_ok and ownership_ok
         findings.append(Finding("all_good", "info", "Both records are published and visible; nothing to fix." if done
@@ -348,6 +351,29 @@ def _answer(source: str, lookup: Lookup) -> Answer:
 
 
 #: Findings that time alone resolves: a cache, a resolver or the provider still at work.
+#: What the record findings say of records not found: with simulated DNS, said once as a wait instead.
+_ABOUT_RECORDS = ("delegation_", "ownership_", "record_at_parent", "zone_appended_twice", "value_quoted",
+                  "not_yet_visible", "still_cached", "authority_unknown", "lookup_failed")
+
+
+def _simulated_not_yet(services: Services, row: DomainRow, findings: list[Finding]) -> None:
+    """DEVELOPMENT ONLY (``[provider.sandbox] simulate_dns``): a domain younger than the simulation's
+    delay has no records yet, and will have them by themselves. The page says nothing needs doing;
+    the diagnosis says the same, with the moment, instead of asking to publish what nobody publishes."""
+    provider = services.config.provider
+    if provider.kind != "sandbox" or not provider.sandbox.simulate_dns or services.config.domain_connect.simulate:
+        return
+    appears = row.created_at + dt.timedelta(seconds=provider.sandbox.simulate_dns_delay_seconds)
+    if services.clock.now() >= appears:
+        return
+    findings[:] = [f for f in findings if not f.code.startswith(_ABOUT_RECORDS)]
+    findings.append(Finding(
+        "not_yet_visible", "warning",
+        f"DNS is simulated on this service: both records count as published at {appears:%H:%M:%S} UTC, "
+        f"{provider.sandbox.simulate_dns_delay_seconds:g} s after the domain was added. Nothing needs publishing.",
+    ))
+
+
 _WAITING = frozenset({"not_yet_visible", "still_cached", "lookup_failed", "renewal_unchecked", "provider_pending",
                       "orders_waiting"})
 
