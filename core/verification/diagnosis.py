@@ -237,7 +237,13 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
         findings = [f for f in findings if f.code not in ("lookup_failed", "authority_unknown")]
     resolvers_see = bool(delegation_ok) and all(_leads_to(lookup, cname.value, followed)
                                                for _, lookup in delegation_seen.resolvers)
-    drift_findings(findings, row, resolvers_see=resolvers_see, caa_allows=verdict_caa.allowed)
+    # A serving certificate whose CNAME is gone or wrong: one problem, said once, by renewal_at_risk
+    # (provider_findings), which names what the CNAME is now, the expiry, and since when checks see it.
+    at_risk = row.cert_status in _SERVING and certificate is not None and certificate.not_after is not None \
+        and delegation_ok is False
+    if at_risk:
+        findings[:] = [f for f in findings if f.code not in CNAME_DRIFT]
+    drift_findings(findings, row, resolvers_see=resolvers_see, caa_allows=verdict_caa.allowed, cname_said=at_risk)
     if host_seen.dns_host is not None and host_seen.dns_host.problem:
         findings.append(Finding("one_click_ignored", "info", host_seen.dns_host.problem
                                 + " So one-click set-up is not offered; the records can be published by hand."))
@@ -310,17 +316,25 @@ async def _visible_by(services: Services, record: Seen, resolvers: dict[str, Res
     return times
 
 
+#: A CNAME missing or pointing elsewhere, as record findings and as drift problems.
+CNAME_DRIFT = ("delegation_missing", "delegation_wrong")
+#: Certificates that serve traffic, renewed through the CNAME (as provider_findings counts them).
+_SERVING = ("active", "renewing")
 #: What shows that a drift problem is gone, by its code: the next check (through the resolvers)
 #: clears it only when they see the CNAME right, and CAA allowing issuance again.
 _CLEARED_BY = {"delegation_missing": "resolvers", "delegation_wrong": "resolvers", "dnssec_failure": "resolvers",
                "lame_delegation": "resolvers", "caa_forbids": "caa"}
 
 
-def drift_findings(findings: list[Finding], row: DomainRow, *, resolvers_see: bool, caa_allows: bool) -> None:
+def drift_findings(findings: list[Finding], row: DomainRow, *, resolvers_see: bool, caa_allows: bool,
+                   cname_said: bool = False) -> None:
     """What the checks recorded as drift: still to fix, or fixed and waiting for a check to see it.
     Each problem is judged by its own evidence: the CNAME, as every resolver answers it now (a
-    DNSSEC or lame failure makes them fail), or CAA, as the pre-flight reads it now."""
+    DNSSEC or lame failure makes them fail), or CAA, as the pre-flight reads it now. ``cname_said``:
+    a CNAME still missing or wrong is already a finding (renewal_at_risk), not repeated here."""
     for problem in row.drift:
+        if cname_said and problem.code in CNAME_DRIFT and not problem.waiting and not resolvers_see:
+            continue
         since = f"Since {row.drift_since:%Y-%m-%d %H:%M} UTC, checks find: " if row.drift_since else ""
         evidence = _CLEARED_BY.get(problem.code)
         if problem.waiting and not (evidence == "resolvers" and resolvers_see):

@@ -52,7 +52,8 @@ class ProviderView:
             lines.append(f"It reports the hostname as {hostname_words(self.hostname_status)} "
                          f"(status {self.hostname_status}).")
         if self.ssl_status and self.words.acme:
-            lines.append(f"The certificate's order is {ssl_words(self.ssl_status)}.")
+            if self.ssl_status != "active":  # an issued one is said by the first line
+                lines.append(f"Its order is {ssl_words(self.ssl_status)}.")
         elif self.ssl_status:
             lines.append(f"It reports the certificate as {ssl_words(self.ssl_status)} (ssl.status {self.ssl_status}).")
         if self.last_error:
@@ -129,9 +130,12 @@ def _renewal_finding(findings: list[Finding], row: DomainRow, not_after: dt.date
         now = f"there is no longer a CNAME at {host} pointing at {target}"
     cannot = (f"{words.issuer} cannot validate its renewal (DNS-01 follows that CNAME)" if words.acme
               else "the provider cannot renew it")
+    seen_since = ""
+    if row.drift_since is not None and any(p.code in ("delegation_missing", "delegation_wrong") for p in row.drift):
+        seen_since = f" Checks have found this since {row.drift_since:%Y-%m-%d %H:%M} UTC."
     findings.append(Finding(
         "renewal_at_risk", "error",
-        f"The certificate {state} until {not_after:%Y-%m-%d}, but {now}: {cannot}, and it will expire.",
+        f"The certificate {state} until {not_after:%Y-%m-%d}, but {now}: {cannot}, and it will expire.{seen_since}",
         fix=f"Restore the CNAME record {host} with the value {target}.",
     ))
 
