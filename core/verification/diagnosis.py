@@ -24,11 +24,11 @@ Findings, errors first:
 | `ownership_other_workspace` | error | the TXT holds another account's token |
 | `value_quoted` | warning | the TXT value carries literal quotes |
 | `still_cached` | warning | a resolver still serves a record the zone no longer has |
-| `not_yet_visible` | warning | published, but a resolver still answers otherwise (cached) |
+| `not_yet_visible` | warning | published, but a resolver still answers otherwise (cached); simulated DNS: not there yet |
 | `dnssec_failure` | error | a resolver answers SERVFAIL, but answers with DNSSEC checking off (or the zone answers) |
 | `lookup_failed` | warning | a resolver did not answer (a record, or a step of the walk to the zone) |
 | `caa_forbids` | error | CAA forbids the provider's certificate authorities |
-| `renewal_at_risk` | error | an active or renewing certificate whose CNAME no longer points at the target |
+| `renewal_at_risk` | error | an active or renewing certificate whose CNAME no longer points at the target (said once: no `delegation_missing`/`_wrong` nor its drift beside it) |
 | `renewal_unchecked` | warning | the same certificate, but no DNS server answered for its CNAME: not known |
 | `drift_recorded` | error, or info once the record looks right again (or only a cache hides it) | a background check recorded drift (``validation.drift``) |
 | `provider_error`, `provider_pending` | error (a warning while the provider retries by itself), info | the provider's own view |
