@@ -73,6 +73,7 @@ from core.verification.record_findings import (
     ownership_findings,
     relative_to_zone,
     same_name,
+    simulated_not_yet,
     visibility_findings,
 )
 from store.records import Certificate, DnsHostSeen, DomainRow, Workspace
@@ -226,7 +227,7 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     for record_seen in (delegation_seen, ownership):
         visible_by = await _visible_by(services, record_seen, dict(services.authority.each_resolver()))
         visibility_findings(findings, record_seen, zone, visible_by=visible_by)
-    _simulated_not_yet(services, row, findings)
+    simulated_not_yet(findings, row, services.config, services.clock.now())
     verdict_caa = asked.caa
     if verdict_caa.dnssec and not any(f.code == "dnssec_failure" for f in findings):
         findings.append(Finding("dnssec_failure", "error", verdict_caa.message or "", fix=verdict_caa.message))
@@ -365,29 +366,6 @@ def _answer(source: str, lookup: Lookup) -> Answer:
 
 
 #: Findings that time alone resolves: a cache, a resolver or the provider still at work.
-#: What the record findings say of records not found: with simulated DNS, said once as a wait instead.
-_ABOUT_RECORDS = ("delegation_", "ownership_", "record_at_parent", "zone_appended_twice", "value_quoted",
-                  "not_yet_visible", "still_cached", "authority_unknown", "lookup_failed")
-
-
-def _simulated_not_yet(services: Services, row: DomainRow, findings: list[Finding]) -> None:
-    """DEVELOPMENT ONLY (``[provider.sandbox] simulate_dns``): a domain younger than the simulation's
-    delay has no records yet, and will have them by themselves. The page says nothing needs doing;
-    the diagnosis says the same, with the moment, instead of asking to publish what nobody publishes."""
-    provider = services.config.provider
-    if provider.kind != "sandbox" or not provider.sandbox.simulate_dns or services.config.domain_connect.simulate:
-        return
-    appears = row.created_at + dt.timedelta(seconds=provider.sandbox.simulate_dns_delay_seconds)
-    if services.clock.now() >= appears:
-        return
-    findings[:] = [f for f in findings if not f.code.startswith(_ABOUT_RECORDS)]
-    findings.append(Finding(
-        "not_yet_visible", "warning",
-        f"DNS is simulated on this service: both records count as published at {appears:%H:%M:%S} UTC, "
-        f"{provider.sandbox.simulate_dns_delay_seconds:g} s after the domain was added. Nothing needs publishing.",
-    ))
-
-
 _WAITING = frozenset({"not_yet_visible", "still_cached", "lookup_failed", "renewal_unchecked", "provider_pending",
                       "orders_waiting"})
 
