@@ -145,6 +145,7 @@
       })
       .then(function (text) {
         var fresh = new DOMParser().parseFromString(text, "text/html");
+        var changed = false;
         fresh.querySelectorAll("[data-live]").forEach(function (part) {
           var here = document.getElementById(part.id);
           if (!here) return;
@@ -152,8 +153,14 @@
             if (part.hasAttribute(name)) here.setAttribute(name, part.getAttribute(name));
             else here.removeAttribute(name);
           });
-          if (here.innerHTML !== part.innerHTML) here.replaceChildren.apply(here, Array.prototype.slice.call(part.childNodes));
+          if (here.innerHTML !== part.innerHTML) {
+            here.replaceChildren.apply(here, Array.prototype.slice.call(part.childNodes));
+            changed = true;
+          }
         });
+        // The page's message about the last action ("issuing...") told where things stood then:
+        // once they have moved on, it would contradict the parts just refreshed.
+        if (changed) document.querySelectorAll("main > p.flash").forEach(function (flash) { flash.remove(); });
         polling = false;
         schedulePoll();
       })

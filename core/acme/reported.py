@@ -7,6 +7,7 @@ from __future__ import annotations
 from core.acme import keys
 from core.acme.failures import Held
 from core.edge import ProviderBusy, ProviderState, ShareSpent
+from core.edge.words import ca_name
 from store.acme import AcmeCertificate
 
 
@@ -27,7 +28,8 @@ def state(certificate: AcmeCertificate, held: Held | None) -> ProviderState:
         hostname_status="active" if issued else "pending",
         ssl_status=ssl,
         certificate_id=keys.ari_id(certificate.chain_pem) if certificate.chain_pem else None,
-        issuer=keys.issuer_name(certificate.chain_pem) if certificate.chain_pem else None,
+        # Before anything is issued (an order under way, or refused) the CA it was ordered from.
+        issuer=keys.issuer_name(certificate.chain_pem) if certificate.chain_pem else ca_name(certificate.directory_url),
         issued_at=certificate.not_before,
         expires_at=certificate.not_after,
         errors=errors,

@@ -40,6 +40,7 @@ from core.dns import caa
 from core.domains import operations
 from core.edge import HostnameGone, ProviderRejected, ProviderState, ProviderUnavailable
 from core.edge.pacing import for_workspace
+from core.edge.words import ProviderWords, provider_words
 from core.errors import Conflict, NotFound, WildcardNotSupported
 from core.wire import dumps
 from store.records import Certificate, DomainRow, Workspace
@@ -209,7 +210,7 @@ def _store_requested(
     # Asking again for a hostname whose certificate was already active (a renewal under way).
     was_active = latest is not None and latest.provider_hostname_id == state.hostname_id and latest.not_before is not None
     classified = classify(state, was_active=was_active)
-    message = " ".join(m for m in (describe(state, classified), caa_message) if m)
+    message = " ".join(m for m in (describe(state, classified, provider_words(services.config.provider)), caa_message) if m)
     return results.store(services, workspace, domain_id, trace_id=trace_id, state=state, classified=classified,
                   message=message, new_request=True, claim=claim)
 
@@ -223,7 +224,8 @@ async def refresh(services: Services, *, workspace: Workspace, certificate_id: u
 async def refresh_loaded(services: Services, workspace: Workspace, certificate: Certificate) -> IssuanceSummary:
     """``refresh`` of a certificate its caller has just read (one unit of work fewer)."""
     if certificate.provider_hostname_id is None:
-        return results.summary_of(certificate, certificate.last_error or "This certificate never reached the edge provider.")
+        return results.summary_of(certificate, certificate.last_error or
+                                  f"This certificate never reached {provider_words(services.config.provider).issuer}.")
     trace_id = uuid.uuid4()
     try:
         with _for(services, workspace):
@@ -234,7 +236,7 @@ async def refresh_loaded(services: Services, workspace: Workspace, certificate: 
         raise
     except ProviderRejected as exc:
         message = (
-            "The edge provider no longer has this hostname; issue a new certificate."
+            _gone(provider_words(services.config.provider))
             if isinstance(exc, HostnameGone) else exc.message
         )
         return await services.store.run(results.store, services, workspace, certificate.domain_id, trace_id=trace_id, state=None,
@@ -243,12 +245,18 @@ async def refresh_loaded(services: Services, workspace: Workspace, certificate: 
     return await _store_read(services, workspace, certificate, state, trace_id)
 
 
+def _gone(words: ProviderWords) -> str:
+    if words.acme:
+        return "The service no longer holds this certificate; issue a new certificate."
+    return "The edge provider no longer has this hostname; issue a new certificate."
+
+
 async def _store_read(services: Services, workspace: Workspace, certificate: Certificate, state: ProviderState,
                       trace_id: uuid.UUID) -> IssuanceSummary:
     """A state read from the provider, no request made: stored on ``certificate``, with no event."""
     classified = classify(state, was_active=certificate.not_before is not None)
     return await services.store.run(results.store, services, workspace, certificate.domain_id, trace_id=trace_id, state=state,
-                                     classified=classified, message=describe(state, classified), new_request=False,
+                                     classified=classified, message=describe(state, classified, provider_words(services.config.provider)), new_request=False,
                                      certificate=certificate)
 
 

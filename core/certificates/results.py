@@ -21,6 +21,7 @@ from core.certificates.states import Classified
 from core.domains import operations
 from core.domains.drift import drift_ops_status
 from core.edge import ProviderState
+from core.edge.words import provider_words
 from core.errors import NotFound
 from core.wire import dumps
 from store.records import DEFAULT_ISSUER, Certificate, DomainRow, Workspace
@@ -95,8 +96,8 @@ def store(
         base = existing or _new_certificate(services, row, now)
         if classified.certificate == "active" and state is not None and state.expires_at is not None and state.expires_at <= now:
             classified = FAILED  # never shown as active past its expiry
-            message = (f"The certificate expired on {state.expires_at:%Y-%m-%d %H:%M} UTC and the edge provider has not "
-                       f"renewed it; {DIAGNOSE_THEN_ISSUE}.")
+            message = (f"The certificate expired on {state.expires_at:%Y-%m-%d %H:%M} UTC and {provider_words(services.config.provider).issuer} "
+                       f"has not renewed it; {DIAGNOSE_THEN_ISSUE}.")
         updated = _apply(base, state, classified, message, now, answered=answered)
         announce = events.to_announce(services, base, updated, new_request=new_request)
         if announce is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import attrs
 
 from core.edge import ProviderState
+from core.edge.words import EDGE, ProviderWords, hostname_words, ssl_words
 from store.records import Certificate
 
 BLOCKED_HOSTNAME = frozenset({"blocked", "test_blocked"})
@@ -86,25 +87,31 @@ def classify(state: ProviderState, *, was_active: bool) -> Classified:
     return Classified("pending", "pending")
 
 
-def describe(state: ProviderState, classified: Classified) -> str:
-    """One sentence (or two) for ``message`` and ``cert.lastError``, in a customer's words."""
-    seen = f"hostname {state.hostname_status}, certificate {state.ssl_status or 'not started'}"
-    said = f" The provider says: {' '.join(_sentence(e) for e in state.errors)}" if state.errors else ""
+def describe(state: ProviderState, classified: Classified, words: ProviderWords = EDGE) -> str:
+    """One sentence (or two) for ``message`` and ``cert.lastError``, in a customer's words: the
+    provider's states said in words (the raw values are the Certificate's fields), and ``words``
+    naming who issues (the edge provider, or with ACME the CA)."""
+    seen = f"certificate {ssl_words(state.ssl_status)}"
+    if not words.acme:  # the ACME provider's hostname status only repeats whether it issued
+        seen = f"hostname {hostname_words(state.hostname_status)}, {seen}"
+    said = f" {words.Issuer} says: {' '.join(_sentence(e) for e in state.errors)}" if state.errors else ""
     noted = f" {state.notice}" if state.notice else ""
     said += noted
     if classified.domain == "blocked":
-        return f"The edge provider blocked this hostname ({seen}); contact the provider's support.{said}"
+        return f"{words.Issuer} blocked this hostname ({seen}); contact the provider's support.{said}"
     if classified.certificate == "error":
         return (
-            f"The edge provider could not issue the certificate ({seen}). Check that both DNS records are "
+            f"{words.Issuer} could not issue the certificate ({seen}). Check that both DNS records are "
             f"in place, then {VERIFY_AGAIN} to have it validate again.{said}"
         )
     if classified.certificate == "active":
+        if words.acme:
+            return f"The certificate is active: issued by {words.issuer}, served by {words.server}.{noted}"
         return f"The certificate is active at the edge provider.{noted}"
     if classified.domain == "renewing":
-        return f"The certificate is being renewed by the edge provider ({seen}); the current one keeps serving.{said}"
+        return f"The certificate is being renewed by {words.issuer} ({seen}); the current one keeps serving.{said}"
     return (
-        f"The edge provider is issuing the certificate ({seen}); keep both DNS records in place and "
+        f"{words.Issuer} is issuing the certificate ({seen}); keep both DNS records in place and "
         f"{CHECK_AGAIN}.{said}"
     )
 

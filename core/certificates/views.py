@@ -14,6 +14,7 @@ from core import cursors
 from core.certificates.issuance import load_certificate
 from core.domains import operations
 from core.domains.query import LIMIT_MAX, Page
+from core.edge.words import provider_words
 from core.errors import Conflict, ValidationError
 from store.records import Certificate, Workspace
 
@@ -62,6 +63,8 @@ def bundle(services: Services, *, workspace: Workspace, certificate_id: uuid.UUI
     if certificate.provider_hostname_id is not None:
         raise Conflict(
             "managed_certificate_bundle_unavailable",
+            "The service keeps this certificate's private key for its TLS terminator; no bundle can be exported."
+            if provider_words(services.config.provider).acme else
             "The edge provider manages this certificate and its private key; no bundle can be exported.",
         )
     raise Conflict("certificate_bundle_unavailable", "This certificate record holds no exportable material.")

@@ -123,8 +123,8 @@ async def preflight(dns: Resolver, hostname: str, issuers: list[str] | list[CaaI
         if await unchecked(dns, lookup) is not None:
             return CaaVerdict(False, f"DNSSEC validation fails at {name}: the resolvers answer SERVFAIL for its CAA "
                                      "records, which they do answer with DNSSEC checking disabled. The certificate "
-                                     "authority's resolvers validate DNSSEC and would fail the same way, so the domain "
-                                     f"is not handed to the edge provider. {dnssec_fix(name)}", dnssec=True)
+                                     "authority's resolvers validate DNSSEC and would fail the same way, so no certificate "
+                                     f"is requested for the domain. {dnssec_fix(name)}", dnssec=True)
         if lookup.outcome in ("timeout", "error"):
             why = "timed out" if lookup.outcome == "timeout" else f"failed ({lookup.detail or 'server error'})"
             return CaaVerdict(True, f"The CAA lookup at {name} {why}, so CAA was not checked before issuing.")

@@ -47,6 +47,7 @@ from core.domains import schedule
 from core.domains.drift import CAA, announce, with_drift
 from core.edge import ProviderBusy, ProviderError
 from core.edge.pacing import BACKGROUND, BACKGROUND_MAX_WAIT
+from core.edge.words import ProviderWords, provider_words
 from core.errors import NotFound
 from core.lifecycle.quiet_zones import QuietZones, quiet_seconds
 from core.verification import checks
@@ -245,7 +246,8 @@ class LifecycleWatcher:
         fails. Returns the domain's latest certificate, which the check reads back next."""
         found = [] if verdict.allowed or verdict.dnssec else [
             DriftProblem("caa_forbids", verdict.message or "CAA forbids issuance.",
-                         "Add CAA records that allow the edge provider's certificate authorities (see the message).")]
+                         f"Add CAA records that allow {_caa_whom(provider_words(self.services.config.provider))} "
+                         "(see the message).")]
         now = self.services.clock.now()
         store = self.services.store
         with store.transaction():
@@ -267,3 +269,8 @@ class LifecycleWatcher:
                 return  # a person asked for a check meanwhile, which started the schedule again
             store.domains.update(schedule.after_check(before, current, self.services.config.lifecycle, now,
                                                       wait_at_least=wait, soon=soon))
+
+
+def _caa_whom(words: ProviderWords) -> str:
+    """Whom CAA must allow: the CA the service orders from, or the edge provider's CAs."""
+    return words.issuer if words.acme else "the edge provider's certificate authorities"

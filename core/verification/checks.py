@@ -125,7 +125,7 @@ async def look_again(services: Services, apex: str, asked: list[tuple[Lookup, st
             check = RecordCheck("wrong", dnssec=True, message=(
                 f"DNSSEC validation fails for {lookup.name}: the resolver answers SERVFAIL, and answers it when asked "
                 "with DNSSEC checking disabled (expired signatures, or a DS record at the parent that matches no key). "
-                "Certificate authorities validate DNSSEC, so the domain is not handed to the edge provider until this "
+                "Certificate authorities validate DNSSEC, so no certificate is requested for the domain until this "
                 f"is fixed. {dnssec_fix('holding ' + lookup.name)}"))
         elif check.state == "unknown" and lookup.outcome in ("timeout", "error"):
             walk = walk or await services.authority.walk(apex)

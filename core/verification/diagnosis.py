@@ -24,11 +24,11 @@ Findings, errors first:
 | `ownership_other_workspace` | error | the TXT holds another account's token |
 | `value_quoted` | warning | the TXT value carries literal quotes |
 | `still_cached` | warning | a resolver still serves a record the zone no longer has |
-| `not_yet_visible` | warning | published, but a resolver still answers otherwise (cached) |
+| `not_yet_visible` | warning | published, but a resolver still answers otherwise (cached); simulated DNS: not there yet |
 | `dnssec_failure` | error | a resolver answers SERVFAIL, but answers with DNSSEC checking off (or the zone answers) |
 | `lookup_failed` | warning | a resolver did not answer (a record, or a step of the walk to the zone) |
 | `caa_forbids` | error | CAA forbids the provider's certificate authorities |
-| `renewal_at_risk` | error | an active or renewing certificate whose CNAME no longer points at the target |
+| `renewal_at_risk` | error | an active or renewing certificate whose CNAME no longer points at the target (said once: no `delegation_missing`/`_wrong` nor its drift beside it) |
 | `renewal_unchecked` | warning | the same certificate, but no DNS server answered for its CNAME: not known |
 | `drift_recorded` | error, or info once the record looks right again (or only a cache hides it) | a background check recorded drift (``validation.drift``) |
 | `provider_error`, `provider_pending` | error (a warning while the provider retries by itself), info | the provider's own view |
@@ -58,6 +58,7 @@ from core.dns.probe import negative_ttl
 from core.domains import dns_hosts
 from core.domains.operations import load
 from core.domains.records import delegation_record, ownership_record
+from core.edge.words import provider_words
 from core.verification import dns_host
 from core.verification.acme_findings import acme_view
 from core.verification.provider_findings import ProviderView, provider_findings, served_findings
@@ -72,6 +73,7 @@ from core.verification.record_findings import (
     ownership_findings,
     relative_to_zone,
     same_name,
+    simulated_not_yet,
     visibility_findings,
 )
 from store.records import Certificate, DnsHostSeen, DomainRow, Workspace
@@ -225,6 +227,7 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     for record_seen in (delegation_seen, ownership):
         visible_by = await _visible_by(services, record_seen, dict(services.authority.each_resolver()))
         visibility_findings(findings, record_seen, zone, visible_by=visible_by)
+    simulated_not_yet(findings, row, services.config, services.clock.now())
     verdict_caa = asked.caa
     if verdict_caa.dnssec and not any(f.code == "dnssec_failure" for f in findings):
         findings.append(Finding("dnssec_failure", "error", verdict_caa.message or "", fix=verdict_caa.message))
@@ -235,18 +238,25 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
         findings = [f for f in findings if f.code not in ("lookup_failed", "authority_unknown")]
     resolvers_see = bool(delegation_ok) and all(_leads_to(lookup, cname.value, followed)
                                                for _, lookup in delegation_seen.resolvers)
-    drift_findings(findings, row, resolvers_see=resolvers_see, caa_allows=verdict_caa.allowed)
+    # A serving certificate whose CNAME is gone or wrong: one problem, said once, by renewal_at_risk
+    # (provider_findings), which names what the CNAME is now, the expiry, and since when checks see it.
+    at_risk = row.cert_status in _SERVING and certificate is not None and certificate.not_after is not None \
+        and delegation_ok is False
+    if at_risk:
+        findings[:] = [f for f in findings if f.code not in CNAME_DRIFT]
+    drift_findings(findings, row, resolvers_see=resolvers_see, caa_allows=verdict_caa.allowed, cname_said=at_risk)
     if host_seen.dns_host is not None and host_seen.dns_host.problem:
         findings.append(Finding("one_click_ignored", "info", host_seen.dns_host.problem
                                 + " So one-click set-up is not offered; the records can be published by hand."))
     acme = await acme_view(services, row, certificate)
+    words = provider_words(services.config.provider)
     findings += acme.findings if acme is not None else []
     provider = provider_findings(findings, row, certificate, delegation_ok, delegation_seen,
                                  fix=acme.fix if acme is not None else None,
                                  waiting=acme is not None and acme.waiting,
-                                 acme=services.config.provider.kind == "acme")
+                                 words=words)
     if row.cert_status == "active" and certificate is not None:
-        await served_findings(services, findings, row, workspace)
+        await served_findings(services, findings, row, workspace, words)
     if not any(f.severity in ("error", "warning") for f in findings):
         done = delegation_ok and ownership_ok
         findings.append(Finding("all_good", "info", "Both records are published and visible; nothing to fix." if done
@@ -307,17 +317,25 @@ async def _visible_by(services: Services, record: Seen, resolvers: dict[str, Res
     return times
 
 
+#: A CNAME missing or pointing elsewhere, as record findings and as drift problems.
+CNAME_DRIFT = ("delegation_missing", "delegation_wrong")
+#: Certificates that serve traffic, renewed through the CNAME (as provider_findings counts them).
+_SERVING = ("active", "renewing")
 #: What shows that a drift problem is gone, by its code: the next check (through the resolvers)
 #: clears it only when they see the CNAME right, and CAA allowing issuance again.
 _CLEARED_BY = {"delegation_missing": "resolvers", "delegation_wrong": "resolvers", "dnssec_failure": "resolvers",
                "lame_delegation": "resolvers", "caa_forbids": "caa"}
 
 
-def drift_findings(findings: list[Finding], row: DomainRow, *, resolvers_see: bool, caa_allows: bool) -> None:
+def drift_findings(findings: list[Finding], row: DomainRow, *, resolvers_see: bool, caa_allows: bool,
+                   cname_said: bool = False) -> None:
     """What the checks recorded as drift: still to fix, or fixed and waiting for a check to see it.
     Each problem is judged by its own evidence: the CNAME, as every resolver answers it now (a
-    DNSSEC or lame failure makes them fail), or CAA, as the pre-flight reads it now."""
+    DNSSEC or lame failure makes them fail), or CAA, as the pre-flight reads it now. ``cname_said``:
+    a CNAME still missing or wrong is already a finding (renewal_at_risk), not repeated here."""
     for problem in row.drift:
+        if cname_said and problem.code in CNAME_DRIFT and not problem.waiting and not resolvers_see:
+            continue
         since = f"Since {row.drift_since:%Y-%m-%d %H:%M} UTC, checks find: " if row.drift_since else ""
         evidence = _CLEARED_BY.get(problem.code)
         if problem.waiting and not (evidence == "resolvers" and resolvers_see):

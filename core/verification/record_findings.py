@@ -3,11 +3,13 @@ visible to every resolver? Each problem becomes a ``Finding`` (codes in core/ver
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Collection
 from typing import Literal
 
 import attrs
 
+from core.config import Config
 from core.dns.authority import Walk, Zone
 from core.dns.chain import Chain
 from core.dns.delegation import Delegation
@@ -16,6 +18,7 @@ from core.dns.probe import dnssec_fix, is_servfail
 from core.domains.records import OWNERSHIP_VALUE_PREFIX
 from core.verification import lame
 from core.verification.answers import chain_check, split_over_records
+from store.records import DomainRow
 
 #: What was asked, (name, type), and the answer, from the zone's own servers or a resolver.
 Answers = dict[tuple[str, str], Lookup]
@@ -324,3 +327,26 @@ def relative_to_zone(name: str, zone: Zone | None) -> str | None:
         return "@"
     suffix = "." + zone.name
     return name[: -len(suffix)] if name.lower().endswith(suffix) else None
+
+
+#: What the record findings say of records not found: with simulated DNS, said once as a wait instead.
+_ABOUT_RECORDS = ("delegation_", "ownership_", "record_at_parent", "zone_appended_twice", "value_quoted",
+                  "not_yet_visible", "still_cached", "authority_unknown", "lookup_failed")
+
+
+def simulated_not_yet(findings: list[Finding], row: DomainRow, config: Config, now: dt.datetime) -> None:
+    """DEVELOPMENT ONLY (``[provider.sandbox] simulate_dns``): a domain younger than the simulation's
+    delay has no records yet, and will have them by themselves. The page says nothing needs doing;
+    the diagnosis says the same, with the moment, instead of asking to publish what nobody publishes."""
+    provider = config.provider
+    if provider.kind != "sandbox" or not provider.sandbox.simulate_dns or config.domain_connect.simulate:
+        return
+    appears = row.created_at + dt.timedelta(seconds=provider.sandbox.simulate_dns_delay_seconds)
+    if now >= appears:
+        return
+    findings[:] = [f for f in findings if not f.code.startswith(_ABOUT_RECORDS)]
+    findings.append(Finding(
+        "not_yet_visible", "warning",
+        f"DNS is simulated on this service: both records count as published at {appears:%H:%M:%S} UTC, "
+        f"{provider.sandbox.simulate_dns_delay_seconds:g} s after the domain was added. Nothing needs publishing.",
+    ))

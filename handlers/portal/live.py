@@ -16,17 +16,20 @@ from typing import Any
 from tornado.web import authenticated
 
 from core.domains import shape
+from core.edge.words import provider_words
 from core.identity.scopes import WRITERS
 from handlers.portal.base import LinkHolder, PortalHandler, awaited_check
 from handlers.portal.pages import TEMPLATES, PageHandler
 
 
-def render(page: PageHandler, shown: Any, url: str, *, can_check: bool) -> None:
-    """The fragment; not through ``render_page``, which would use up a flash meant for a page."""
+def render(page: PageHandler, shown: Any, url: str, *, can_check: bool, diagnose_url: str | None = None) -> None:
+    """The fragment; not through ``render_page``, which would use up a flash meant for a page.
+    ``diagnose_url``: the DNS page's "Diagnose" button, whose words follow the domain's status."""
     page.set_header("Content-Type", "text/html; charset=UTF-8")
     page.finish(TEMPLATES.get_template("live.html").render(
         d=shown, lifecycle=page.services.config.lifecycle, simulated=page.simulated(),
         poll=awaited_check(page.services, shown, url), can_check=can_check,
+        provider=provider_words(page.services.config.provider), diagnose_url=diagnose_url,
     ))
 
 
@@ -37,7 +40,9 @@ class DnsStatus(PortalHandler):
     async def get(self, domain_id: str) -> None:
         await self.hit_rate_limit("/v1/domains")
         row = self.domain_row(domain_id)
-        render(self, shape.present(row), f"/site/{row.id}/status", can_check=self.member().role in WRITERS)
+        can_check = self.member().role in WRITERS
+        render(self, shape.present(row), f"/site/{row.id}/status", can_check=can_check,
+               diagnose_url=f"/site/{row.id}/dns?diagnose=1#diagnosis" if can_check else None)
 
 
 class LinkStatus(LinkHolder):

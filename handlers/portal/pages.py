@@ -27,6 +27,7 @@ from tornado.web import HTTPError
 
 from core import logs
 from core.certificates import results, states
+from core.edge.words import provider_words
 from core.errors import ApiError, NotFound
 from core.identity import workspaces
 from core.identity.auth import Caller, Principal, act_in, identify
@@ -57,6 +58,8 @@ TEMPLATES.filters["words"] = lambda status: STATUS_WORDS.get(status, status)
 #: Roles as every page names them (the API's values are ``read_only`` etc.).
 ROLE_WORDS = {"owner": "owner", "admin": "admin", "operator": "operator", "read_only": "read-only"}
 TEMPLATES.filters["role"] = lambda role: ROLE_WORDS.get(role, role)
+#: A clause as a sentence (Jinja's ``capitalize`` would lower-case the rest: "Let's Encrypt").
+TEMPLATES.filters["capitalize_first"] = lambda text: str(text)[:1].upper() + str(text)[1:]
 #: A time as pages show it; to the second where a check is awaited (checks are a minute apart).
 TEMPLATES.filters["utc"] = lambda moment, seconds=False: moment.strftime("%Y-%m-%d %H:%M" + (":%S" if seconds else "") + " UTC")
 #: A long hostname wraps between its labels, never inside one (``<wbr>`` copies as nothing);
@@ -261,6 +264,7 @@ class PageHandler(BaseHandler):
         context.setdefault("flash", None)
         context.setdefault("flash_near", None)
         context.setdefault("simulated", self.simulated())
+        context.setdefault("provider", provider_words(self.services.config.provider))
         if self.caller is not None and self.user is not None and "switcher" not in context:
             # The header's workspace switcher, from the workspaces read with the person (prepare).
             context["switcher"] = workspaces.listed(self.caller.memberships)

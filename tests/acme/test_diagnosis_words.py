@@ -1,5 +1,5 @@
 """Issue 46, item 6f: with the service as the ACME client, the diagnosis names the certificate
-authority where it would name an edge provider. See tests/acme/conftest.py for the parts."""
+authority (by name: "Pebble") where it would name an edge provider. See tests/acme/conftest.py for the parts."""
 
 from __future__ import annotations
 
@@ -28,5 +28,5 @@ async def test_a_certificate_whose_cname_went_is_at_risk_because_the_ca_cannot_v
         await asyncio.sleep(0.2)  # until the resolver forgets the CNAME it held (TTL 1)
     report = (await api.get(f"/v1/domains/{created['id']}/diagnosis", token=caller.token)).body
     [finding] = [f for f in report["findings"] if f["code"] == "renewal_at_risk"]
-    assert "the certificate authority cannot validate its renewal" in finding["message"]
+    assert "Pebble cannot validate its renewal" in finding["message"]
     assert "provider" not in finding["message"]

@@ -170,7 +170,8 @@ class TestStates:
     async def test_a_failing_hostname_is_an_error_needing_action(self, api, world, services):
         owner, d = await verified_domain(api, world, services, "fail.example.com")
         r = await issue(api, owner, d, {})
-        assert r.body["status"] == "error" and "validation_timed_out" in r.body["message"]
+        # The provider's state in words (issue 48): the raw value is the Certificate's providerStatus.
+        assert r.body["status"] == "error" and "certificate timed out: the validation records were not found" in r.body["message"]
         after = await domain(api, owner, d)
         assert (after["cert"]["status"], after["opsStatus"]) == ("error", "action_needed")
         assert after["cert"]["lastError"] == r.body["message"]

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import attrs
 import pytest
 
-from store.records import Certificate
+from store.records import Certificate, DriftProblem
 from tests.helpers import active_domain
 from tests.servers.dns import DnsServer
 
@@ -571,3 +571,22 @@ class TestAccess:
         stranger = world.owner()
         r = await api.get(f"/v1/domains/{created['id']}/diagnosis", token=stranger.token)
         assert (r.status, r.code) == (404, "not_found")
+
+
+class TestOneCnameOneProblem:
+    """Issue 48, item 8: a serving certificate's CNAME gone, recorded as drift too, was three
+    problems (``delegation_missing``, ``drift_recorded``, ``renewal_at_risk``) for one record."""
+
+    @pytest.mark.gen_test
+    async def test_a_missing_cname_of_a_serving_certificate_is_one_problem_saying_since_when(
+            self, api, world, services, clock, zone):
+        owner, cert = await active_domain(api, world, services, clock, apex=APEX)
+        with services.store.transaction():
+            row = services.store.domains.get(owner.workspace.id, uuid.UUID(cert["domainId"]))
+            services.store.domains.update(attrs.evolve(row, drift_since=services.clock.now(), drift=(
+                DriftProblem("delegation_missing", f"No record exists at {CNAME_AT} (NXDOMAIN).", "Publish it again."),)))
+        report = await diagnose(api, owner, {"id": cert["domainId"]})
+        about_the_cname = [f for f in report["findings"] if f["code"] in ("delegation_missing", "drift_recorded",
+                                                                           "renewal_at_risk")]
+        assert [f["code"] for f in about_the_cname] == ["renewal_at_risk"]
+        assert "Checks have found this since 2026-11-22 10:00 UTC." in about_the_cname[0]["message"]

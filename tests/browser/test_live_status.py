@@ -78,6 +78,18 @@ def test_the_page_passes_axe_once_active(watched, signed_in, axe_script):
     assert_accessible(signed_in, axe_script)
 
 
+def test_once_active_without_a_reload_neither_the_message_nor_the_button_says_it_is_not_active(signed_in, service):
+    """Issue 48, item 8: "Check now" left "...is issuing the certificate..." on the page, and the
+    button "Why is it not active?", after the status beside them turned active by itself."""
+    add_domain(signed_in, service, "checked.example.com")
+    signed_in.click("#check-now")
+    signed_in.wait_for_selector("main > p.flash")
+    said = signed_in.inner_text("main > p.flash")
+    signed_in.wait_for_selector("#cert-status:has-text('active')", timeout=WAIT_MS)
+    assert "issuing" in said and signed_in.locator("main > p.flash").count() == 0
+    assert signed_in.inner_text("#diagnose") == "Run a diagnosis"
+
+
 def test_the_domains_list_shows_a_new_domain_active_without_a_reload(signed_in, service):
     add_domain(signed_in, service, "listed.example.com")
     signed_in.goto(service + "/domains")
