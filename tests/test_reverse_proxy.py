@@ -36,7 +36,7 @@ from tests.patience import PATIENCE_SECONDS
 from tests.servers.caddy import CADDY, CADDYFILE, ROOT, CaddyProxy, Response, fetch
 from store import Store
 from tests.servers.service import ServiceProcess, free_port
-from tests.servers.terminators import SECRET, issue, presented
+from tests.servers.terminators import CADDYFILE_2_8, SECRET, issue, presented
 
 needs_caddy = pytest.mark.skipif(CADDY is None, reason="caddy is not installed (apt-get install caddy)")
 NGINX_CONF = ROOT / "deploy" / "nginx.conf"
@@ -376,7 +376,9 @@ class TestOneCaddyForThePortalAndTheCustomers:
 
 def test_the_docs_show_the_proxy_configurations_as_they_are():
     """What an operator copies from "Behind a reverse proxy" (docs/operating/reverse-proxy.md) is what this
-    file runs."""
+    file and tests/test_tls_terminator_caddy.py run."""
     page = (ROOT / "docs" / "operating" / "reverse-proxy.md").read_text()
-    shown = {path: f"```{fence}\n{path.read_text()}```\n" in page for path, fence in ((CADDYFILE, "caddyfile"), (NGINX_CONF, "nginx"))}
+    shown = {path: f"```{fence}\n{path.read_text()}```\n" in page
+             for path, fence in ((CADDYFILE, "caddyfile"), (NGINX_CONF, "nginx"), (BOTH, "caddyfile"),
+                                 (CADDYFILE_2_8, "caddyfile"))}
     assert [str(path.relative_to(ROOT)) for path, found in shown.items() if not found] == []
