@@ -32,9 +32,9 @@ from oidc_provider_mock import User, run_server_in_thread
 
 from core.crypto import Keyring, load_or_create_master_key
 from handlers.limits import MAX_BODY_BYTES
+from store import Store
 from tests.patience import PATIENCE_SECONDS
 from tests.servers.caddy import CADDY, CADDYFILE, ROOT, CaddyProxy, Response, fetch
-from store import Store
 from tests.servers.service import ServiceProcess, free_port
 from tests.servers.terminators import CADDYFILE_2_8, SECRET, issue, presented
 
