@@ -43,6 +43,8 @@ class Summary:
     "Versions this service would apply at its next start."
     version: int
     "The newest migration the database records."
+    acme_accounts: dict[str, str] = attrs.Factory(dict)
+    "Our ACME accounts kept: the CA's directory URL -> the account's URL (none before the table exists)."
 
 
 def inspect(path: str | Path) -> Summary | None:
@@ -65,12 +67,16 @@ def inspect(path: str | Path) -> Summary | None:
         applied = {version for (version,) in conn.execute("SELECT version FROM schema_migrations")}
         [workspaces] = conn.execute("SELECT count(*) FROM workspaces").fetchone()
         [domains] = conn.execute("SELECT count(*) FROM domains").fetchone()
+        accounts: dict[str, str] = {}
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'acme_accounts'").fetchone():
+            accounts = dict(conn.execute("SELECT directory_url, account_url FROM acme_accounts").fetchall())
     finally:
         conn.close()
     if applied and max(applied) > latest_version():
         raise SchemaTooNew(max(applied), latest_version())
     pending = [version for version, _, _ in MIGRATIONS if version not in applied]
-    return Summary(workspaces=workspaces, domains=domains, pending_migrations=pending, version=max(applied, default=0))
+    return Summary(workspaces=workspaces, domains=domains, pending_migrations=pending, version=max(applied, default=0),
+                   acme_accounts=accounts)
 
 
 def inspect_postgres(url: str) -> Summary:
@@ -86,15 +92,20 @@ def inspect_postgres(url: str) -> Summary:
         tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
         applied: set[int] = set()
         workspaces = domains = 0
+        accounts: dict[str, str] = {}
         if "schema_migrations" in tables:
             applied = {version for (version,) in conn.execute("SELECT version FROM schema_migrations")}
         if {"workspaces", "domains"} <= tables:
             workspaces = conn.execute("SELECT count(*) FROM workspaces").fetchone()[0]  # type: ignore[index]
             domains = conn.execute("SELECT count(*) FROM domains").fetchone()[0]  # type: ignore[index]
+        if "acme_accounts" in tables:
+            accounts = {str(url): str(account) for url, account in
+                        conn.execute("SELECT directory_url, account_url FROM acme_accounts").fetchall()}
     if applied and max(applied) > latest_version(MIGRATIONS_PG):
         raise SchemaTooNew(max(applied), latest_version(MIGRATIONS_PG))
     pending = [version for version, _, _ in MIGRATIONS_PG if version not in applied]
-    return Summary(workspaces=workspaces, domains=domains, pending_migrations=pending, version=max(applied, default=0))
+    return Summary(workspaces=workspaces, domains=domains, pending_migrations=pending, version=max(applied, default=0),
+                   acme_accounts=accounts)
 
 
 def redacted(url: str) -> str:

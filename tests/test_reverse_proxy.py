@@ -9,11 +9,16 @@ the service's ``X-Request-Id`` reaching the client; and the 1 MiB body limit ans
 directly. The clients are 127.0.0.2, 127.0.0.3, ... (see tests/servers/caddy.py); each test uses
 addresses of its own, so the rate-limit buckets of one test never meet another's. And the docs
 show deploy/Caddyfile and deploy/nginx.conf as they are.
+
+deploy/Caddyfile.portal-and-customers, one Caddy for both the service and the customers' hostnames
+(ACME mode), runs here too: the portal at its own name as through deploy/Caddyfile, and a
+customer's hostname with the certificate the service stored, as deploy/Caddyfile.customers serves it.
 """
 
 from __future__ import annotations
 
 import re
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -22,15 +27,21 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+import trustme
 from oidc_provider_mock import User, run_server_in_thread
 
+from core.crypto import Keyring, load_or_create_master_key
 from handlers.limits import MAX_BODY_BYTES
+from store import Store
 from tests.patience import PATIENCE_SECONDS
 from tests.servers.caddy import CADDY, CADDYFILE, ROOT, CaddyProxy, Response, fetch
-from tests.servers.service import ServiceProcess
+from tests.servers.service import ServiceProcess, free_port
+from tests.servers.terminators import CADDYFILE_2_8, SECRET, issue, presented
 
 needs_caddy = pytest.mark.skipif(CADDY is None, reason="caddy is not installed (apt-get install caddy)")
 NGINX_CONF = ROOT / "deploy" / "nginx.conf"
+BOTH = ROOT / "deploy" / "Caddyfile.portal-and-customers"
+CUSTOMER = "shop.customer.test"
 
 CLIENT_ID = "certificate-service"
 CLIENT_SECRET = "s3cret"
@@ -297,9 +308,77 @@ class TestBodyLimits:
         assert b'"code":"unauthorized"' in proxied.body
 
 
+class Both(NamedTuple):
+    service: ServiceProcess
+    caddy: CaddyProxy
+    serial: int
+    "The serial number of the customer's certificate the service stored."
+
+
+@needs_caddy
+class TestOneCaddyForThePortalAndTheCustomers:
+    """deploy/Caddyfile.portal-and-customers in front of a service with ``[tls_terminator]`` on,
+    which is also the customers' application here."""
+
+    @pytest.fixture(scope="class")
+    def ca(self):
+        return trustme.CA()
+
+    @pytest.fixture(scope="class")
+    def both(self, tmp_path_factory, dns_server, ca):
+        folder = tmp_path_factory.mktemp("both")
+        terminator = free_port()
+        service = ServiceProcess(folder, dns_address=dns_server.address, extra=(
+            f'[tls_terminator]\nlisten = "127.0.0.1:{terminator}"\nsecret = "{SECRET}"\n[lifecycle]\nenabled = false\n'))
+        store = Store(service.database)  # the ACME client's side: a certificate stored by another process
+        try:
+            issued = issue(store, Keyring(load_or_create_master_key(folder / "secret.key")), ca, CUSTOMER)
+        finally:
+            store.close()
+        upstream = f"127.0.0.1:{service.port}"
+        caddy = CaddyProxy(folder / "caddy", upstream=upstream, caddyfile=BOTH, env={
+            "CPS_TLS_TERMINATOR": f"http://127.0.0.1:{terminator}", "CPS_TLS_SECRET": SECRET,
+            "CPS_APP_UPSTREAM": upstream, "CPS_PORTAL_ISSUER": "internal"})
+        service.start()
+        try:
+            caddy.start()
+        except BaseException:
+            service.stop()
+            raise
+        yield Both(service, caddy, issued.serial)
+        caddy.stop()
+        service.stop()
+
+    def test_the_portal_is_served_at_its_own_name_with_caddys_certificate(self, both):
+        answer = fetch(both.caddy.url, "GET", "/", context=both.caddy.ssl_context())
+        assert answer.status == 200
+        assert answer.headers["X-Request-Id"] and answer.headers["Server"] is None
+        assert answer.headers["Strict-Transport-Security"] == "max-age=31536000"
+
+    def test_the_portal_over_plain_http_is_redirected(self, both):
+        answer = fetch(f"http://{both.caddy.site}:{both.caddy.http_port}", "GET", "/account")
+        assert answer.status == 308 and answer.headers["Location"] == f"{both.caddy.url}/account"
+
+    def test_a_customers_hostname_gets_the_certificate_the_service_stored(self, both, ca):
+        assert presented(both.caddy.https_port, CUSTOMER, ca).serial_number == both.serial
+
+    def test_a_request_to_a_customers_hostname_reaches_the_application(self, both, ca):
+        context = ssl.create_default_context(cadata=ca.cert_pem.bytes().decode())
+        answer = fetch(f"https://{CUSTOMER}:{both.caddy.https_port}", "GET", "/healthz", context=context)
+        assert answer.status == 200
+
+    def test_a_name_the_service_has_no_certificate_for_fails_the_handshake(self, both, ca):
+        with pytest.raises(ssl.SSLError):
+            presented(both.caddy.https_port, "unknown.customer.test", ca)
+        obtained = [line for line in both.caddy.log.read_text().splitlines() if '"msg":"obtaining certificate"' in line]
+        assert obtained and all('"identifier":"cps.localhost"' in line for line in obtained)  # the portal's only
+
+
 def test_the_docs_show_the_proxy_configurations_as_they_are():
     """What an operator copies from "Behind a reverse proxy" (docs/operating/reverse-proxy.md) is what this
-    file runs."""
+    file and tests/test_tls_terminator_caddy.py run."""
     page = (ROOT / "docs" / "operating" / "reverse-proxy.md").read_text()
-    shown = {path: f"```{fence}\n{path.read_text()}```\n" in page for path, fence in ((CADDYFILE, "caddyfile"), (NGINX_CONF, "nginx"))}
+    shown = {path: f"```{fence}\n{path.read_text()}```\n" in page
+             for path, fence in ((CADDYFILE, "caddyfile"), (NGINX_CONF, "nginx"), (BOTH, "caddyfile"),
+                                 (CADDYFILE_2_8, "caddyfile"))}
     assert [str(path.relative_to(ROOT)) for path, found in shown.items() if not found] == []

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
+import ssl
 import sys
 import time
 import uuid
+import warnings
 
 import attrs
 import pytest
@@ -66,6 +69,19 @@ def job_of(services) -> FilesJob:
     return FilesJob(services.tls_terminator, services.config.tls_terminator)
 
 
+def handshake_version(port: int, server_name: str, ca: trustme.CA, version: ssl.TLSVersion) -> str:
+    """The TLS version of a handshake that offers ``version`` alone."""
+    context = ssl.create_default_context(cadata=ca.cert_pem.bytes().decode())
+    with warnings.catch_warnings():  # Python deprecates TLS 1.0 and 1.1, which a test offers to see them refused
+        warnings.simplefilter("ignore", DeprecationWarning)
+        context.minimum_version = context.maximum_version = version
+    if version < ssl.TLSVersion.TLSv1_2:
+        context.set_ciphers("DEFAULT:@SECLEVEL=0")  # let this client offer what nginx must refuse
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock, \
+            context.wrap_socket(sock, server_hostname=server_name) as tls:
+        return str(tls.version())
+
+
 def wait_for(condition, what: str) -> None:
     deadline = time.monotonic() + PATIENCE_SECONDS
     while not condition():
@@ -99,6 +115,24 @@ class TestNginx:
         nginx.start()
         assert presented(nginx.port, A, ca).serial_number == a.serial
         assert presented(nginx.port, B, ca).serial_number == b.serial
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2], ids=["1.3", "1.2"])
+    async def test_tls_1_3_and_1_2_are_offered(self, services, nginx, ca, version):
+        """deploy/nginx-customers.conf's ``ssl_protocols``: Debian 12's nginx offers no TLS 1.3 without it."""
+        issue(services.store, services.keyring, ca, A)
+        await job_of(services).tick()
+        nginx.start()
+        assert handshake_version(nginx.port, A, ca, version) == version.name.replace("_", ".")
+
+    @pytest.mark.gen_test
+    @pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1], ids=["1.0", "1.1"])
+    async def test_obsolete_tls_versions_are_refused(self, services, nginx, ca, version):
+        issue(services.store, services.keyring, ca, A)
+        await job_of(services).tick()
+        nginx.start()
+        with pytest.raises(OSError):  # ssl.SSLError, or the connection closed
+            handshake_version(nginx.port, A, ca, version)
 
     @pytest.mark.gen_test
     async def test_a_hostname_without_files_fails_the_handshake(self, services, nginx, ca):

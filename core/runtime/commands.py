@@ -24,6 +24,7 @@ from core.errors import ApiError, ValidationError
 from core.identity import api_keys
 from core.outbound.guard import tls_context
 from core.outbound.policy import AddressPolicy
+from core.runtime import acme_setup, sockets
 from core.text import normalise_email
 from core.wire import parse_timestamp, parse_uuid
 from store import inspection
@@ -45,6 +46,12 @@ def check_config(config: Config, *, nameserver_port: int = 53) -> list[str]:
     With ``kind = "acme"``, the delegation zone's delegation is checked as start-up checks it
     (core/dns/zone_check.py): a broken one is a warning line, not a refusal (the service runs without
     one in development). Its nameservers are asked on ``nameserver_port`` (tests run them elsewhere).
+    The CAs are asked for their directory, the account kept for each is read from the database when
+    there is one, and the TLS terminator's secret and files folder are looked at
+    (core/runtime/acme_setup.py): a CA that does not answer is a warning too.
+
+    Each port the service listens on is bound and let go at once: one in use is a warning naming
+    its key (core/runtime/sockets.py ``check``: the service itself holds it while it runs).
 
     It takes no services: opening them creates what is missing, so app.py calls this before
     building any. What start-up refuses is refused here too where it can be checked without
@@ -84,17 +91,24 @@ def check_config(config: Config, *, nameserver_port: int = 53) -> list[str]:
         raise CommandError(f"check-config: {exc}") from None
     except ChallengeRecordsError as exc:
         raise CommandError(f"check-config: delegation_dns.server: {exc}") from None
+    try:
+        ports = sockets.check(config)
+        acme = acme_setup.check_lines(config, summary.acme_accounts if summary is not None else None)
+    except ConfigError as exc:
+        raise CommandError(f"check-config: {exc}") from None
     issuer = config.oidc.issuer or f"{config.server.base_url}/idp (the built-in development provider)"
     allowed = AddressPolicy(config.network.allow_private_ranges).allows  # as the outbound client's policy
     authority = Authority(config.dns, allowed=allowed, port=nameserver_port)
     return [
         "configuration OK",
         f"  listens on {config.server.host}:{config.server.port}",
+        *ports,
         f"  base_url {config.server.base_url}; portal_url {config.server.portal_url}",
         f"  database {database} ({held})",
         f"  secret key file {key}",
         f"  identity provider {issuer}",
         *_provider_lines(config),
+        *acme,
         f"  DNS resolvers {', '.join(config.dns.nameservers) or '(the system resolver)'}",
         *delegation,
         *zone_check.check_lines(config, authority),

@@ -1,6 +1,7 @@
 """The service's periodic jobs: webhook deliveries, the lifecycle's background checks, the purge
 of old Idempotency-Key records and of expired challenge values, the database's WAL checkpoints and
-planner statistics (SQLite), the TLS terminator's files, the ACME provider's upkeep and the
+planner statistics (SQLite), the TLS terminator's files, the ACME provider's upkeep (and, once,
+the CAs reached and the terminator's set-up said in the log: core/runtime/acme_setup.py) and the
 check of the delegation zone's own delegation (at start-up, then every ``[lifecycle]
 active_check_seconds``: core/dns/zone_check.py)."""
 
@@ -20,6 +21,7 @@ from core.dns import zone_check
 from core.edge.counted import CountedProvider
 from core.identity import api_keys
 from core.lifecycle.watcher import LifecycleWatcher
+from core.runtime import acme_setup
 from core.tls_terminator.files import FILES_SECONDS, FilesJob
 from core.verification import one_click
 from core.webhooks.worker import WebhookWorker
@@ -115,6 +117,7 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
 
         jobs["acme-upkeep"] = PeriodicCallback(acme_upkeep, upkeep.REVOKE_SECONDS * 1000, jitter=0.1)
         IOLoop.current().add_callback(upkeep.point_at_zone, acme)
+        IOLoop.current().add_callback(acme_setup.log_at_start, services)  # the CAs reached, in the log
     if zone_check.applies(services.config):
         async def check_zone() -> None:
             await zone_check.check_and_keep(services)

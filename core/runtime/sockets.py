@@ -25,6 +25,10 @@ from core.delegation_dns import sockets as delegation_dns
 LISTEN_BACKLOG = 1024
 
 
+class PortInUse(ConfigError):
+    """Another socket holds the address: another program's, or this service's while it runs."""
+
+
 @attrs.frozen
 class Bound:
     """Every listening socket, by what it serves."""
@@ -57,11 +61,56 @@ def bind(config: Config) -> Bound:
     return bound
 
 
+def check(config: Config) -> list[str]:
+    """check-config's test of the TCP listeners start-up binds (the delegation zone's DNS is
+    checked with its zone, core/delegation_dns/records.py): each bound and let go at once. A port
+    in use is a warning naming its key, not a refusal: the service itself holds it while it runs,
+    and a command is safe then; if another program holds it, start-up refuses it with the same
+    key. Any other failure (an address not of this machine, a port below 1024) is start-up's
+    ``ConfigError``."""
+    said: list[str] = []
+    wanted = [("server.port", "server.host", config.server.host, config.server.port)]
+    if config.metrics.listen:
+        wanted.append(("metrics.listen", "metrics.listen", *parse_nameserver(config.metrics.listen)))
+    terminator = config.tls_terminator
+    if terminator.secret and terminator.listen:
+        wanted.append(("tls_terminator.listen", "tls_terminator.listen", *parse_nameserver(terminator.listen)))
+    for port_key, host_key, host, port in wanted:
+        try:
+            _probe(port_key, host_key, host, port)
+        except PortInUse:
+            said.append(f"  WARNING: {port_key}: {host}:{port} is in use by another program, or by this service "
+                        "running now; if not by the service, its start-up will refuse it: stop the other program or "
+                        "choose another port")
+    return said
+
+
+def _probe(port_key: str, host_key: str, host: str, port: int) -> None:
+    """Bind as ``bind_sockets`` does (each address of ``host``, ``SO_REUSEADDR``, IPv6 only on IPv6),
+    closing every socket: ``bind_sockets`` leaves the one that failed open."""
+    try:
+        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise _error(port_key, host_key, f"{host}:{port}", exc) from None
+    for family, kind, proto, _, address in dict.fromkeys(found):
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                raise _error(port_key, host_key, f"{host}:{port}", exc) from None
+
+
 def _bind(port_key: str, host_key: str, host: str, port: int) -> list[socket.socket]:
     try:
         return bind_sockets(port, address=host, backlog=LISTEN_BACKLOG)
     except OSError as exc:
-        where = f"{host}:{port}"
-        if exc.errno == errno.EADDRINUSE:
-            raise ConfigError(f"{port_key}: {where} is already in use; stop the other program or choose another port") from None
-        raise ConfigError(f"{host_key}: cannot listen on {where}: {exc.strerror}") from None
+        raise _error(port_key, host_key, f"{host}:{port}", exc) from None
+
+
+def _error(port_key: str, host_key: str, where: str, exc: OSError) -> ConfigError:
+    if exc.errno == errno.EADDRINUSE:
+        return PortInUse(f"{port_key}: {where} is already in use; stop the other program or choose another port")
+    return ConfigError(f"{host_key}: cannot listen on {where}: {exc.strerror}")

