@@ -271,6 +271,25 @@ class TestBulkAdd:
             "sh_op.example.com Not added: 'sh_op.example.com' contains an underscore, which hostnames may not."]
 
     @pytest.mark.gen_test
+    async def test_a_line_with_spaces_is_one_entry_refused_as_one(self, browser, services, world):
+        """Issue 48: ``not a hostname`` was split into three rows, "Of 5 hostnames" for three lines."""
+        answer = await self.add(browser, services, world.owner(), "one.example.com\nnot a hostname\ntwo.example.com")
+        page = (await browser.follow(answer)).body.decode()
+        rows = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", row)).strip()
+                for row in re.findall(r'<tr id="line-\d+">(.*?)</tr>', page, re.DOTALL)]
+        assert [row.split(" Not added: ")[0] for row in rows] == [
+            "one.example.com Added: DNS records of one.example.com", "not a hostname",
+            "two.example.com Added: DNS records of two.example.com"]
+        assert '<p class="flash" role="status">Of 3 hostnames: 2 added, 1 not added.</p>' in page
+
+    @pytest.mark.gen_test
+    async def test_spaces_around_a_hostname_are_no_part_of_it(self, browser, services, world, api):
+        owner = world.owner()
+        await self.add(browser, services, owner, "  one.example.com \t\n two.example.com ,  three.example.com")
+        listed = (await api.post("/v1/domains/query", {}, token=owner.token)).body["items"]
+        assert sorted(item["apex"] for item in listed) == ["one.example.com", "three.example.com", "two.example.com"]
+
+    @pytest.mark.gen_test
     async def test_a_hostname_already_in_the_workspace_is_said_to_be_there(self, browser, services, world, api):
         owner = world.owner()
         await new_domain(api, owner, "shop.example.com")
