@@ -500,17 +500,28 @@ class TestSignInThatCannotSucceed:
         provider = (await browser.get("/login")).headers["Location"]
         form = hidden_fields((await browser.get(provider)).body.decode(), "/idp/authorize")
         back = await browser.post("/idp/authorize", {**form, "email": "stranger@example.com"})
-        page = await browser.get(back.headers["Location"])
+        page = await browser.follow(await browser.get(back.headers["Location"]))
         body = page.body.decode()
         assert page.code == 403 and 'href="/signup" id="sign-up"' in body
         assert 'href="/login?prompt=select_account" id="another-account"' in body and "Start again" not in body
 
     @pytest.mark.gen_test
     async def test_a_stale_sign_in_offers_to_start_again_or_to_sign_up(self, browser):
-        page = await browser.get("/auth/callback?code=stale&state=stale")
+        page = await browser.follow(await browser.get("/auth/callback?code=stale&state=stale"))
         body = page.body.decode()
         assert page.code == 400 and "<title>Sign-in failed</title>" in body
         assert '<a class="button" href="/login">Start again</a>' in body and 'href="/signup"' in body
+
+    @pytest.mark.gen_test
+    async def test_signing_in_then_forgets_what_the_failed_sign_in_said(self, browser):
+        await browser.post("/signup", {"email": "me@example.com", "domain": "shop.example.com"})
+        await browser.follow(await browser.get("/auth/callback?code=stale&state=stale"))
+        assert "cps_signin_failed" in browser.cookies
+        provider = (await browser.get("/login")).headers["Location"]
+        form = hidden_fields((await browser.get(provider)).body.decode(), "/idp/authorize")
+        back = await browser.post("/idp/authorize", {**form, "email": "me@example.com"})
+        assert (await browser.get(back.headers["Location"])).code == 302  # signed in
+        assert "cps_signin_failed" not in browser.cookies
 
     @pytest.mark.gen_test
     async def test_sign_in_asks_the_provider_to_let_the_person_choose_an_account(self, browser):

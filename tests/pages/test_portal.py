@@ -78,10 +78,10 @@ class TestSignIn:
         r = await browser.get("/login")
         state = parse_qs(urlsplit(r.headers["Location"]).query)["state"][0]
         cookie = dict(browser.cookies)
-        first = await browser.get(f"/auth/callback?code=x&state={state}")
+        first = await browser.follow(await browser.get(f"/auth/callback?code=x&state={state}"))
         assert b"already used" not in first.body  # the code is refused by the provider, the state is used up
         browser.cookies = cookie  # replay the very cookie that started it
-        again = await browser.get(f"/auth/callback?code=x&state={state}")
+        again = await browser.follow(await browser.get(f"/auth/callback?code=x&state={state}"))
         assert again.code == 400 and b"already used" in again.body
 
     @pytest.mark.gen_test
@@ -93,8 +93,24 @@ class TestSignIn:
         for _ in range(50):
             await flood.get("/login")
         browser.cookies = cookie
-        answer = await browser.get(f"/auth/callback?code=x&state={state}")
-        assert b"stale" not in answer.body  # the first sign-in was not pushed out
+        answer = await browser.follow(await browser.get(f"/auth/callback?code=x&state={state}"))
+        assert answer.code != 200 and b"stale" not in answer.body  # the first sign-in was not pushed out
+
+    @pytest.mark.gen_test
+    async def test_a_failed_sign_in_leaves_no_spent_code_in_the_address(self, browser, services):
+        """Issue 48: the page saying why was the callback's own, ``?code=...&state=...`` kept in the
+        address bar (to be copied, bookmarked, reloaded); it is a page of its own now."""
+        failed = await browser.get("/auth/callback?code=spent-code&state=spent-state")
+        assert (failed.code, failed.headers["Location"]) == (303, "/signin/failed")
+        shown = await browser.follow(failed)
+        assert shown.code == 400 and b"<title>Sign-in failed</title>" in shown.body and b"spent-code" not in shown.body
+
+    @pytest.mark.gen_test
+    async def test_the_failed_sign_in_page_says_why_again_on_a_reload(self, browser, services):
+        failed = await browser.get("/auth/callback?code=x&state=not-started-here")
+        first = await browser.follow(failed)
+        again = await browser.get("/signin/failed")
+        assert first.code == again.code == 400 and b"not started here" in again.body
 
     @pytest.mark.gen_test
     async def test_next_never_leaves_the_site(self, browser, services):
