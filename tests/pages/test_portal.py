@@ -549,6 +549,43 @@ class TestKeysPage:
         assert "ci" in listing and secret not in listing and secret[:16] in listing
 
     @pytest.mark.gen_test
+    async def test_the_form_offers_an_expiry_date(self, browser, services, world):
+        """Issue 48: the API takes ``expiresAt``; the form had no way to give it."""
+        sign_in(browser, services, world.owner())
+        page = (await browser.get("/account/keys")).body.decode()
+        assert re.search(r'<input type="date" name="expiresOn"[^>]*aria-describedby="expires-hint"', page)
+
+    @pytest.mark.gen_test
+    async def test_a_key_with_an_expiry_date_stops_at_00_00_utc_that_day(self, browser, services, world, api):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        made = await browser.follow(await browser.submit("/account/keys", "/account/keys", {
+            "name": "ci", "scopes": ["domains:read"], "expiresOn": "2099-01-31"}))
+        assert "It works until 2099-01-31 00:00 UTC." in made.body.decode()
+        [key] = (await api.get("/v1/api-keys", token=owner.token)).body
+        assert key["expiresAt"].startswith("2099-01-31T00:00:00")
+        assert "2099-01-31 00:00 UTC" in (await browser.get("/account/keys")).body.decode()
+
+    @pytest.mark.gen_test
+    async def test_an_expiry_date_in_the_past_is_refused_and_kept_in_the_form(self, browser, services, world, api):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        refused = await browser.follow(await browser.submit("/account/keys", "/account/keys", {
+            "name": "ci", "scopes": ["domains:read"], "expiresOn": "2001-01-31"}))
+        page = html.unescape(refused.body.decode())
+        assert "Not created: the expiry, 2001-01-31 00:00 UTC, must be in the future" in page
+        assert 'value="2001-01-31"' in page and (await api.get("/v1/api-keys", token=owner.token)).body == []
+
+    @pytest.mark.gen_test
+    async def test_an_expiry_that_is_no_date_is_refused(self, browser, services, world, api):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        refused = await browser.follow(await browser.submit("/account/keys", "/account/keys", {
+            "name": "ci", "scopes": ["domains:read"], "expiresOn": "31/01/2099"}))
+        assert "\u201c31/01/2099\u201d is not a date" in html.unescape(refused.body.decode())
+        assert (await api.get("/v1/api-keys", token=owner.token)).body == []
+
+    @pytest.mark.gen_test
     async def test_revoking_a_key(self, browser, services, world, api):
         owner = world.owner()
         secret = world.key(owner.workspace, ["*"])
