@@ -162,3 +162,17 @@ def test_the_readme_links_every_page_of_the_site():
     readme = (ROOT / "README.md").read_text()
     pages = sorted(str(p.relative_to(ROOT)) for p in DOCS.rglob("*.md") if p.name != "index.md")
     assert [p for p in pages if f"]({p})" not in readme] == []
+
+
+def test_the_docs_give_one_size_for_a_secret_made_with_openssl():
+    """Issue 48: docs/acme.md said ``openssl rand -hex 24`` in one place and ``-hex 32`` in another."""
+    sizes = {size for page in [*DOCS.rglob("*.md"), ROOT / "README.md"]
+             for size in re.findall(r"openssl rand -hex (\d+)", page.read_text())}
+    assert sizes == {"32"}
+
+
+def test_the_acme_page_names_lets_encrypts_other_limits_and_the_negative_cache_trap():
+    page = " ".join((DOCS / "acme.md").read_text().split())
+    for said in ("failed validations per hostname", "duplicate certificates", "certificates per registered domain",
+                 "(STAGING) Pretend Pear X1", "never a resolver the CA also uses", "negative TTL"):
+        assert said in page, said
