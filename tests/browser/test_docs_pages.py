@@ -25,6 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 #: What a screenshot shows: the reference from this section on, as far as the window reaches.
 SHOWN_SECTION = "provider-acme"
 HEIGHTS = {"phone": 844, "desktop": 1000}
+#: The section's heading at the top of the window, below the theme's fixed header.
+SCROLL_TO = """id => {
+  const top = document.getElementById(id).getBoundingClientRect().top + window.scrollY;
+  window.scrollTo(0, top - document.querySelector("header").offsetHeight - 8);
+}"""
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
@@ -67,7 +72,9 @@ def open_reference(page, site: str, width_name: str):
 @pytest.mark.parametrize("width_name", WIDTHS.keys())
 def test_the_configuration_reference_fits_the_width_and_is_shown(page, site, kept_screenshots, width_name):
     open_reference(page, site, width_name)
-    page.evaluate(f"document.getElementById('{SHOWN_SECTION}').scrollIntoView()")
+    page.evaluate(SCROLL_TO, SHOWN_SECTION)
+    # The theme swaps the header's title as the page scrolls: the picture is taken once that is done.
+    page.wait_for_function("document.getAnimations().every(a => a.playState !== 'running')")
     page.screenshot(path=str(kept_screenshots / f"configuration-{width_name}.png"))
     assert_fits(page, WIDTHS[width_name])
     sideways = page.evaluate("""[...document.querySelectorAll('.config-table .md-typeset__scrollwrap')]
