@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
@@ -163,7 +164,7 @@ class SigninFailedPage(PageHandler):
 
     async def get(self) -> None:
         sealed = self.get_signed_cookie(SIGNIN_FAILED_COOKIE, max_age_days=SIGNIN_FAILED_SECONDS / 86400)
-        said = json.loads(sealed) if sealed else {"status": 400, "error": STALE, "no_account": False}
+        said: dict[str, Any] = json.loads(sealed) if sealed else {"status": 400, "error": STALE, "no_account": False}
         self.set_status(said["status"])
         self.render_page("signin.html", error=said["error"], no_account=said["no_account"])
 
