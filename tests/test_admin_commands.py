@@ -159,6 +159,14 @@ class TestBackup:
         copy = sqlite3.connect(target)
         assert copy.execute("SELECT apex FROM domains").fetchall() == [("shop.example.com",)]
 
+    def test_the_message_names_what_the_key_file_unlocks_the_acme_keys_too(self, live, tmp_path):
+        """Issue 48: an operator in ACME mode must know that the CA accounts' and certificates' keys
+        are in the copy, readable only with the key file."""
+        service, _ = live
+        result = run(service.config, "backup", str(tmp_path / "copy.sqlite3"))
+        assert result.returncode == 0, result.stderr
+        assert "keep the secret key file with it" in result.stdout and "ACME account and certificate keys" in result.stdout
+
     def test_an_existing_file_is_never_overwritten(self, live, tmp_path):
         service, _ = live
         target = tmp_path / "taken"

@@ -268,8 +268,10 @@ def test_a_portal_sign_in_state_works_once_across_both_processes(start_pair, ind
     cookie_named(finished, "cps_session")
 
     replayed = fetch(b.base_url + callback, headers={"Cookie": cookie})
-    assert replayed.status == 400 and b"already used" in replayed.body
+    assert (replayed.status, replayed.headers["Location"]) == (303, "/signin/failed")
     assert "cps_session=" not in str(replayed.headers.get_all("Set-Cookie"))
+    shown = fetch(b.base_url + "/signin/failed", headers={"Cookie": cookie_named(replayed, "cps_signin_failed")})
+    assert shown.status == 400 and b"already used" in shown.body
     # B reads A's cookies and finishes A's sign-ins: it refused the state only because A used it.
     cookie, callback = signed_in_at_provider(a)
     assert fetch(b.base_url + callback, headers={"Cookie": cookie}).status == 302

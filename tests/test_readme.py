@@ -62,6 +62,19 @@ def test_the_dns_host_table_lists_every_host_with_its_nameservers():
         assert all(f"`{pattern.replace('|', chr(92) + '|')}`" in row for pattern in host.ns_patterns), row
 
 
+@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs git and a checkout")
+def test_what_the_walk_writes_in_the_checkout_git_ignores():
+    """Issue 48: the walk left ``demo.toml`` untracked in the checkout (``git status`` no longer
+    clean). What its blocks write there (``> file``), and the database and key the service makes
+    on its defaults, are ignored."""
+    written = {path for path in re.findall(r">>? *([\w./-]+)", "\n".join(shell_blocks(walk())))
+               if not path.startswith("/")}
+    written |= {"data/service.sqlite3", "data/secret.key"}
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *sorted(written)], cwd=ROOT,
+                             capture_output=True, text=True, check=False).stdout.split()
+    assert "demo.toml" in written and sorted(written - set(ignored)) == []
+
+
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
 def test_the_walk_with_curl_turns_a_certificate_active(tmp_path):
     """The walk's shell blocks, in order, by bash in an empty folder: the service started as the walk

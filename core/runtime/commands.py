@@ -222,7 +222,8 @@ def backup(services: Services, target: str) -> list[str]:
     copy.close()
     return [
         f"backed up to {path} ({path.stat().st_size} bytes, integrity {ok})",
-        "keep the secret key file with it: webhook secrets and link tokens are encrypted under that key",
+        ("keep the secret key file with it: webhook secrets, link tokens and the ACME account and certificate "
+         "keys are encrypted under that key, and API keys are checked with it"),
     ]
 
 

@@ -4,18 +4,23 @@ rendered from it at every build so that they cannot fall out of step with it.
 - In ``docs/api.md`` the marker line becomes the API reference, from ``static/openapi.json``, the
   document the service serves and the contract tests hold it to: the operations by tag, each with
   its method and path, who may call it, its parameters, request body and answers, then the schemas.
-- In ``docs/operating/configuration.md`` the marker line becomes ``config.example.toml`` as it is.
+- In ``docs/operating/configuration.md`` the marker line becomes the configuration reference, from
+  ``config.example.toml``: a table per section, of each key's default and meaning (config_reference.py,
+  which stops the build on a key the file does not explain).
 
-The OpenAPI document itself is published beside the pages, as ``openapi.json``.
+The OpenAPI document and ``config.example.toml`` themselves are published beside the pages, as
+``openapi.json`` and ``config.example.toml``, for reading whole.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from pathlib import Path
 from typing import Any
 
+import config_reference  # beside this file: MkDocs puts a hook's folder on the path while loading it
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
@@ -37,8 +42,10 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
-    """The OpenAPI document beside the pages, for generators and for reading whole."""
+    """The OpenAPI document beside the pages, for generators and for reading whole; the example
+    configuration too, to copy as it is."""
     files.append(File.generated(config, "openapi.json", abs_src_path=str(OPENAPI)))
+    files.append(File.generated(config, CONFIG_EXAMPLE.name, abs_src_path=str(CONFIG_EXAMPLE)))
     return files
 
 
@@ -47,8 +54,18 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
     if API_MARKER in markdown:
         markdown = markdown.replace(API_MARKER, api_reference(json.loads(OPENAPI.read_text())))
     if CONFIG_MARKER in markdown:
-        markdown = markdown.replace(CONFIG_MARKER, f"```toml\n{CONFIG_EXAMPLE.read_text()}```")
+        markdown = markdown.replace(CONFIG_MARKER, configuration_reference(page))
     return github_table_pipes(markdown)
+
+
+def configuration_reference(page: Page) -> str:
+    """The file's sections as tables, after a link to the file itself, with the pages its comments
+    name (``docs/acme.md``) linked from where the page is."""
+    here = posixpath.dirname(page.file.src_uri)
+    sections = config_reference.parse(CONFIG_EXAMPLE.read_text())
+    raw = posixpath.relpath(CONFIG_EXAMPLE.name, here or ".")
+    return (f"The file itself, to copy: [{CONFIG_EXAMPLE.name}]({raw}).\n\n"
+            + config_reference.render(sections, lambda target: posixpath.relpath(target, here or ".")))
 
 
 def github_table_pipes(markdown: str) -> str:

@@ -2,7 +2,7 @@
 underneath) and adding them. While a listed domain waits on a background check, the page's
 script refreshes its rows from ``/domains/status``, as a domain's page does (handlers/portal/live.py).
 
-One hostname leads to its DNS page. Several, one per line or separated by commas (or spaces), are
+One hostname leads to its DNS page. Several, one per line or separated by commas, are
 added as ``POST /v1/domains/bulk`` adds them, each on its own, and answered line by line on a page
 of their own, ``/domains/added/<id>``: that answer is too long for a cookie, so it is kept with
 the form records (24 hours), for the person who sent the form.
@@ -29,15 +29,16 @@ from handlers.portal.pages import TEMPLATES, refusal_text
 
 PAGE_SIZE = 50
 FILTERS = ("q", "status", "validationStatus", "certStatus", "tag")
-#: What separates the hostnames of the add form: line breaks, commas, semicolons, spaces. No
-#: hostname holds any of them, so a pasted list splits the way it was meant.
-SEPARATORS = re.compile(r"[\s,;]+")
+#: What separates the hostnames of the add form: line breaks, commas, semicolons. Not spaces: a
+#: line such as ``not a hostname`` is one entry, refused as one, so the answer has a row per line
+#: typed (spaces around a hostname are trimmed).
+SEPARATORS = re.compile(r"[\r\n,;]+")
 ADDED = "/domains/added"
 ANSWER_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def hostnames_in(text: str) -> list[str]:
-    return [name for name in SEPARATORS.split(text) if name]
+    return [name for name in (part.strip() for part in SEPARATORS.split(text)) if name]
 
 
 def _answer_key(user_id: str, answer_id: str) -> idempotency.IdempotencyKey:

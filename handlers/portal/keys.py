@@ -6,6 +6,8 @@ core function of its API call (``/v1/api-keys``), in that call's rate-limit buck
 
 from __future__ import annotations
 
+import datetime as dt
+
 from tornado.web import HTTPError, authenticated
 
 from core.errors import ApiError, NotFound
@@ -20,6 +22,14 @@ from store.records import ApiKey
 KEYS = "/account/keys"
 
 
+def expiry_of(day: str) -> dt.datetime | None:
+    """The form's date (``YYYY-MM-DD``, what a date field sends) as the API's ``expiresAt``: 00:00
+    UTC that day, the moment the key stops working; empty: it never expires. ValueError: no date."""
+    if not day:
+        return None
+    return dt.datetime.combine(dt.date.fromisoformat(day), dt.time(), tzinfo=dt.UTC)
+
+
 class KeysPage(PortalHandler):
     @authenticated
     async def get(self) -> None:
@@ -28,27 +38,38 @@ class KeysPage(PortalHandler):
         keys = await self.services.store.run(api_keys.list_keys, self.services, workspace_id=principal.workspace_id)
         # Shown here once, never stored in clear: the page is not cached (Cache-Control: no-store).
         self.render_page("keys.html", keys=keys, scopes=list(SCOPES), secret=self.revealed_secret(), error=error,
-                         name=typed.get("name", ""), unscoped=typed.get("unscoped"))
+                         name=typed.get("name", ""), expires_on=typed.get("expiresOn", ""), unscoped=typed.get("unscoped"))
 
     @authenticated
     async def post(self) -> None:
         await self.hit_rate_limit("/v1/api-keys")
         principal = self.member(MANAGERS)
-        name, scopes = self.typed("name"), self.typed_all("scopes")
+        name, scopes, expires_on = self.typed("name"), self.typed_all("scopes"), self.typed("expiresOn")
+        typed = {"name": name, "expiresOn": expires_on}
+        try:
+            expires_at = expiry_of(expires_on)
+        except ValueError:
+            self.refuse(KEYS, f"\u201c{expires_on}\u201d is not a date; the expiry is a day, as 2030-12-31.", typed)
+            return
         if not scopes and self.get_body_argument("noScopes", "") != "yes":
             # Not refused: asked to confirm, since a key without scopes can do nothing.
-            self.refuse(KEYS, None, {"name": name, "unscoped": name})
+            self.refuse(KEYS, None, {**typed, "unscoped": name})
             return
 
         async def create() -> Outcome:
+            request = api_keys.CreateKeyRequest(name=name, scopes=scopes, expires_at=expires_at)
             key, secret = await self.services.store.run(api_keys.create, self.services, workspace_id=principal.workspace_id,
-                                                        request=api_keys.CreateKeyRequest(name=name, scopes=scopes))
-            return Outcome(KEYS, f"The key \u201c{key.name}\u201d was created.", secret=secret)
+                                                        request=request)
+            until = f" It works until {expires_on} 00:00 UTC." if expires_at else ""
+            return Outcome(KEYS, f"The key \u201c{key.name}\u201d was created.{until}", secret=secret)
 
         try:
             await self.act(create)
         except ApiError as exc:
-            self.refuse(KEYS, refusal_text(exc), {"name": name})
+            expiry = getattr(exc, "field_errors", {}).get("expiresAt")
+            # The API's words name its field; the form's, the day typed.
+            said = f"the expiry, {expires_on} 00:00 UTC, must be in the future" if expiry else refusal_text(exc)
+            self.refuse(KEYS, said, typed)
 
 
 class KeyAction(PortalHandler):

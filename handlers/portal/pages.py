@@ -42,6 +42,7 @@ WORKSPACE_COOKIE = "cps_workspace"
 SIGNIN_COOKIE = "cps_signin"
 FLASH_COOKIE = "cps_flash"
 SIGNED_UP_COOKIE = "cps_signed_up"
+SIGNIN_FAILED_COOKIE = "cps_signin_failed"
 REFUSED_COOKIE = "cps_refused"
 #: A refused form's values ride in a cookie; beyond this (browsers keep about 4 KB a cookie) only
 #: the reason does, and the person types again.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
@@ -20,10 +21,16 @@ from handlers.portal.pages import (
     SESSION_COOKIE,
     SIGNED_UP_COOKIE,
     SIGNIN_COOKIE,
+    SIGNIN_FAILED_COOKIE,
     PageHandler,
     refusal_text,
 )
 
+#: Where a failed sign-in is shown: a clean address, not the callback's with its spent ``?code=``.
+SIGNIN_FAILED = "/signin/failed"
+#: How long that page can show why (a reload, a moment later); then it says the sign-in is stale.
+SIGNIN_FAILED_SECONDS = 600
+STALE = "This sign-in link is stale, was already used, or was not started here. Start again."
 #: What a sign-in may ask the identity provider to do first: let the person choose (or sign in
 #: as) another account, when the one it signed in with had no workspace here.
 PROMPTS = ("select_account",)
@@ -120,10 +127,11 @@ class CallbackHandler(PageHandler):
             or not hmac.compare_digest(state.encode(), pending.state.encode())
             or not await self.services.used_signin_states.use(pending.state)
         ):
-            self.failed(400, "This sign-in link is stale, was already used, or was not started here. Start again.")
+            self.failed(400, STALE)
             return
         if self.get_argument("error", None) or not self.get_argument("code", None):
-            self.failed(400, f"The identity provider did not sign you in ({self.get_argument('error', 'no code')}).")
+            # The provider's error code, cut short: it rides in a cookie to the page that shows it.
+            self.failed(400, f"The identity provider did not sign you in ({self.get_argument('error', 'no code')[:100]}).")
             return
         request = signin.ExchangeRequest(code=self.get_argument("code"), code_verifier=pending.verifier, nonce=pending.nonce)
         try:
@@ -138,17 +146,34 @@ class CallbackHandler(PageHandler):
             secure=self.secure_cookies,
         )
         self.clear_cookie(SIGNED_UP_COOKIE)  # its page has done its job
+        self.clear_cookie(SIGNIN_FAILED_COOKIE)
         self.redirect(pending.next_path)  # a clean URL: a reload does not replay the code
 
     def failed(self, status: int, error: str, *, no_account: bool = False) -> None:
-        self.set_status(status)
-        self.render_page("signin.html", error=error, no_account=no_account)
+        """Why, on a page of its own: the address bar keeps no spent code (to copy, bookmark or
+        reload), as it keeps none after a sign-in that worked."""
+        said = {"status": status, "error": error, "no_account": no_account}
+        self.set_signed_cookie(SIGNIN_FAILED_COOKIE, json.dumps(said), expires_days=SIGNIN_FAILED_SECONDS / 86400,
+                               httponly=True, samesite="Lax", secure=self.secure_cookies)
+        self.redirect(SIGNIN_FAILED, status=303)
+
+
+class SigninFailedPage(PageHandler):
+    """``/signin/failed``: why the sign-in just tried failed, with its status (400, 403...); without
+    that (another browser, later) the sign-in it was is stale, which is what the page says."""
+
+    async def get(self) -> None:
+        sealed = self.get_signed_cookie(SIGNIN_FAILED_COOKIE, max_age_days=SIGNIN_FAILED_SECONDS / 86400)
+        said: dict[str, Any] = json.loads(sealed) if sealed else {"status": 400, "error": STALE, "no_account": False}
+        self.set_status(said["status"])
+        self.render_page("signin.html", error=said["error"], no_account=said["no_account"])
 
 
 class LogoutHandler(PageHandler):
     async def post(self) -> None:
         # Everything this browser holds about the person goes, for whoever uses it next.
-        for cookie in (SESSION_COOKIE, FLASH_COOKIE, SIGNED_UP_COOKIE, REFUSED_COOKIE, forms.REVEAL_COOKIE):
+        for cookie in (SESSION_COOKIE, FLASH_COOKIE, SIGNED_UP_COOKIE, REFUSED_COOKIE, SIGNIN_FAILED_COOKIE,
+                       forms.REVEAL_COOKIE):
             self.clear_cookie(cookie)
         self.redirect("/", status=303)
 
@@ -159,5 +184,6 @@ routes = [
     (r"/signup/done", SignedUpPage),
     (r"/login", LoginHandler),
     (r"/auth/callback", CallbackHandler),
+    (r"/signin/failed", SigninFailedPage),
     (r"/logout", LogoutHandler),
 ]

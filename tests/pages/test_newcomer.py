@@ -271,6 +271,25 @@ class TestBulkAdd:
             "sh_op.example.com Not added: 'sh_op.example.com' contains an underscore, which hostnames may not."]
 
     @pytest.mark.gen_test
+    async def test_a_line_with_spaces_is_one_entry_refused_as_one(self, browser, services, world):
+        """Issue 48: ``not a hostname`` was split into three rows, "Of 5 hostnames" for three lines."""
+        answer = await self.add(browser, services, world.owner(), "one.example.com\nnot a hostname\ntwo.example.com")
+        page = (await browser.follow(answer)).body.decode()
+        rows = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", row)).strip()
+                for row in re.findall(r'<tr id="line-\d+">(.*?)</tr>', page, re.DOTALL)]
+        assert [row.split(" Not added: ")[0] for row in rows] == [
+            "one.example.com Added: DNS records of one.example.com", "not a hostname",
+            "two.example.com Added: DNS records of two.example.com"]
+        assert '<p class="flash" role="status">Of 3 hostnames: 2 added, 1 not added.</p>' in page
+
+    @pytest.mark.gen_test
+    async def test_spaces_around_a_hostname_are_no_part_of_it(self, browser, services, world, api):
+        owner = world.owner()
+        await self.add(browser, services, owner, "  one.example.com \t\n two.example.com ,  three.example.com")
+        listed = (await api.post("/v1/domains/query", {}, token=owner.token)).body["items"]
+        assert sorted(item["apex"] for item in listed) == ["one.example.com", "three.example.com", "two.example.com"]
+
+    @pytest.mark.gen_test
     async def test_a_hostname_already_in_the_workspace_is_said_to_be_there(self, browser, services, world, api):
         owner = world.owner()
         await new_domain(api, owner, "shop.example.com")
@@ -481,17 +500,28 @@ class TestSignInThatCannotSucceed:
         provider = (await browser.get("/login")).headers["Location"]
         form = hidden_fields((await browser.get(provider)).body.decode(), "/idp/authorize")
         back = await browser.post("/idp/authorize", {**form, "email": "stranger@example.com"})
-        page = await browser.get(back.headers["Location"])
+        page = await browser.follow(await browser.get(back.headers["Location"]))
         body = page.body.decode()
         assert page.code == 403 and 'href="/signup" id="sign-up"' in body
         assert 'href="/login?prompt=select_account" id="another-account"' in body and "Start again" not in body
 
     @pytest.mark.gen_test
     async def test_a_stale_sign_in_offers_to_start_again_or_to_sign_up(self, browser):
-        page = await browser.get("/auth/callback?code=stale&state=stale")
+        page = await browser.follow(await browser.get("/auth/callback?code=stale&state=stale"))
         body = page.body.decode()
         assert page.code == 400 and "<title>Sign-in failed</title>" in body
         assert '<a class="button" href="/login">Start again</a>' in body and 'href="/signup"' in body
+
+    @pytest.mark.gen_test
+    async def test_signing_in_then_forgets_what_the_failed_sign_in_said(self, browser):
+        await browser.post("/signup", {"email": "me@example.com", "domain": "shop.example.com"})
+        await browser.follow(await browser.get("/auth/callback?code=stale&state=stale"))
+        assert "cps_signin_failed" in browser.cookies
+        provider = (await browser.get("/login")).headers["Location"]
+        form = hidden_fields((await browser.get(provider)).body.decode(), "/idp/authorize")
+        back = await browser.post("/idp/authorize", {**form, "email": "me@example.com"})
+        assert (await browser.get(back.headers["Location"])).code == 302  # signed in
+        assert "cps_signin_failed" not in browser.cookies
 
     @pytest.mark.gen_test
     async def test_sign_in_asks_the_provider_to_let_the_person_choose_an_account(self, browser):

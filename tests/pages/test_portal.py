@@ -78,10 +78,10 @@ class TestSignIn:
         r = await browser.get("/login")
         state = parse_qs(urlsplit(r.headers["Location"]).query)["state"][0]
         cookie = dict(browser.cookies)
-        first = await browser.get(f"/auth/callback?code=x&state={state}")
+        first = await browser.follow(await browser.get(f"/auth/callback?code=x&state={state}"))
         assert b"already used" not in first.body  # the code is refused by the provider, the state is used up
         browser.cookies = cookie  # replay the very cookie that started it
-        again = await browser.get(f"/auth/callback?code=x&state={state}")
+        again = await browser.follow(await browser.get(f"/auth/callback?code=x&state={state}"))
         assert again.code == 400 and b"already used" in again.body
 
     @pytest.mark.gen_test
@@ -93,8 +93,24 @@ class TestSignIn:
         for _ in range(50):
             await flood.get("/login")
         browser.cookies = cookie
-        answer = await browser.get(f"/auth/callback?code=x&state={state}")
-        assert b"stale" not in answer.body  # the first sign-in was not pushed out
+        answer = await browser.follow(await browser.get(f"/auth/callback?code=x&state={state}"))
+        assert answer.code != 200 and b"stale" not in answer.body  # the first sign-in was not pushed out
+
+    @pytest.mark.gen_test
+    async def test_a_failed_sign_in_leaves_no_spent_code_in_the_address(self, browser, services):
+        """Issue 48: the page saying why was the callback's own, ``?code=...&state=...`` kept in the
+        address bar (to be copied, bookmarked, reloaded); it is a page of its own now."""
+        failed = await browser.get("/auth/callback?code=spent-code&state=spent-state")
+        assert (failed.code, failed.headers["Location"]) == (303, "/signin/failed")
+        shown = await browser.follow(failed)
+        assert shown.code == 400 and b"<title>Sign-in failed</title>" in shown.body and b"spent-code" not in shown.body
+
+    @pytest.mark.gen_test
+    async def test_the_failed_sign_in_page_says_why_again_on_a_reload(self, browser, services):
+        failed = await browser.get("/auth/callback?code=x&state=not-started-here")
+        first = await browser.follow(failed)
+        again = await browser.get("/signin/failed")
+        assert first.code == again.code == 400 and b"not started here" in again.body
 
     @pytest.mark.gen_test
     async def test_next_never_leaves_the_site(self, browser, services):
@@ -531,6 +547,43 @@ class TestKeysPage:
         secret = re.search(r'<code id="new-key">(ac_live_\w+)</code>', r.body.decode()).group(1)
         listing = (await browser.get("/account/keys")).body.decode()
         assert "ci" in listing and secret not in listing and secret[:16] in listing
+
+    @pytest.mark.gen_test
+    async def test_the_form_offers_an_expiry_date(self, browser, services, world):
+        """Issue 48: the API takes ``expiresAt``; the form had no way to give it."""
+        sign_in(browser, services, world.owner())
+        page = (await browser.get("/account/keys")).body.decode()
+        assert re.search(r'<input type="date" name="expiresOn"[^>]*aria-describedby="expires-hint"', page)
+
+    @pytest.mark.gen_test
+    async def test_a_key_with_an_expiry_date_stops_at_00_00_utc_that_day(self, browser, services, world, api):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        made = await browser.follow(await browser.submit("/account/keys", "/account/keys", {
+            "name": "ci", "scopes": ["domains:read"], "expiresOn": "2099-01-31"}))
+        assert "It works until 2099-01-31 00:00 UTC." in made.body.decode()
+        [key] = (await api.get("/v1/api-keys", token=owner.token)).body
+        assert key["expiresAt"].startswith("2099-01-31T00:00:00")
+        assert "2099-01-31 00:00 UTC" in (await browser.get("/account/keys")).body.decode()
+
+    @pytest.mark.gen_test
+    async def test_an_expiry_date_in_the_past_is_refused_and_kept_in_the_form(self, browser, services, world, api):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        refused = await browser.follow(await browser.submit("/account/keys", "/account/keys", {
+            "name": "ci", "scopes": ["domains:read"], "expiresOn": "2001-01-31"}))
+        page = html.unescape(refused.body.decode())
+        assert "Not created: the expiry, 2001-01-31 00:00 UTC, must be in the future" in page
+        assert 'value="2001-01-31"' in page and (await api.get("/v1/api-keys", token=owner.token)).body == []
+
+    @pytest.mark.gen_test
+    async def test_an_expiry_that_is_no_date_is_refused(self, browser, services, world, api):
+        owner = world.owner()
+        sign_in(browser, services, owner)
+        refused = await browser.follow(await browser.submit("/account/keys", "/account/keys", {
+            "name": "ci", "scopes": ["domains:read"], "expiresOn": "31/01/2099"}))
+        assert "\u201c31/01/2099\u201d is not a date" in html.unescape(refused.body.decode())
+        assert (await api.get("/v1/api-keys", token=owner.token)).body == []
 
     @pytest.mark.gen_test
     async def test_revoking_a_key(self, browser, services, world, api):
