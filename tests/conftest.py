@@ -176,6 +176,7 @@ WHOLE_ON_ONE_WORKER = frozenset({
     "tests/test_docs.py",
     "tests/test_generated_clients.py",
     "tests/test_postgres_trial.py",
+    "tests/test_acme_trial.py",
     "tests/test_webhook_recipe.py",
     "tests/browser/test_portal_pages.py",
     "tests/browser/test_live_status.py",
