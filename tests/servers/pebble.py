@@ -240,7 +240,7 @@ class Directory:
     def _with_profile(self, path: str, headers: list[tuple[str, str]], data: bytes, profile: str | None) -> bytes:
         """An order object as a CA offering profiles answers it: naming the profile it was ordered under."""
         if profile is not None:  # a new order: its URL is its Location
-            location = dict((name.lower(), value) for name, value in headers).get("location", "")
+            location = {name.lower(): value for name, value in headers}.get("location", "")
             self._profile_of[location.rsplit("/", 1)[-1]] = profile
         elif path.startswith(("/my-order/", "/finalize-order/")):
             profile = self._profile_of.get(path.rsplit("/", 1)[-1])
