@@ -63,6 +63,8 @@ class AcmeCertificate:
     "When the CA's renewal window may be read again: its ``Retry-After``."
     ari_explanation_url: str | None = None
     "Where the CA explains the renewal window it suggests (RFC 9773 ``explanationURL``), when it gives one."
+    profile: str | None = None
+    "The profile the certificate served was issued under, as its order said (ACME profiles); None: the CA's default."
     deleted_at: dt.datetime | None = None
     """When the domain whose Certificate records named it was deleted: served no more, revoked at
     the revoke job's next run (core/acme/upkeep.py). Set by ``mark_deleted`` only; ``put`` keeps it."""

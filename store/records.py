@@ -230,6 +230,8 @@ class Certificate:
     provider_hostname_status: str | None = None
     "The provider's hostname ``status``."
     last_checked_at: dt.datetime | None = None
+    profile: str | None = None
+    "The CA's certificate profile it was issued under (ACME profiles), as the provider reports it; beyond the spec."
     last_error: str | None = attrs.field(default=None, metadata=_internal)
     "Why the certificate failed, shown through the domain's ``cert.lastError`` and summaries."
     announced: tuple[str, ...] = attrs.field(default=(), metadata=_internal)

@@ -25,7 +25,7 @@ from core.runtime import acme_setup, commands
 from core.runtime.assembly import build_services
 from store import Store
 from store.acme import AcmeAccount
-from tests.servers.pebble import Pebble, missing
+from tests.servers.pebble import Directory, Pebble, missing
 from tests.servers.service import free_port
 from tests.servers.service import run_app as run
 
@@ -121,6 +121,47 @@ class TestTheCertificateAuthority:
         lines = commands.check_config(on_pebble(config, pebble, fallback_directory_urls=[url]))
         line = the_line(lines, f"  fallback certificate authority 1 {url}: ")
         assert "WARNING: cannot be reached" in line
+
+
+class TestProfiles:
+    """Issue 50: the profiles each CA's directory offers (``meta.profiles``), and the one configured."""
+
+    @pytest.fixture
+    def offering(self, pebble):
+        """Pebble behind its front, whose directory lists two profiles (Pebble 2.4 lists none)."""
+        front = Directory(pebble, profiles={"classic": "The usual", "shortlived": "Six days"}).start()
+        yield front
+        front.stop()
+
+    def on_front(self, config, pebble, front, **settings):
+        return acme(config, front.directory_url, ca_bundle=str(pebble.ca_bundle), **settings)
+
+    @needs_pebble
+    def test_the_profiles_a_ca_offers_are_listed_with_their_descriptions(self, config, pebble, offering):
+        lines = commands.check_config(self.on_front(config, pebble, offering))
+        assert '    profiles offered: "classic" (The usual); "shortlived" (Six days)' in lines
+
+    @needs_pebble
+    def test_a_ca_offering_none_says_so(self, config, pebble):
+        lines = commands.check_config(on_pebble(config, pebble))
+        assert the_line(lines, "    profiles offered: ").startswith("    profiles offered: none")
+
+    @needs_pebble
+    def test_an_offered_profile_is_said_to_be_named_in_orders(self, config, pebble, offering):
+        lines = commands.check_config(self.on_front(config, pebble, offering, profile="shortlived"))
+        assert '    profile "shortlived": offered; orders there name it' in lines
+
+    @needs_pebble
+    def test_a_profile_not_offered_is_a_warning_saying_the_default_is_ordered(self, config, pebble):
+        lines = commands.check_config(on_pebble(config, pebble, profile="shortlived"))
+        line = the_line(lines, "    WARNING: ")
+        assert f'{pebble.directory_url} does not offer the profile "shortlived"' in line
+        assert "Orders there are for its default profile" in line
+
+    @needs_pebble
+    def test_a_required_profile_not_offered_is_a_warning_saying_no_order_goes(self, config, pebble):
+        lines = commands.check_config(on_pebble(config, pebble, profile="shortlived", profile_required=True))
+        assert "profile_required is true: no order goes to it" in the_line(lines, "    WARNING: ")
 
 
 class TestCaNames:

@@ -4,7 +4,10 @@ Every call to a CA goes to this module's threads (the ``acme`` package blocks), 
 time per call, and comes back as a ``CaDown`` (the CA could not take it: unreachable, 5xx, rate
 limited; another CA may) or a ``CaRefused`` (the CA answered about the hostname: a refusal to store,
 its problem kept; a hostname the CA paused for our account, or one past its failed-validation
-limit, is refused, not the CA down) or its result. Each CA has an account of ours, created on first use with a key kept encrypted with
+limit, is refused, not the CA down) or its result. A new order names the certificate profile
+configured for the CA when its directory offers it (``Ca.order_profile``); when it does not, the
+CA's default is ordered and the log says so once, or, with ``profile_required``, the CA is not
+ordered from (``ProfileNotOffered``). The directory is read once a process. Each CA has an account of ours, created on first use with a key kept encrypted with
 the service's key (store/acme.py); a second process finding one kept uses it.
 """
 
@@ -21,7 +24,7 @@ from acme import errors as acme_errors
 from acme import messages
 
 from core.acme import keys
-from core.acme.client import CaClient, problem, problem_of
+from core.acme.client import CaClient, problem, problem_of, unoffered
 from core.acme.problems import Problem, kind_of
 from core.clock import Clock
 from core.config import AcmeConfig
@@ -56,12 +59,21 @@ class CaRefused(Exception):
         super().__init__(f"{self.problem.detail} ({self.problem.type})" if self.problem.type else self.problem.detail)
 
 
+class ProfileNotOffered(Exception):
+    """The CA does not offer the profile configured for it, and ``profile_required`` forbids its default."""
+
+
 class Ca:
     """One configured CA: its client and our account there."""
 
-    def __init__(self, directory_url: str, config: AcmeConfig, *, executor: ThreadPoolExecutor) -> None:
+    def __init__(self, directory_url: str, config: AcmeConfig, *, executor: ThreadPoolExecutor,
+                 profile: str = "") -> None:
         self.directory_url = directory_url
         self.config = config
+        self.profile = profile
+        "The profile configured for it (``[provider.acme] profile`` or ``fallback_profiles``); empty: its default."
+        self._offered: dict[str, str] | None = None
+        self._said_default = False
         self.client = CaClient(directory_url, ca_bundle=config.ca_bundle, timeout=config.timeout_seconds)
         self._executor = executor
         self.account_url: str | None = None
@@ -90,6 +102,28 @@ class Ca:
             self._identities = await self.call(self.client.caa_identities)
         return self._identities
 
+    async def offered(self) -> dict[str, str]:
+        """The profiles it offers (``meta.profiles``: name -> description), read once; empty when none."""
+        if self._offered is None:
+            self._offered = await self.call(self.client.profiles)
+        return self._offered
+
+    async def order_profile(self) -> str | None:
+        """The profile a new order names: the one configured when the CA offers it, else None (the
+        CA's default; said once in the log), or ``ProfileNotOffered`` when the profile is required."""
+        if not self.profile:
+            return None
+        offered = await self.offered()
+        if self.profile in offered:
+            return self.profile
+        said = unoffered(self.directory_url, self.profile, offered)
+        if self.config.profile_required:
+            raise ProfileNotOffered(f"{said} [provider.acme] profile_required is true, so no order goes to it.")
+        if not self._said_default:
+            log.warning("%s Orders there are for its default profile ([provider.acme] profile_required is false).", said)
+            self._said_default = True
+        return None
+
     async def ready(self, store: Store, keyring: Keyring, clock: Clock) -> None:
         """Our account there, registered once and kept (encrypted) for every process."""
         if self._signing:
@@ -117,5 +151,4 @@ def _keep(store: Store, account: AcmeAccount) -> AcmeAccount:
 def make_cas(config: AcmeConfig) -> tuple[list[Ca], ThreadPoolExecutor]:
     """The configured CAs, the first one first, sharing one pool of threads."""
     executor = ThreadPoolExecutor(THREADS, thread_name_prefix="acme")
-    urls = list(dict.fromkeys([config.directory_url, *config.fallback_directory_urls]))
-    return [Ca(url, config, executor=executor) for url in urls], executor
+    return [Ca(url, config, executor=executor, profile=profile) for url, profile in config.profiles()], executor

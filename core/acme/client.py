@@ -4,7 +4,8 @@ The package is synchronous (it sends with ``requests``): every method here block
 calls them in worker threads of its own (core/acme/provider.py), never on the event loop. Each
 method is one or two requests: the provider does the waiting between them, so polling never
 sleeps in a thread. What the package lacks is added here: an order naming the certificate it
-replaces (RFC 9773 ``replaces``), the renewal information of a certificate (ARI) read with the
+replaces (RFC 9773 ``replaces``), the profiles the CA offers (ACME profiles, draft-ietf-acme-profiles:
+the directory's ``meta.profiles``), the renewal information of a certificate (ARI) read with the
 window's ``Retry-After`` and ``explanationURL``, and a 409 answer read as the problem it carries
 (the package drops its body: a refused ``replaces`` is ``alreadyReplaced``, a 409).
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -66,6 +68,8 @@ class Order:
     certificate: str | None
     error: Problem | None
     "The CA's problem, for an invalid order."
+    profile: str | None = None
+    "The profile the CA issues it under, as the order says (ACME profiles); None when it names none."
 
 
 @attrs.frozen
@@ -93,6 +97,13 @@ class RenewalWindow:
     "When to read it again: the CA's ``Retry-After``."
     explanation_url: str | None = None
     "Where the CA explains the window (RFC 9773 ``explanationURL``): say, why it moved it earlier."
+
+
+def unoffered(directory_url: str, profile: str, offered: dict[str, str]) -> str:
+    """Why a CA's order cannot name ``profile``: the CA, and the profiles it does offer."""
+    names = ", ".join(f'"{name}"' for name in offered)
+    offers = f"it offers {names}" if offered else "its directory lists no profiles"
+    return f'The certificate authority {directory_url} does not offer the profile "{profile}" ({offers}).'
 
 
 def problem_of(error: messages.Error) -> Problem:
@@ -134,6 +145,13 @@ class CaClient:
         meta = getattr(self.client.directory, "meta", None)
         return tuple(getattr(meta, "caa_identities", None) or ())
 
+    def profiles(self) -> dict[str, str]:
+        """The profiles the CA offers (``meta.profiles``: name -> description); empty when it offers none."""
+        meta = getattr(self.client.directory, "meta", None)
+        offered = getattr(meta, "profiles", None)
+        # josepy gives a frozendict (a Mapping, not a dict).
+        return {str(name): str(said) for name, said in offered.items()} if isinstance(offered, Mapping) else {}
+
     def external_account_required(self) -> bool:
         return bool(self.client.external_account_required())
 
@@ -161,9 +179,14 @@ class CaClient:
 
     # -- orders --------------------------------------------------------------------------------
 
-    def new_order(self, hostname: str, *, replaces: str | None) -> Order:
-        identifiers = [messages.Identifier(typ=messages.IDENTIFIER_FQDN, value=hostname)]
-        order = NewOrder(identifiers=identifiers, replaces=replaces) if replaces else NewOrder(identifiers=identifiers)
+    def new_order(self, hostname: str, *, replaces: str | None, profile: str | None = None) -> Order:
+        """``profile``: one the CA offers (``profiles``), or None for its default; sent only when given."""
+        fields: dict[str, Any] = {"identifiers": [messages.Identifier(typ=messages.IDENTIFIER_FQDN, value=hostname)]}
+        if replaces:
+            fields["replaces"] = replaces
+        if profile:
+            fields["profile"] = profile
+        order = NewOrder(**fields)
         response = self.client._post(self.client.directory["newOrder"], order)
         return _order(response.headers["Location"], response.json())
 
@@ -222,7 +245,8 @@ def _order(url: str, data: dict[str, Any]) -> Order:
     body = messages.Order.from_json(data)
     return Order(url=url, status=body.status.name, authorizations=tuple(body.authorizations or ()),
                  finalize=body.finalize, certificate=body.certificate,
-                 error=problem_of(body.error) if body.error is not None else None)
+                 error=problem_of(body.error) if body.error is not None else None,
+                 profile=body.profile or None)
 
 
 def _utc(moment: dt.datetime) -> dt.datetime:

@@ -116,7 +116,7 @@ class Orders:
         if order.status == "valid" and order.certificate:
             chain = await ca.call(ca.client.download, order.certificate)
             await self._withdraw(ca, order, target)
-            return await self.save(self._issued(certificate, chain))
+            return await self.save(self._issued(certificate, chain, order.profile))
         if order.status == "invalid":
             reasons = await self._reasons(ca, order)
             found = reasons[0] if reasons else order.error or Problem("", "the certificate authority refused the order")
@@ -131,12 +131,13 @@ class Orders:
         assert certificate.order_key_ciphertext is not None
         return self.keyring.decrypt(CERTIFICATE_KEY, certificate.order_key_ciphertext, bound_to=certificate.handle)
 
-    def _issued(self, certificate: AcmeCertificate, chain: str) -> AcmeCertificate:
-        """The certificate served from now on: the order's chain and key."""
+    def _issued(self, certificate: AcmeCertificate, chain: str, profile: str | None) -> AcmeCertificate:
+        """The certificate served from now on: the order's chain and key, and the profile the order
+        says it was issued under (None: the CA named none, its default)."""
         not_before, not_after = keys.validity(chain)
         return attrs.evolve(
             certificate, status="valid", chain_pem=chain, key_ciphertext=certificate.order_key_ciphertext,
-            not_before=not_before, not_after=not_after, renew_at=None, ari_checked_at=None, ari_next_at=None,
+            not_before=not_before, not_after=not_after, profile=profile, renew_at=None, ari_checked_at=None, ari_next_at=None,
             ari_explanation_url=None,
             order_url=None, order_key_ciphertext=None, replaces=None, error=None,
         )

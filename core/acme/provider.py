@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from core.acme import failures, keys, renewal, reported
-from core.acme.cas import Ca, CaDown, CaRefused, make_cas
+from core.acme.cas import Ca, CaDown, CaRefused, ProfileNotOffered, make_cas
 from core.acme.orders import Orders, Records, new_order_fields, renewal_due
 from core.acme.problems import Problem, explain, kind_of, replaces_refused
 from core.delegation_dns.answers import NEGATIVE_TTL
@@ -220,6 +220,7 @@ class AcmeProvider:
         busy: list[float] = []
         held: list[failures.Held] = []
         refused: list[str] = []
+        unoffered: list[str] = []
         excluded = 0
         now = self.clock.now()
         for ca in self.cas:
@@ -236,17 +237,23 @@ class AcmeProvider:
             same_ca = certificate.directory_url == ca.directory_url
             sent = replaces if same_ca else None
             try:
+                profile = await ca.order_profile()
                 await ca.ready(self.store, self.keyring, self.clock)
                 await self.pacers[ca.directory_url].acquire()
                 try:
-                    order = await ca.call(ca.client.new_order, certificate.apex, replaces=sent)
+                    order = await ca.call(ca.client.new_order, certificate.apex, replaces=sent, profile=profile)
                 except CaRefused as refusal:
                     if sent is None or not replaces_refused(refusal.problem):
                         raise
                     log.warning("%s refused the order's replaces for %s (%s): ordered again without it (trace %s)",
                                 ca.directory_url, certificate.apex, refusal, trace_id)
                     sent = None
-                    order = await ca.call(ca.client.new_order, certificate.apex, replaces=None)
+                    order = await ca.call(ca.client.new_order, certificate.apex, replaces=None, profile=profile)
+            except ProfileNotOffered as exc:  # the operator's configuration: this CA, for every hostname
+                log.warning("ACME order for %s: %s (trace %s)", certificate.apex, exc, trace_id)
+                tried.append(str(exc))
+                unoffered.append(str(exc))
+                continue
             except CaDown as down:
                 log.warning("ACME order for %s: %s (trace %s)", certificate.apex, down, trace_id)
                 tried.append(str(down))
@@ -264,12 +271,16 @@ class AcmeProvider:
                 tried.append(f"{ca.directory_url}: {why}")  # this CA, for this hostname: another may issue
                 refused.append(why)
                 continue
-            log.info("ACME order for %s at %s: %s (trace %s)", certificate.apex, ca.directory_url, order.url, trace_id)
+            log.info("ACME order for %s at %s%s: %s (trace %s)", certificate.apex, ca.directory_url,
+                     f' (profile "{profile}")' if profile else "", order.url, trace_id)
             fields = new_order_fields(self.keyring, certificate.handle, order, sent, ca.directory_url)
             return await self.orders.save(attrs.evolve(certificate, **fields), new=new)  # type: ignore[arg-type]
         said = "; ".join(tried) or "no certificate authority is configured"
         if refused:
             raise ProviderRejected(" ".join(refused))
+        if unoffered and len(unoffered) + excluded == len(tried):
+            raise ProviderRejected(" ".join(unoffered) + " The service's operator must change the profile or the "
+                                   "certificate authority; nothing in this domain's records can.", asked=False)
         if held and len(held) + len(busy) + excluded == len(tried):
             waits = [(h.until - now).total_seconds() if h.until is not None else failures.HOUR.total_seconds()
                      for h in held] + busy

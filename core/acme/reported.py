@@ -34,6 +34,7 @@ def state(certificate: AcmeCertificate, held: Held | None) -> ProviderState:
         expires_at=certificate.not_after,
         errors=errors,
         renew_at=certificate.renew_at,
+        profile=certificate.profile if issued else None,
         notice=f"The certificate authority explains the renewal window it suggests for this certificate: "
                f"{explained}" if explained and issued else None,
     )

@@ -153,6 +153,8 @@ def _apply(base: Certificate, state: ProviderState | None, classified: Classifie
         provider_ssl_id=state.ssl_id or base.provider_ssl_id,
         provider_status=state.ssl_status,
         provider_hostname_status=state.hostname_status,
+        # The issued certificate's: a successor under the CA's default profile names none.
+        profile=state.profile if state.certificate_id else base.profile,
         last_checked_at=now,
     )
 

@@ -54,6 +54,11 @@ def _is_http_urls(values: list[str]) -> bool:
     return all(isinstance(v, str) and _is_http_url(v) for v in values)
 
 
+def _is_profile(value: object) -> bool:
+    """A profile name as a directory's ``meta.profiles`` keys it: printable, no spaces (or empty)."""
+    return isinstance(value, str) and len(value) <= 64 and all(33 <= ord(c) < 127 for c in value)
+
+
 @attrs.frozen
 class AcmeConfig:
     """The service as the ACME client of a certificate authority (docs/acme.md)."""
@@ -62,6 +67,12 @@ class AcmeConfig:
     "The CA's ACME directory; required with ``kind = \"acme\"``."
     fallback_directory_urls: list[str] = attrs.field(factory=list, validator=_check("provider.acme.fallback_directory_urls", _is_http_urls, "must list http(s) URLs"))
     "CAs tried in order when the first cannot issue (outage, rate limit, server error), for hostnames whose CAA allows them."
+    profile: str = attrs.field(default="", validator=_check("provider.acme.profile", _is_profile, "must be empty or a profile name the CA's directory lists (e.g. \"shortlived\", \"tlsserver\", \"classic\")"))
+    "The certificate profile asked of ``directory_url`` (ACME profiles: its directory's ``meta.profiles``); empty asks for the CA's default."
+    fallback_profiles: list[str] = attrs.field(factory=list, validator=_check("provider.acme.fallback_profiles", lambda v: all(_is_profile(p) for p in v), "must list profile names (or \"\" for a CA's default)"))
+    "The profile asked of each fallback CA, in the order of ``fallback_directory_urls``; empty asks each for ``profile``."
+    profile_required: bool = False
+    "False: a CA that does not offer the profile issues its default (said in the log); true: it is not ordered from."
     contact_email: str = ""
     "The account's contact (expiry and incident mail from the CA); empty registers none."
     ca_bundle: str = ""
@@ -81,6 +92,16 @@ class AcmeConfig:
     "The CA's limit of failed validations per hostname and hour (Let's Encrypt: 5): orders stay within it, at every CA."
     stop_after_failed_validations: int = attrs.field(default=8, validator=_check("provider.acme.stop_after_failed_validations", _positive, "must be positive"))
     "Failed validations in a row after which the background checks order no more for the hostname, until its records change or a person asks."
+
+    def profiles(self) -> list[tuple[str, str]]:
+        """Each configured CA's directory URL with the profile asked of it ("" for its default), the
+        first CA first; a URL listed twice keeps its first place."""
+        fallbacks = self.fallback_profiles or [self.profile] * len(self.fallback_directory_urls)
+        pairs = [(self.directory_url, self.profile), *zip(self.fallback_directory_urls, fallbacks, strict=True)]
+        first: dict[str, str] = {}
+        for url, profile in pairs:
+            first.setdefault(url, profile)
+        return list(first.items())
 
 
 def _is_base64(value: str) -> bool:
@@ -218,6 +239,10 @@ def check_provider(provider: ProviderConfig, delegation: DelegationDnsConfig) ->
         raise ConfigError('provider.acme.directory_url: required when provider.kind is "acme"')
     if bool(provider.acme.eab_kid) != bool(provider.acme.eab_hmac_key):
         raise ConfigError("provider.acme.eab_hmac_key: eab_kid and eab_hmac_key go together")
+    fallbacks, profiles = provider.acme.fallback_directory_urls, provider.acme.fallback_profiles
+    if profiles and len(profiles) != len(fallbacks):
+        raise ConfigError(f"provider.acme.fallback_profiles: one profile per fallback_directory_urls entry, in its order "
+                          f"({len(fallbacks)}), or none to ask each for provider.acme.profile (got {len(profiles)})")
     if not delegation.zone:
         raise ConfigError('delegation_dns.zone: required when provider.kind is "acme"')
     if delegation.mode == "builtin" and not delegation.nameservers:

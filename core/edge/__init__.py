@@ -53,6 +53,8 @@ class ProviderState:
     "When the provider itself means to renew the certificate (ACME: inside the CA's renewal window)."
     notice: str | None = None
     "What the provider says of the certificate beyond errors (ACME: where the CA explains its renewal window)."
+    profile: str | None = None
+    "The CA's profile the issued certificate is under (ACME profiles), when the provider names one."
 
 
 class ProviderError(UpstreamError):

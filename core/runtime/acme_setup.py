@@ -8,6 +8,11 @@ CA or is placed again by the background checks, and a CA's outage must not keep 
 portal, its API, its DNS server) down. A ``[provider.acme] ca_bundle`` that cannot be loaded is
 refused: it is a mistake in the configuration, and no order could reach the CA with it.
 
+Each CA's line is followed by the certificate profiles its directory offers (ACME profiles:
+``meta.profiles``, name and description) and whether the one configured for it is among them: a
+profile not offered is a warning, saying what orders there do instead (the CA's default, or none
+with ``profile_required``).
+
 Secrets are never said: the EAB HMAC key and the terminator's secret are only said to be set.
 """
 
@@ -28,7 +33,7 @@ import requests
 from acme import errors as acme_errors
 from acme import messages
 
-from core.acme.client import CaClient, problem
+from core.acme.client import CaClient, problem, unoffered
 from core.config import ConfigError
 
 if TYPE_CHECKING:
@@ -69,37 +74,58 @@ def check_ca_bundle(acme: AcmeConfig) -> None:
         raise ConfigError(f"provider.acme.ca_bundle: cannot load {acme.ca_bundle}: {exc}") from None
 
 
-def reach(directory_url: str, acme: AcmeConfig) -> tuple[bool, str, bool]:
+def reach(directory_url: str, acme: AcmeConfig) -> tuple[bool, str, bool, dict[str, str]]:
     """Fetch the CA's directory as orders will (its ``ca_bundle``, its timeout): whether it
-    answered, what to say of it, and whether it requires External Account Binding. Blocks."""
+    answered, what to say of it, whether it requires External Account Binding, and the profiles
+    it offers. Blocks."""
     client = CaClient(directory_url, ca_bundle=acme.ca_bundle, timeout=acme.timeout_seconds)
     trusted = f"[provider.acme] ca_bundle {acme.ca_bundle}" if acme.ca_bundle else "the system's CAs"
     try:
         required = client.external_account_required()
+        offered = client.profiles()
     except requests.exceptions.SSLError:
-        return False, f"its HTTPS certificate is not trusted by {trusted}", False
+        return False, f"its HTTPS certificate is not trusted by {trusted}", False, {}
     except requests.exceptions.Timeout:
-        return False, f"no answer within {acme.timeout_seconds:g} s", False
+        return False, f"no answer within {acme.timeout_seconds:g} s", False, {}
     except requests.exceptions.ConnectionError:
-        return False, "cannot be reached (no connection: the host, its port or a firewall)", False
+        return False, "cannot be reached (no connection: the host, its port or a firewall)", False, {}
     except (requests.RequestException, acme_errors.Error, messages.Error, ValueError) as exc:
-        return False, f"answered, but not with an ACME directory: {problem(exc)}", False
+        return False, f"answered, but not with an ACME directory: {problem(exc)}", False, {}
     finally:
         client.close()
-    return True, f"its directory answered (HTTPS trusted by {trusted})", required
+    return True, f"its directory answered (HTTPS trusted by {trusted})", required, offered
+
+
+def profile_lines(directory_url: str, profile: str, offered: dict[str, str], *, required: bool) -> list[str]:
+    """The profiles a CA offers, and what becomes of the one configured for it."""
+    listed = "; ".join(f'"{name}" ({said})' if said else f'"{name}"' for name, said in offered.items())
+    lines = [f"    profiles offered: {listed}" if offered else "    profiles offered: none (its directory lists no "
+             "meta.profiles): orders there are for its default"]
+    if not profile:
+        if offered:
+            lines.append("    profile: none configured: orders there are for its default")
+    elif profile in offered:
+        lines.append(f'    profile "{profile}": offered; orders there name it')
+    elif required:
+        lines.append(f"    WARNING: {unoffered(directory_url, profile, offered)} [provider.acme] profile_required "
+                     "is true: no order goes to it")
+    else:
+        lines.append(f"    WARNING: {unoffered(directory_url, profile, offered)} Orders there are for its default "
+                     "profile ([provider.acme] profile_required is false)")
+    return lines
 
 
 def ca_lines(config: Config, accounts: dict[str, str] | None) -> list[str]:
     """The configured CAs, first the one ordered from, each reached, with our account there.
     ``accounts``: the accounts kept (directory URL -> account URL); None when there is no database."""
     acme = config.provider.acme
-    urls = list(dict.fromkeys([acme.directory_url, *acme.fallback_directory_urls]))
     lines: list[str] = []
-    for number, url in enumerate(urls):
+    for number, (url, profile) in enumerate(acme.profiles()):
         role = "certificate authority" if number == 0 else f"fallback certificate authority {number}"
-        answered, said, eab_required = reach(url, acme)
+        answered, said, eab_required, offered = reach(url, acme)
         if answered:
             lines.append(f"  {role} {url}: {ca_name(url)}; {said}")
+            lines += profile_lines(url, profile, offered, required=acme.profile_required)
         else:
             lines.append(f"  {role} {url}: {ca_name(url)}; WARNING: {said}. The service still starts: orders go to "
                          "the next CA, or wait and are placed again by the background checks")

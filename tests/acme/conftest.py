@@ -107,6 +107,7 @@ def front(acme_lab) -> Iterator[Directory]:
     yield acme_lab.directory
     directory = acme_lab.directory
     directory.refuse_orders = directory.refuse_replaces = directory.explanation_url = None
+    directory.profiles = None
     directory.retry_after = "21600"
 
 

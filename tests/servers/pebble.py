@@ -123,12 +123,20 @@ class Directory:
     - a new order naming the certificate it replaces (``replaces``) can be refused with a problem
       a test sets (``refuse_replaces``): ``alreadyReplaced``, or "another account issued it";
     - new orders can be refused with a problem a test sets (``refuse_orders``), as a CA pausing a
-      hostname does; and each new order's payload is kept (``orders``).
+      hostname does; and each new order's payload is kept (``orders``);
+    - with ``profiles``, the directory's ``meta.profiles`` lists them (ACME profiles, which Pebble
+      2.4 lacks): a new order naming one is passed on (Pebble ignores the field) and its order
+      object, as every later read of it says, names the profile, as a CA's does; a new order naming
+      a profile not listed is refused with ``invalidProfile``.
     """
 
-    def __init__(self, pebble: Pebble, *, caa_identities: list[str] | None = None) -> None:
+    def __init__(self, pebble: Pebble, *, caa_identities: list[str] | None = None,
+                 profiles: dict[str, str] | None = None) -> None:
         self.pebble = pebble
         self.caa_identities = caa_identities
+        self.profiles = profiles
+        self._profile_of: dict[str, str] = {}
+        "The profile of each order, by the last part of its URL (Pebble's order and finalize URLs share it)."
         self.window: tuple[dt.datetime, dt.datetime] | None = None
         "The renewal window served for a certificate not in ``windows``; None: 404."
         self.windows: dict[str, tuple[dt.datetime, dt.datetime]] = {}
@@ -154,6 +162,8 @@ class Directory:
                     data["renewalInfo"] = f"{directory.url}/renewal-info"
                     if directory.caa_identities is not None:
                         data.setdefault("meta", {})["caaIdentities"] = directory.caa_identities
+                    if directory.profiles is not None:
+                        data.setdefault("meta", {})["profiles"] = directory.profiles
                     self._send(200, data)
                 elif self.path.startswith("/renewal-info/") and directory.window_of(self.path.rsplit("/", 1)[1]):
                     directory.asked.append(self.path.rsplit("/", 1)[1])
@@ -177,13 +187,21 @@ class Directory:
                     payload = json.loads(_unbase64(json.loads(body)["payload"]) or b"{}")
                     directory.orders.append(payload)
                     refusal = directory.refuse_orders or (directory.refuse_replaces if "replaces" in payload else None)
+                    profile = payload.get("profile")
+                    if profile is not None and profile not in (directory.profiles or {}):
+                        refusal = (400, {"type": "urn:ietf:params:acme:error:invalidProfile",
+                                         "detail": f"profile {profile!r} is not offered"})
                     if refusal is not None:
                         self._send(refusal[0], refusal[1], content_type="application/problem+json")
                         return
+                    if profile is not None:
+                        self._relay("POST", body, profile=profile)
+                        return
                 self._relay("POST", body)
 
-            def _relay(self, method: str, body: bytes | None) -> None:
+            def _relay(self, method: str, body: bytes | None, profile: str | None = None) -> None:
                 status, headers, data = directory._pass(self, method, self.path, body)
+                data = directory._with_profile(self.path, headers, data, profile)
                 self.send_response(status)
                 for name, value in headers:
                     if name.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
@@ -218,6 +236,21 @@ class Directory:
     def start(self) -> Directory:
         self._thread.start()
         return self
+
+    def _with_profile(self, path: str, headers: list[tuple[str, str]], data: bytes, profile: str | None) -> bytes:
+        """An order object as a CA offering profiles answers it: naming the profile it was ordered under."""
+        if profile is not None:  # a new order: its URL is its Location
+            location = {name.lower(): value for name, value in headers}.get("location", "")
+            self._profile_of[location.rsplit("/", 1)[-1]] = profile
+        elif path.startswith(("/my-order/", "/finalize-order/")):
+            profile = self._profile_of.get(path.rsplit("/", 1)[-1])
+        if profile is None:
+            return data
+        try:
+            order = json.loads(data)
+        except ValueError:
+            return data
+        return json.dumps({**order, "profile": profile}).encode() if isinstance(order, dict) else data
 
     def window_of(self, certificate_id: str) -> tuple[dt.datetime, dt.datetime] | None:
         return self.windows.get(certificate_id, self.window)
