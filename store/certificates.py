@@ -14,6 +14,7 @@ _COLUMNS = (
     "id", "workspace_id", "domain_id", "apex", "wildcard", "status", "issuer", "provider", "not_before",
     "not_after", "provider_certificate_id", "provider_hostname_id", "provider_ssl_id", "provider_status",
     "provider_hostname_status", "last_checked_at", "last_error", "created_at", "announced", "profile",
+    "previous_issuer", "overdue_announced_for",
 )
 
 
@@ -40,6 +41,8 @@ def _certificate(r: dict[str, Any]) -> Certificate:
         created_at=from_ts(r["created_at"]),
         announced=tuple(t for t in r["announced"].split(",") if t),
         profile=r["profile"],
+        previous_issuer=r["previous_issuer"],
+        overdue_announced_for=r["overdue_announced_for"],
     )
 
 
@@ -48,7 +51,7 @@ def _values(c: Certificate) -> list[Any]:
         uid(c.id), uid(c.workspace_id), uid(c.domain_id), c.apex, int(c.wildcard), c.status, c.issuer, c.provider,
         ts(c.not_before), ts(c.not_after), c.provider_certificate_id, c.provider_hostname_id, c.provider_ssl_id,
         c.provider_status, c.provider_hostname_status, ts(c.last_checked_at), c.last_error, ts(c.created_at),
-        ",".join(c.announced), c.profile,
+        ",".join(c.announced), c.profile, c.previous_issuer, c.overdue_announced_for,
     ]
 
 

@@ -103,6 +103,8 @@ class DomainRow:
     """When the domain last became verified: of two workspaces' verified domains for one hostname,
     the certificate of the one verified last is served (store/acme.py)."""
     cert_issuer: str | None = None
+    cert_previous_issuer: str | None = attrs.field(default=None, metadata=_internal)
+    "The latest certificate's ``previous_issuer``: the intermediate before its latest renewal, when it changed."
     cert_not_after: dt.datetime | None = None
     cert_next_renewal_at: dt.datetime | None = None
     cert_renew_at: dt.datetime | None = attrs.field(default=None, metadata=_internal)
@@ -236,6 +238,10 @@ class Certificate:
     "Why the certificate failed, shown through the domain's ``cert.lastError`` and summaries."
     announced: tuple[str, ...] = attrs.field(default=(), metadata=_internal)
     "The event types queued for it: a transition is announced once ([lifecycle] events)."
+    previous_issuer: str | None = attrs.field(default=None, metadata=_internal)
+    "The issuer (intermediate) before its latest renewal, when that renewal changed it; else None."
+    overdue_announced_for: str | None = attrs.field(default=None, metadata=_internal)
+    "The ``provider_certificate_id`` whose passing two thirds of its life was announced (``cert.renewal_overdue``)."
 
 
 @attrs.frozen

@@ -190,15 +190,17 @@ class TestSharedEnums:
 
     def test_delivery_types_are_the_named_event_types_the_service_sends(self):
         schemas = openapi()["components"]["schemas"]
-        assert schemas["EventType"]["enum"] == [*events.TYPES, *drift.EVENT_TYPES]
+        assert schemas["EventType"]["enum"] == [*events.TYPES, *drift.EVENT_TYPES, *events.TRANSITION_TYPES]
         for name in ("WebhookDelivery", "WebhookDeliveryDetail"):
             assert schemas[name]["properties"]["type"] == {"$ref": "#/components/schemas/EventType"}, name
 
-    def test_a_delivery_s_data_is_a_certificate_or_a_drift_summary(self):
+    def test_a_delivery_s_data_is_a_certificate_or_a_drift_summary_or_one_beyond_the_spec(self):
         schemas = openapi()["components"]["schemas"]
         for name in ("WebhookDelivery", "WebhookDeliveryDetail"):
             assert schemas[name]["properties"]["data"] == {"oneOf": [
-                {"$ref": "#/components/schemas/EventData"}, {"$ref": "#/components/schemas/DriftEventData"}]}, name
+                {"$ref": "#/components/schemas/EventData"}, {"$ref": "#/components/schemas/DriftEventData"},
+                {"$ref": "#/components/schemas/ChainChangedEventData"},
+                {"$ref": "#/components/schemas/RenewalOverdueEventData"}]}, name
         assert schemas["DriftEventData"]["properties"]["drift"]["items"] == {"$ref": "#/components/schemas/DriftProblem"}
 
     def test_an_events_provider_is_the_named_certificate_provider(self):

@@ -219,6 +219,12 @@ class CaClient:
         """The issued certificate with its chain (PEM, leaf first)."""
         return str(self._get(certificate_url).text)
 
+    def download_chains(self, certificate_url: str) -> tuple[str, tuple[str, ...]]:
+        """The issued certificate with the CA's default chain, and the URLs of the alternate chains
+        it offers (RFC 8555 section 7.4.2: ``Link: rel="alternate"`` on the download)."""
+        response = self._get(certificate_url)
+        return str(response.text), tuple(self.client._get_links(response, "alternate"))
+
     def revoke(self, chain_pem: str, *, reason: int) -> None:
         self.client.revoke(x509.load_pem_x509_certificate(chain_pem.encode()), reason)
 

@@ -7,7 +7,7 @@ Each step reads the order and does the one thing its status calls for:
 | ``pending``  | for each authorization still pending: publish the DNS-01 TXT value, and once every server of the delegation zone answers it, tell the CA to validate; a settled one's value goes |
 | ``ready``    | the TXT values go (every authorization is valid); finalize it with a request for the order's own key |
 | ``processing`` | nothing: the CA is issuing                                                          |
-| ``valid``    | download the chain: it becomes the certificate served, its key with it; the TXT values go |
+| ``valid``    | download the chain (the default, or the alternate ``preferred_chain`` names): it becomes the certificate served, its key with it; the TXT values go |
 | ``invalid``  | note the CA's reasons (its challenges', else the order's), explained; a new order may follow, paced (core/acme/failures.py) |
 
 A server of the zone that does not answer a new value within ``[delegation_dns]
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from core.acme import keys
+from core.acme import chains, keys
 from core.acme.cas import Ca, CaRefused
 from core.acme.client import Challenge, Order
 from core.acme.problems import Problem
@@ -73,6 +73,8 @@ class Orders:
     "Notes the CA's refusal of the certificate's validation (the pacing's), and says it in a customer's words."
     confirm_seconds: float = 60.0
     "The longest a step waits for every server of the zone to answer a new value (``confirm_timeout_seconds``)."
+    preferred_chain: str = ""
+    "The issuer of the top certificate of the chain wanted (``[provider.acme] preferred_chain``); empty: the CA's default."
 
     async def save(self, certificate: AcmeCertificate, *, new: bool = False) -> AcmeCertificate:
         """Store ``certificate``: a ``new`` one (a first order) is added; any other replaces the one
@@ -114,7 +116,7 @@ class Orders:
             await ca.call(ca.client.finalize, order, keys.csr_pem(certificate.apex, key_pem))
             return certificate
         if order.status == "valid" and order.certificate:
-            chain = await ca.call(ca.client.download, order.certificate)
+            chain = await self._chain(ca, order.certificate, certificate.apex)
             await self._withdraw(ca, order, target)
             return await self.save(self._issued(certificate, chain, order.profile))
         if order.status == "invalid":
@@ -126,6 +128,28 @@ class Orders:
             return await self.save(attrs.evolve(
                 certificate, status="invalid", order_url=None, order_key_ciphertext=None, replaces=None, error=why))
         return certificate  # processing: the CA is at work
+
+    async def _chain(self, ca: Ca, certificate_url: str, apex: str) -> str:
+        """The chain to serve, exactly as the CA returned it: its default, or the alternate whose top
+        certificate ``preferred_chain`` names (core/acme/chains.py). A name none of them has is
+        logged, and the default served: a chain the CA no longer offers must not stop issuance."""
+        default, alternates = await ca.call(ca.client.download_chains, certificate_url)
+        preferred = self.preferred_chain.strip()
+        if not preferred or chains.wanted(default, preferred):
+            return default
+        offered = [chains.top_issuer(default)]
+        for url in alternates:
+            alternate = await ca.call(ca.client.download, url)
+            if not chains.same_leaf(default, alternate):
+                log.warning("the alternate chain %s of %s's certificate holds another certificate: ignored", url, apex)
+                continue
+            if chains.wanted(alternate, preferred):
+                log.info("the chain to %r is served for %s (preferred_chain)", preferred, apex)
+                return alternate
+            offered.append(chains.top_issuer(alternate))
+        log.warning("%s offers no chain to %r (preferred_chain) for %s, only to %s: its default chain is served",
+                    ca.directory_url, preferred, apex, ", ".join(repr(name) for name in offered))
+        return default
 
     def _order_key(self, certificate: AcmeCertificate) -> str:
         assert certificate.order_key_ciphertext is not None

@@ -90,7 +90,8 @@ class AcmeProvider:
         self._negative: int | None = NEGATIVE_TTL if config.delegation_dns.mode == "builtin" else None
         self.cas, self._executor = make_cas(self.config)
         self.orders = Orders(store=store, keyring=keyring, clock=clock, records=records, refused=self._refused,
-                             confirm_seconds=config.delegation_dns.confirm_timeout_seconds)
+                             confirm_seconds=config.delegation_dns.confirm_timeout_seconds,
+                             preferred_chain=self.config.preferred_chain)
         self.pacers: dict[str, Pacer] = {}
         for ca in self.cas:
             pacer = Pacer(self.config.orders_per_window, self.config.window_seconds,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -23,7 +23,7 @@ from core.domains.drift import drift_ops_status
 from core.edge import ProviderState
 from core.edge.words import provider_words
 from core.errors import NotFound
-from core.wire import dumps
+from core.wire import dumps, format_timestamp
 from store.records import DEFAULT_ISSUER, Certificate, DomainRow, Workspace
 
 if TYPE_CHECKING:
@@ -102,6 +102,9 @@ def store(
         announce = events.to_announce(services, base, updated, new_request=new_request)
         if announce is not None:
             updated = attrs.evolve(updated, announced=(*updated.announced, announce))
+        beyond = _beyond_spec(services, base, updated, state)
+        if any(kind == events.RENEWAL_OVERDUE for kind, _ in beyond):  # once per certificate
+            updated = attrs.evolve(updated, overdue_announced_for=updated.provider_certificate_id)
         if existing is None:
             store.certificates.insert(updated)
         else:
@@ -113,10 +116,31 @@ def store(
         summary = summary_of(updated, message)
         if announce is not None:
             events.record(services, updated, announce)
+        for kind, extra in beyond:
+            events.record(services, updated, kind, extra)
         if claim is not None:
             idem.complete(services, claim, status_code=200, body=dumps(summary))
     log.info("certificate %s of %s: %s / %s (trace %s)", updated.id, row.apex, updated.status, classified.domain, trace_id)
     return summary
+
+
+def _beyond_spec(services: Services, before: Certificate, after: Certificate,
+                 state: ProviderState | None) -> list[tuple[str, dict[str, Any]]]:
+    """The events beyond the spec's that storing ``after`` queues (core/certificates/events.py):
+    ``cert.chain_changed`` for a renewal from another intermediate, ``cert.renewal_overdue`` for a
+    certificate past two thirds of its life without a successor. Only in ``"transitions"`` mode."""
+    if state is None or services.config.lifecycle.events != "transitions":
+        return []
+    found: list[tuple[str, dict[str, Any]]] = []
+    if events.chain_changed(before, after):
+        found.append((events.CHAIN_CHANGED, {"issuer": after.issuer, "previousIssuer": before.issuer}))
+    if events.overdue(services, after, state.issued_at, state.expires_at):
+        assert state.issued_at is not None and state.expires_at is not None
+        since = state.issued_at + (state.expires_at - state.issued_at) * events.OVERDUE_AFTER
+        found.append((events.RENEWAL_OVERDUE, {"issuer": after.issuer, "issuedAt": format_timestamp(state.issued_at),
+                                               "overdueSince": format_timestamp(since),
+                                               "notAfter": format_timestamp(state.expires_at)}))
+    return found
 
 
 def _new_certificate(services: Services, row: DomainRow, now: dt.datetime) -> Certificate:
@@ -144,7 +168,7 @@ def _apply(base: Certificate, state: ProviderState | None, classified: Classifie
     )
     if state is None:
         return attrs.evolve(certificate, last_checked_at=now) if answered else certificate
-    return attrs.evolve(
+    renewed = attrs.evolve(
         certificate,
         issuer=state.issuer or base.issuer,
         not_after=state.expires_at or base.not_after,
@@ -157,6 +181,10 @@ def _apply(base: Certificate, state: ProviderState | None, classified: Classifie
         profile=state.profile if state.certificate_id else base.profile,
         last_checked_at=now,
     )
+    if renewed.provider_certificate_id == base.provider_certificate_id:
+        return renewed
+    # Another certificate: the issuer it replaced is kept when it differs, forgotten when it does not.
+    return attrs.evolve(renewed, previous_issuer=base.issuer if events.chain_changed(base, renewed) else None)
 
 
 def _domain_with(
@@ -175,6 +203,7 @@ def _domain_with(
         row,
         cert_status=classified.domain,
         cert_issuer=certificate.issuer if certificate.issuer != DEFAULT_ISSUER else None,
+        cert_previous_issuer=certificate.previous_issuer,
         cert_not_after=certificate.not_after,
         cert_next_renewal_at=next_renewal(certificate.not_after),
         cert_renew_at=state.renew_at if state is not None else row.cert_renew_at,

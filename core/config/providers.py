@@ -92,6 +92,10 @@ class AcmeConfig:
     "The CA's limit of failed validations per hostname and hour (Let's Encrypt: 5): orders stay within it, at every CA."
     stop_after_failed_validations: int = attrs.field(default=8, validator=_check("provider.acme.stop_after_failed_validations", _positive, "must be positive"))
     "Failed validations in a row after which the background checks order no more for the hostname, until its records change or a person asks."
+    preferred_chain: str = ""
+    """Of the chains a CA offers for a certificate (its default, and its ``Link: rel="alternate"``
+    ones, RFC 8555 section 7.4.2), the one whose top certificate was issued by this common name
+    (certbot's ``--preferred-chain``); empty, or offered by none: the CA's default chain."""
 
     def profiles(self) -> list[tuple[str, str]]:
         """Each configured CA's directory URL with the profile asked of it ("" for its default), the

@@ -21,7 +21,7 @@ from core.domains.records import (
     delegation_record,
     ownership_record,
 )
-from core.wire import dump, format_timestamp
+from core.wire import INTERNAL, dump, format_timestamp
 from store.domain_rows import StoredDomain, from_columns
 from store.records import DomainRow, DriftProblem
 
@@ -53,6 +53,8 @@ class CertSummary:
     last_issued_at: dt.datetime | None = None
     last_error: str | None = None
     trace_id: uuid.UUID | None = None
+    previous_issuer: str | None = attrs.field(default=None, metadata={INTERNAL: True})
+    "The intermediate before the latest renewal, when it changed (the portal says so; the API does not)."
 
 
 @attrs.frozen
@@ -102,6 +104,7 @@ def present(row: DomainRow) -> Domain:
             last_issued_at=row.cert_last_issued_at,
             last_error=row.cert_error,
             trace_id=row.cert_trace_id,
+            previous_issuer=row.cert_previous_issuer,
         ),
         ops_status=row.ops_status,
         next_check_at=row.next_check_at,

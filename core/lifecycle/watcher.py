@@ -12,7 +12,10 @@ asks (core/domains/schedule.py) and plans its next check:
   request the service's own checks stopped before the provider was asked (CAA, DNSSEC, ACME's
   CNAME) is requested again once the CAA pre-flight and the CNAME pass, with no API call;
 - ``active``: the delegation CNAME and CAA are checked for drift, and the certificate is read back
-  from the provider, so a renewal it made moves ``notAfter`` and the rest.
+  from the provider, so a renewal it made moves ``notAfter`` and the rest; with ``[lifecycle]
+  events = "transitions"`` that reading announces a renewal from another intermediate
+  (``cert.chain_changed``) and a certificate past two thirds of its life without a successor
+  (``cert.renewal_overdue``, once per certificate): core/certificates/events.py.
 
 Provider calls made here are marked as background (core/edge/pacing.py): they take at most
 ``[lifecycle] provider_share`` of the request window and let everyone else go first.

@@ -38,9 +38,11 @@ EVENT_CHOICES: tuple[tuple[str, str], ...] = (
     (certificate_events.ISSUE_FAILED, "issuance failed"),
 )
 #: Offered too where they are sent: only with ``[lifecycle] events = "transitions"``.
-DRIFT_CHOICES: tuple[tuple[str, str], ...] = (
+TRANSITION_CHOICES: tuple[tuple[str, str], ...] = (
     (drift.DETECTED, "a check found the DNS a renewal needs wrong (drift)"),
     (drift.CLEARED, "that drift is fixed"),
+    (certificate_events.CHAIN_CHANGED, "a renewal came from another intermediate than the certificate it replaced"),
+    (certificate_events.RENEWAL_OVERDUE, "a certificate passed two thirds of its life without a renewal"),
 )
 
 
@@ -68,7 +70,7 @@ class WebhooksHandler(PortalHandler):
         return self.services.config.lifecycle.events == "transitions"
 
     def event_choices(self) -> tuple[tuple[str, str], ...]:
-        return (*EVENT_CHOICES, *DRIFT_CHOICES) if self.transitions else EVENT_CHOICES
+        return (*EVENT_CHOICES, *TRANSITION_CHOICES) if self.transitions else EVENT_CHOICES
 
     async def endpoint(self, endpoint_id: str) -> WebhookEndpoint:
         try:

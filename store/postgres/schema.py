@@ -24,6 +24,7 @@ from store.schema_22 import POSTGRES as MIGRATION_22
 from store.schema_23 import POSTGRES as MIGRATION_23
 from store.schema_24 import POSTGRES as MIGRATION_24
 from store.schema_25 import POSTGRES as MIGRATION_25
+from store.schema_26 import POSTGRES as MIGRATION_26
 from store.schema_acme import ACME_PG
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import Migration
@@ -375,3 +376,4 @@ MIGRATIONS_PG.append(MIGRATION_22)
 MIGRATIONS_PG.append(MIGRATION_23)
 MIGRATIONS_PG.append(MIGRATION_24)
 MIGRATIONS_PG.append(MIGRATION_25)
+MIGRATIONS_PG.append(MIGRATION_26)

@@ -11,6 +11,7 @@ from store.schema_22 import SQLITE as MIGRATION_22
 from store.schema_23 import SQLITE as MIGRATION_23
 from store.schema_24 import SQLITE as MIGRATION_24
 from store.schema_25 import SQLITE as MIGRATION_25
+from store.schema_26 import SQLITE as MIGRATION_26
 from store.schema_acme import ACME_SQLITE
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import FIRST, Migration
@@ -206,3 +207,4 @@ MIGRATIONS.append(MIGRATION_22)
 MIGRATIONS.append(MIGRATION_23)
 MIGRATIONS.append(MIGRATION_24)
 MIGRATIONS.append(MIGRATION_25)
+MIGRATIONS.append(MIGRATION_26)

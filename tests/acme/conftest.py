@@ -52,13 +52,18 @@ class AcmeLab:
 
 @pytest.fixture(scope="module")
 def acme_lab(tmp_path_factory) -> Iterator[AcmeLab]:
+    yield from make_lab(tmp_path_factory)
+
+
+def make_lab(tmp_path_factory, **pebble_options) -> Iterator[AcmeLab]:
+    """The lab; ``pebble_options`` for its Pebble (``alternate_roots``: a module that needs them)."""
     folder = tmp_path_factory.mktemp("acme-lab")
     dns_port = free_port()
     lab = DnsLab(folder / "dns")
     (folder / "dns").mkdir()
     lab.stubs[ZONE] = f"127.0.0.1@{dns_port}"
     lab.start()
-    pebble = Pebble(folder / "pebble", dns_server=lab.resolver).start()
+    pebble = Pebble(folder / "pebble", dns_server=lab.resolver, **pebble_options).start()
     directory = Directory(pebble).start()
     yield AcmeLab(lab=lab, dns_port=dns_port, pebble=pebble, directory=directory)
     directory.stop()

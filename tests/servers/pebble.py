@@ -47,14 +47,18 @@ def missing() -> str | None:
 
 class Pebble:
     def __init__(self, folder: Path, *, dns_server: str, eab: dict[str, str] | None = None,
-                 ca: trustme.CA | None = None) -> None:
+                 ca: trustme.CA | None = None, alternate_roots: int = 0) -> None:
         """``ca``: the throwaway CA its HTTPS certificate comes from (another Pebble's, so that one
-        bundle trusts both)."""
+        bundle trusts both). ``alternate_roots``: that many roots besides its first, each offered as
+        an alternate chain of every certificate (``PEBBLE_ALTERNATE_ROOTS``, ``Link: rel="alternate"``)."""
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         self.dns_server = dns_server
         self.eab = eab or {}
+        self.alternate_roots = alternate_roots
         self.port, self.management_port = free_port(), free_port()
+        while self.management_port == self.port:  # the system may hand out a port it just freed again
+            self.management_port = free_port()
         self.directory_url = f"https://127.0.0.1:{self.port}/dir"
         self.ca = ca = ca or trustme.CA()
         leaf = ca.issue_cert("127.0.0.1", "localhost")
@@ -75,7 +79,8 @@ class Pebble:
         }}
         (self.folder / "pebble.json").write_text(json.dumps(config))
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PEBBLE_VA_NOSLEEP": "1",
-               "PEBBLE_WFE_NONCEREJECT": "0", "PEBBLE_AUTHZREUSE": "0"}
+               "PEBBLE_WFE_NONCEREJECT": "0", "PEBBLE_AUTHZREUSE": "0",
+               "PEBBLE_ALTERNATE_ROOTS": str(self.alternate_roots)}
         with open(self.folder / "pebble.log", "ab") as log:
             assert PEBBLE is not None
             self.process = subprocess.Popen([PEBBLE, "-config", str(self.folder / "pebble.json"),
@@ -102,9 +107,10 @@ class Pebble:
         found = json.loads(self._get(f"https://127.0.0.1:{self.management_port}/cert-status-by-serial/{serial:x}"))
         return str(found["Status"])
 
-    def root_pem(self) -> str:
-        """The root Pebble issues from this run (it makes a new one each start)."""
-        return self._get(f"https://127.0.0.1:{self.management_port}/roots/0").decode()
+    def root_pem(self, index: int = 0) -> str:
+        """The root Pebble issues from this run (it makes a new one each start); ``index`` > 0: an
+        alternate root's."""
+        return self._get(f"https://127.0.0.1:{self.management_port}/roots/{index}").decode()
 
     def _get(self, url: str) -> bytes:
         with urllib.request.urlopen(url, context=self._ssl, timeout=5) as answer:
@@ -153,6 +159,8 @@ class Directory:
         "(status, problem) answered to every new order."
         self.orders: list[dict[str, object]] = []
         "The payload of each new order, refused or not."
+        self.downloads: dict[str, str] = {}
+        "Each certificate downloaded, as Pebble returned it (PEM), by its URL's path."
         directory = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -201,6 +209,8 @@ class Directory:
 
             def _relay(self, method: str, body: bytes | None, profile: str | None = None) -> None:
                 status, headers, data = directory._pass(self, method, self.path, body)
+                if self.path.startswith("/certZ/") and status == 200:
+                    directory.downloads[self.path] = data.decode()
                 data = directory._with_profile(self.path, headers, data, profile)
                 self.send_response(status)
                 for name, value in headers:
