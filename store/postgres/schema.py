@@ -23,6 +23,7 @@ from store.schema_21 import POSTGRES as MIGRATION_21
 from store.schema_22 import POSTGRES as MIGRATION_22
 from store.schema_23 import POSTGRES as MIGRATION_23
 from store.schema_24 import POSTGRES as MIGRATION_24
+from store.schema_28 import POSTGRES as MIGRATION_28
 from store.schema_acme import ACME_PG
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import Migration
@@ -373,3 +374,4 @@ MIGRATIONS_PG.append(MIGRATION_21)
 MIGRATIONS_PG.append(MIGRATION_22)
 MIGRATIONS_PG.append(MIGRATION_23)
 MIGRATIONS_PG.append(MIGRATION_24)
+MIGRATIONS_PG.append(MIGRATION_28)

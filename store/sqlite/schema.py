@@ -10,6 +10,7 @@ from store.schema_21 import SQLITE as MIGRATION_21
 from store.schema_22 import SQLITE as MIGRATION_22
 from store.schema_23 import SQLITE as MIGRATION_23
 from store.schema_24 import SQLITE as MIGRATION_24
+from store.schema_28 import SQLITE as MIGRATION_28
 from store.schema_acme import ACME_SQLITE
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import FIRST, Migration
@@ -204,3 +205,4 @@ MIGRATIONS.append(MIGRATION_21)
 MIGRATIONS.append(MIGRATION_22)
 MIGRATIONS.append(MIGRATION_23)
 MIGRATIONS.append(MIGRATION_24)
+MIGRATIONS.append(MIGRATION_28)
