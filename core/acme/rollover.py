@@ -79,7 +79,7 @@ def _change(store: Store, keyring: Keyring, client: CaClient, kept: AcmeAccount)
     try:
         with store.transaction():
             begun = store.acme.begin_key_change(url, sealed)
-    except Exception as exc:  # the database's errors, either backend's: nothing was asked of the CA
+    except Exception as exc:  # noqa: BLE001 (the database's errors, either backend's: the CA was not asked)
         raise RolloverError(f"{url}: the new key could not be written to the database ({type(exc).__name__}: "
                             f"{exc}); the CA was not asked, the account keeps its key") from None
     if not begun:
@@ -127,7 +127,7 @@ def _finish(store: Store, url: str, sealed: str, *, what: str) -> None:
     try:
         with store.transaction():
             store.acme.finish_key_change(url, sealed)
-    except Exception as exc:  # the database's errors, either backend's
+    except Exception as exc:  # noqa: BLE001 (the database's errors, either backend's: said with what to do)
         log.error("ACME account key rollover at %s: the CA holds the new key but the database did not record it", url)
         raise RolloverError(
             f"{url}: THE CA NOW HOLDS THE NEW KEY, BUT THE DATABASE COULD NOT RECORD IT as the account's key "

@@ -59,8 +59,8 @@ class TestRollover:
         before = await registered(services, clock)
         lines = commands.roll_account_key(services, directory=None)
         assert services.store.acme.account(before.directory_url).account_url == before.account_url
-        assert lines == [f"{before.directory_url}: account {before.account_url} now signs with a new key; the old key "
-                         "is forgotten"]
+        said = f"{before.directory_url}: account {before.account_url} now signs with a new key; the old key is forgotten"
+        assert lines == [said]
 
     @pytest.mark.gen_test
     async def test_the_old_key_is_refused_by_the_ca_afterwards(self, services, clock):
