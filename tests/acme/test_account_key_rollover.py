@@ -14,7 +14,7 @@ from core.runtime import commands
 from store.acme import ACCOUNT_KEY, AcmeAccount
 from tests.acme.conftest import needs_lab
 from tests.acme.test_issuing import add, verify
-from tests.servers.service import free_port
+from tests.servers.service import free_port, run_app
 
 pytestmark = needs_lab
 
@@ -148,6 +148,35 @@ def half_way(services, before):
     with services.store.transaction():
         services.store.acme.begin_key_change(url, services.keyring.encrypt(ACCOUNT_KEY, new_pem, bound_to=url))
     return new_pem
+
+
+def config_file(services, tmp_path):
+    """The operator's configuration file for the test's database and CA."""
+    storage, acme, zone = services.config.storage, services.config.provider.acme, services.config.delegation_dns
+    path = tmp_path / "ops.toml"
+    path.write_text(f'''[storage]\npath = "{storage.path}"\nsecret_key_file = "{storage.secret_key_file}"\n
+[provider]\nkind = "acme"\n[provider.acme]\ndirectory_url = "{acme.directory_url}"\nca_bundle = "{acme.ca_bundle}"\n
+[delegation_dns]\nzone = "{zone.zone}"\nnameservers = ["ns1.saas.test"]\n''')
+    return path
+
+
+class TestTheOperatorsCommand:
+    @pytest.mark.gen_test
+    async def test_a_refusal_exits_2_naming_the_ca_and_that_the_key_is_kept(self, services, clock, tmp_path):
+        before = await registered(services, clock)
+        services.store.sql.execute("UPDATE acme_accounts SET account_url = ?", [before.account_url + "0000"])
+        result = run_app(config_file(services, tmp_path), "roll-account-key")
+        assert result.returncode == 2, result.stdout
+        assert result.stderr.startswith(f"roll-account-key: {before.directory_url}: the CA refused the key change: ")
+        assert result.stderr.rstrip().endswith("the account keeps its key")
+
+    @pytest.mark.gen_test
+    async def test_a_rollover_prints_one_line_per_ca(self, services, clock, tmp_path):
+        before = await registered(services, clock)
+        result = run_app(config_file(services, tmp_path), "roll-account-key")
+        assert (result.returncode, result.stderr) == (0, "")
+        assert result.stdout == (f"{before.directory_url}: account {before.account_url} now signs with a new key; "
+                                 "the old key is forgotten\n")
 
 
 class TestRolloverLeftHalfWay:
