@@ -25,8 +25,11 @@ class AcmeAccount:
     directory_url: str
     account_url: str
     key_ciphertext: str
-    "The account's private key (JWK JSON), encrypted with the service's key, bound to the directory URL."
+    "The account's private key (PEM), encrypted with the service's key, bound to the directory URL."
     created_at: dt.datetime
+    pending_key_ciphertext: str | None = None
+    """The new key of a key rollover under way or left half-way (core/acme/rollover.py), encrypted
+    as ``key_ciphertext`` is; None when none is."""
 
 
 @attrs.frozen
@@ -111,7 +114,8 @@ class AcmeRepo:
             return None
         r = rows[0]
         return AcmeAccount(directory_url=r["directory_url"], account_url=r["account_url"],
-                           key_ciphertext=r["key_ciphertext"], created_at=from_ts(r["created_at"]))
+                           key_ciphertext=r["key_ciphertext"], created_at=from_ts(r["created_at"]),
+                           pending_key_ciphertext=r["pending_key_ciphertext"])
 
     def add_account(self, account: AcmeAccount) -> AcmeAccount:
         """Keep ``account``, unless another process kept one for the same CA first: the one kept."""
@@ -123,6 +127,32 @@ class AcmeRepo:
         kept = self.account(account.directory_url)
         assert kept is not None
         return kept
+
+    def begin_key_change(self, directory_url: str, key_ciphertext: str) -> bool:
+        """Keep ``key_ciphertext`` as the account's pending key, before the CA is asked to take it:
+        whatever happens next, the key the CA may hold is in the database. False when another
+        rollover's key is pending already (or no account is kept)."""
+        return bool(self.db.execute(
+            """UPDATE acme_accounts SET pending_key_ciphertext = ?
+               WHERE directory_url = ? AND pending_key_ciphertext IS NULL""",
+            [key_ciphertext, directory_url]).rowcount)
+
+    def finish_key_change(self, directory_url: str, key_ciphertext: str) -> None:
+        """The CA holds ``key_ciphertext``'s key now: it becomes the account's key, the old one is
+        overwritten (forgotten), and it is pending no more. Written whatever is pending meanwhile:
+        the CA holds this key, whatever another rollover wrote."""
+        self.db.execute(
+            """UPDATE acme_accounts SET key_ciphertext = ?,
+                   pending_key_ciphertext = CASE WHEN pending_key_ciphertext = ? THEN NULL
+                                                 ELSE pending_key_ciphertext END
+               WHERE directory_url = ?""",
+            [key_ciphertext, key_ciphertext, directory_url])
+
+    def drop_pending_key(self, directory_url: str, key_ciphertext: str) -> None:
+        """The CA does not hold the pending key ``key_ciphertext``: it goes (another's stays)."""
+        self.db.execute(
+            "UPDATE acme_accounts SET pending_key_ciphertext = NULL WHERE directory_url = ? AND pending_key_ciphertext = ?",
+            [directory_url, key_ciphertext])
 
     # -- certificates --------------------------------------------------------------------------
 

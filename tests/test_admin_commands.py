@@ -448,7 +448,8 @@ class TestEveryCommandActsOnTheDatabaseItsConfigurationNames:
 #: The commands that open the service's database (check-config and domain-connect-template write nothing).
 OPENING = {"backup": ["backup", "copy.sqlite3"], "copy-to-postgres": ["copy-to-postgres", "postgresql://cps@127.0.0.1:9/cps"],
            "list-workspaces": ["list-workspaces"], "purge": ["purge"], "rebind-user": ["rebind-user", "--email", "a@example.com"],
-           "create-api-key": ["create-api-key", "--workspace", str(uuid.UUID(int=1)), "--scopes", "*"]}
+           "create-api-key": ["create-api-key", "--workspace", str(uuid.UUID(int=1)), "--scopes", "*"],
+           "roll-account-key": ["roll-account-key"]}
 
 
 class TestACommandNeverCreatesTheDatabaseOrTheKey:

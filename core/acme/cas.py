@@ -9,6 +9,14 @@ configured for the CA when its directory offers it (``Ca.order_profile``); when 
 CA's default is ordered and the log says so once, or, with ``profile_required``, the CA is not
 ordered from (``ProfileNotOffered``). The directory is read once a process. Each CA has an account of ours, created on first use with a key kept encrypted with
 the service's key (store/acme.py); a second process finding one kept uses it.
+
+The account's key is loaded once; the operator may roll it over meanwhile (``roll-account-key``,
+core/acme/rollover.py), from another process. A request the CA then refuses as signed by a key it
+no longer holds (``unauthorized``, ``malformed``: "JWS verification error", ``badPublicKey``,
+``accountDoesNotExist``) has the account read again: when another key is kept now (the account's,
+else a rollover's pending one), it is loaded and the request sent again, once. So orders in flight
+go on. Only the answer to a challenge is not sent again: the TXT value published was the old key's
+(a key authorization names the key), so it waits for the next step, which publishes the new one.
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ T = TypeVar("T")
 THREADS = 8
 #: Problem types that say the CA cannot take the request now, not that the hostname is refused.
 _DOWN = frozenset({"serverInternal", "rateLimited", "badNonce", "userActionRequired"})
+#: Problem types a CA answers a request signed with a key it no longer holds for the account.
+_KEY_REFUSED = frozenset({"unauthorized", "malformed", "badPublicKey", "accountDoesNotExist"})
 
 
 class CaDown(Exception):
@@ -80,9 +90,44 @@ class Ca:
         "Our account's URL there, once known (CAA ``accounturi``)."
         self._signing = False
         self._identities: tuple[str, ...] | None = None
+        self._kept: tuple[Store, Keyring] | None = None
+        "Where the account's key is read again after a rollover, once ``ready``."
+        self._key_ciphertext: str | None = None
+        "The kept key loaded: the account's, or a rollover's pending one."
 
     async def call(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
-        """``fn`` in a worker thread, its failures sorted into ``CaDown`` and ``CaRefused``."""
+        """``fn`` in a worker thread, its failures sorted into ``CaDown`` and ``CaRefused``; a
+        request refused as signed by a key rolled over meanwhile is sent again with the key kept now."""
+        try:
+            return await self._call(fn, *args, **kwargs)
+        except CaRefused as refusal:
+            if refusal.problem.type not in _KEY_REFUSED or not await self._reload_key():
+                raise
+        if fn == self.client.answer:
+            raise CaDown(f"{self.directory_url}: our account's key was rolled over while a challenge was being "
+                         "answered; the next step publishes the new key's value and answers it") from None
+        log.info("%s refused our account's old key (rolled over): sent again with the key kept now", self.directory_url)
+        return await self._call(fn, *args, **kwargs)
+
+    async def _reload_key(self) -> bool:
+        """Whether another key than the one loaded is kept for the account now (rolled over by
+        another process): if so, it is loaded."""
+        if self._kept is None:
+            return False
+        store, keyring = self._kept
+        kept = await store.run(store.acme.account, self.directory_url)
+        if kept is None:
+            return False
+        candidates = [kept.key_ciphertext, kept.pending_key_ciphertext]
+        sealed = next((c for c in candidates if c is not None and c != self._key_ciphertext), None)
+        if sealed is None:
+            return False
+        key = keys.account_key(keyring.decrypt(ACCOUNT_KEY, sealed, bound_to=self.directory_url))
+        await self._call(self.client.use, key, kept.account_url)
+        self._key_ciphertext = sealed
+        return True
+
+    async def _call(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(*args, **kwargs))
         except requests.RequestException as exc:
@@ -139,8 +184,9 @@ class Ca:
                                                              key_ciphertext=sealed, created_at=clock.now()))
             log.info("ACME account at %s: %s", self.directory_url, kept.account_url)
         key = keys.account_key(keyring.decrypt(ACCOUNT_KEY, kept.key_ciphertext, bound_to=self.directory_url))
-        await self.call(self.client.use, key, kept.account_url)
+        await self._call(self.client.use, key, kept.account_url)
         self.account_url, self._signing = kept.account_url, True
+        self._kept, self._key_ciphertext = (store, keyring), kept.key_ciphertext
 
 
 def _keep(store: Store, account: AcmeAccount) -> AcmeAccount:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,7 @@ import attrs
 from acme import challenges, messages
 from acme import client as acme_client
 from acme import errors as acme_errors
+from acme import jws as acme_jws
 from cryptography import x509
 from josepy.json_util import field
 from josepy.jwa import ES256
@@ -176,6 +178,36 @@ class CaClient:
     def use(self, key: JWK, account_url: str) -> None:
         self._net.key = key
         self._net.account = messages.RegistrationResource(uri=account_url, body=messages.Registration())
+
+    def change_key(self, new_key: JWK) -> None:
+        """Roll the account's key over to ``new_key`` (RFC 8555 section 7.3.5), signing with the key
+        in ``use``. The package has no helper: the inner JWS, signed by the new key with it as
+        ``jwk``, the same ``url`` and no nonce, carries the account and the old public key; the
+        outer one is the package's usual request (the old key, ``kid`` the account URL). From
+        then on the client signs with ``new_key``."""
+        assert self._net.key is not None and self._net.account is not None
+        url = self.client.directory["keyChange"]
+        payload = {"account": self._net.account.uri, "oldKey": self._net.key.public_key().to_json()}
+        # acme's JWS protects alg, jwk (no kid given) and url; a nonce of None is left out.
+        inner = acme_jws.JWS.sign(json.dumps(payload).encode(), key=new_key, alg=ES256, nonce=None, url=url)
+        self.client._post(url, inner)
+        self._net.key = new_key
+
+    def account_of(self, key: JWK) -> str | None:
+        """The URL of the account ``key`` is the key of at the CA, or None: asked with
+        ``onlyReturnExisting`` (RFC 8555 section 7.3.1), which creates nothing. What a rollover
+        left half-way asks of its new key. The client signs with ``key`` afterwards, unbound."""
+        self._net.key, self._net.account = key, None
+        try:
+            response = self.client._post(self.client.directory["newAccount"],
+                                         messages.Registration(only_return_existing=True))
+        except messages.Error as exc:
+            if exc.code == "accountDoesNotExist":
+                return None
+            raise
+        except acme_errors.ConflictError as exists:
+            return str(exists.location)
+        return str(response.headers.get("Location") or "") or None
 
     # -- orders --------------------------------------------------------------------------------
 

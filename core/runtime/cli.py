@@ -76,6 +76,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     who.add_argument("--from-issuer", metavar="URL", help="every user bound to this (old) issuer")
     purge = subcommands.add_parser("purge", parents=[config], help="drop old idempotency records and delivered webhook deliveries")
     purge.add_argument("--webhook-days", type=int, default=30, help="keep delivered deliveries this many days (default 30)")
+    roll = subcommands.add_parser("roll-account-key", parents=[config],
+                                  help="roll the ACME account key over at each configured CA (RFC 8555 keyChange)")
+    roll.add_argument("--directory", metavar="URL", help="only this configured CA (its directory URL)")
     args = parser.parse_args(argv)
     after = vars(args).pop("config_after_command", None)
     if after is not None:
@@ -115,5 +118,7 @@ def run_command(args: argparse.Namespace, services: Services) -> list[str]:
         return commands.list_workspaces(services, email=args.email)
     if args.command == "rebind-user":
         return commands.rebind_users(services, email=args.email, from_issuer=args.from_issuer)
+    if args.command == "roll-account-key":
+        return commands.roll_account_key(services, directory=args.directory)
     assert args.command == "purge"
     return commands.purge(services, webhook_days=args.webhook_days)

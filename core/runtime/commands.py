@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.acme import rollover
 from core.certificates import idempotency
 from core.config import ConfigError
 from core.crypto import SecretKeyError, read_master_key
@@ -331,6 +332,31 @@ def purge(services: Services, *, webhook_days: int) -> list[str]:
         f"purged {records} idempotency record(s) older than {idempotency.RETENTION.total_seconds() / 3600:g} hours",
         f"purged {deliveries} delivered webhook delivery(ies) older than {webhook_days} day(s), with their attempts",
     ]
+
+
+def roll_account_key(services: Services, *, directory: str | None) -> list[str]:
+    """Roll our ACME account's key over at each configured CA, or at ``directory`` alone (RFC 8555
+    section 7.3.5; core/acme/rollover.py): the accounts stay, their keys change. Each CA is rolled
+    over on its own; a CA that refused or could not be heard from fails the command, after the
+    others were done, with what happened there and what to do. Nothing secret is said."""
+    acme = services.config.provider.acme
+    if services.config.provider.kind != "acme":
+        raise CommandError(f'roll-account-key: [provider] kind is "{services.config.provider.kind}": the service '
+                           'has ACME accounts only with kind = "acme"')
+    configured = list(dict.fromkeys([acme.directory_url, *acme.fallback_directory_urls]))
+    if directory is not None and directory not in configured:
+        raise CommandError(f"roll-account-key: --directory {directory} is not a configured CA ([provider.acme] "
+                           f"directory_url or fallback_directory_urls: {', '.join(configured)})")
+    lines: list[str] = []
+    failed: list[str] = []
+    for url in [directory] if directory is not None else configured:
+        try:
+            lines.append(rollover.roll(services.store, services.keyring, acme, url))
+        except rollover.RolloverError as exc:
+            failed.append(str(exc))
+    if failed:
+        raise CommandError("\n".join([*lines, *(f"roll-account-key: {why}" for why in failed)]))
+    return lines
 
 
 def _reason(exc: Exception) -> str:

@@ -25,6 +25,7 @@ from store.schema_23 import POSTGRES as MIGRATION_23
 from store.schema_24 import POSTGRES as MIGRATION_24
 from store.schema_25 import POSTGRES as MIGRATION_25
 from store.schema_26 import POSTGRES as MIGRATION_26
+from store.schema_27 import POSTGRES as MIGRATION_27
 from store.schema_acme import ACME_PG
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import Migration
@@ -377,3 +378,4 @@ MIGRATIONS_PG.append(MIGRATION_23)
 MIGRATIONS_PG.append(MIGRATION_24)
 MIGRATIONS_PG.append(MIGRATION_25)
 MIGRATIONS_PG.append(MIGRATION_26)
+MIGRATIONS_PG.append(MIGRATION_27)
