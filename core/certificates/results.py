@@ -204,9 +204,7 @@ def _last_issued(row: DomainRow, certificate: Certificate, state: ProviderState 
     """When the certificate served was issued: the provider's word (a renewal it reports moves it),
     else the moment the service first found it active."""
     issued = state.issued_at if state is not None and certificate.status == "active" else None
-    if issued is not None and (became_active or row.cert_last_issued_at is None or issued > row.cert_last_issued_at):
-        return issued
-    return now if became_active else row.cert_last_issued_at
+    return issued or (now if became_active else row.cert_last_issued_at)
 
 
 def note_failure(services: Services, workspace: Workspace, domain_id: uuid.UUID, *, message: str, trace_id: uuid.UUID) -> None:

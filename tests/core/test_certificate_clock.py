@@ -54,11 +54,6 @@ def test_a_six_day_certificate_past_its_renewal_time_is_checked_every_hour_or_tw
     assert next_wait(active(NOW - 4 * DAY, 6 * DAY)) <= 6 * DAY / 90 * JITTER
 
 
-def test_a_six_day_certificate_is_checked_at_its_renewal_time_however_the_jitter_falls():
-    row = active(NOW - 4 * DAY + 2 * HOUR, 6 * DAY)
-    assert next_wait(row) <= 2 * HOUR
-
-
 def test_a_shorter_active_check_seconds_is_kept_for_a_six_day_certificate():
     row = active(NOW, 6 * DAY)
     planned = schedule.after_check(row, row, LifecycleConfig(active_check_seconds=600), NOW)
