@@ -47,16 +47,16 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core import lifetimes  # noqa: E402
-from core.acme import renewal  # noqa: E402
-from core.acme.client import RenewalWindow  # noqa: E402
-from core.acme.orders import renewal_due  # noqa: E402
-from core.config import AcmeConfig, LifecycleConfig  # noqa: E402
-from core.domains import schedule  # noqa: E402
-from core.edge import ProviderBusy  # noqa: E402
-from core.edge.pacing import BACKGROUND, Pacer  # noqa: E402
-from store.acme import AcmeCertificate  # noqa: E402
-from store.records import DomainRow  # noqa: E402
+from core import lifetimes
+from core.acme import renewal
+from core.acme.client import RenewalWindow
+from core.acme.orders import renewal_due
+from core.config import AcmeConfig, LifecycleConfig
+from core.domains import schedule
+from core.edge import ProviderBusy
+from core.edge.pacing import BACKGROUND, Pacer
+from store.acme import AcmeCertificate
+from store.records import DomainRow
 
 START = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 LIMIT, LIMIT_WINDOW = 300, dt.timedelta(hours=3)  # Let's Encrypt: new orders per account
