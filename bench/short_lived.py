@@ -20,14 +20,17 @@ decisions, each as the background checks and the ACME provider take it:
 A fake CA in process issues at once, with the certificate's lifetime (``--life-hours``), and counts
 new orders per hour and in any 3 hours against Let's Encrypt's 300 per 3 hours per account. Its
 ARI window, when it offers one, is 50 % to 60 % into the life (short-lived certificates are asked
-back early). Four runs: with and without ARI; first issuances spread evenly over one lifetime
-(the steady state), and all in one burst at the CA's full rate (an import: 300 per 3 hours).
+back early). Six runs: with and without ARI; first issuances spread evenly over one lifetime
+(the steady state), all at once as the background checks issue an import (the background share of
+the budget, 150 per 3 hours), and all at once at the CA's full rate (people calling
+``verify-delegation`` for an import as fast as the budget allows: 300 per 3 hours).
 
 Printed per run: renewals placed inside their window (%; without ARI the window is the last
 third's first 1/12), CA orders per hour (max) and in any 3 hours (max) against the limit, the
-largest fraction of its life any certificate was served without a renewal attempt (target: at
-most 2/3; a renewal due at two thirds may wait its pacing turn, a minute or so), expired
-certificates served (target 0), and background checks per certificate per day.
+largest fraction of its life any certificate was served before its renewal's order went (target:
+at most 2/3), and the most any order went past two thirds (minutes: a renewal due at two thirds
+waits its pacing turn), expired certificates served (target 0), and background checks per
+certificate per day.
 """
 
 from __future__ import annotations
@@ -131,6 +134,9 @@ class Result:
     per_hour: int
     per_window: int
     worst_fraction: float
+    "The largest fraction of its life a certificate was served before its renewal's order went."
+    late: float
+    "The most an order went past two thirds of the life, as a fraction of it (0: none did)."
     expired: int
     checks_per_day: float
     renewals: int
@@ -158,7 +164,9 @@ def _stored(host: Hostname) -> None:
                                                                            renew_at=acme.renew_at))
 
 
-async def run(count: int, days: float, life: dt.timedelta, *, ari: bool, burst: bool, seed: int) -> Result:
+async def run(count: int, days: float, life: dt.timedelta, *, ari: bool, burst: float | None, seed: int) -> Result:
+    """``burst``: the share of the CA's budget the first issuances took, all at once (None: spread
+    evenly over one lifetime before the month, the steady state)."""
     random.seed(seed)
     clock = SimClock()
     ca, orders = FakeCa(clock, life, ari), FakeOrders(clock)
@@ -168,7 +176,7 @@ async def run(count: int, days: float, life: dt.timedelta, *, ari: bool, burst: 
                   sleep=_sleeper(clock))
     hosts: list[Hostname] = []
     queue: list[tuple[float, int]] = []
-    spacing = (acme.window_seconds / acme.orders_per_window) if burst else life.total_seconds() / count
+    spacing = (acme.window_seconds / acme.orders_per_window / burst) if burst else life.total_seconds() / count
     # The first issuances: evenly over one lifetime (steady state), or at the CA's full rate (an import).
     for i in range(count):
         clock.t = -life.total_seconds() + i * spacing if not burst else i * spacing
@@ -184,7 +192,7 @@ async def run(count: int, days: float, life: dt.timedelta, *, ari: bool, burst: 
     clock.t = queue[0][0]  # the steady state's first issuances were a lifetime before the month
     end = days * 86400
     checks = renewals = inside = expired = 0
-    worst = 0.0
+    worst = late = 0.0
     token = BACKGROUND.set(True)
     began = time.perf_counter()
     try:
@@ -200,15 +208,16 @@ async def run(count: int, days: float, life: dt.timedelta, *, ari: bool, burst: 
             wait: float | None = None
             host.acme = await renewal.window(orders, ca, host.acme)
             if renewal_due(host.acme, now):
-                fraction = (now - host.acme.not_before) / (host.acme.not_after - host.acme.not_before)
-                if host.first_attempt is None:
-                    host.first_attempt = fraction
-                    worst = max(worst, fraction)
                 try:
                     await pacer.acquire()
                 except ProviderBusy as busy:
-                    wait = busy.retry_after
+                    wait = busy.retry_after  # no order: the check comes back after the pacer's Retry-After
                 else:
+                    life_now = host.acme.not_after - host.acme.not_before
+                    host.first_attempt = (clock.now() - host.acme.not_before) / life_now
+                    worst = max(worst, host.first_attempt)
+                    late = max(late, (clock.now() - lifetimes.last_third_starts(host.acme.not_before,
+                                                                                 host.acme.not_after)) / life_now)
                     renewals += 1
                     start, stop = _window(host.acme, ca)
                     inside += start <= clock.now() <= stop
@@ -227,7 +236,7 @@ async def run(count: int, days: float, life: dt.timedelta, *, ari: bool, burst: 
             life_now = host.acme.not_after - host.acme.not_before
             worst = max(worst, (min(clock.now(), host.acme.not_after) - host.acme.not_before) / life_now)
     return Result(inside=100 * inside / max(renewals, 1), per_hour=_most(ca.orders, 3600),
-                  per_window=_most(ca.orders, LIMIT_WINDOW.total_seconds()), worst_fraction=worst, expired=expired,
+                  per_window=_most(ca.orders, LIMIT_WINDOW.total_seconds()), worst_fraction=worst, late=late, expired=expired,
                   checks_per_day=checks / count / days, renewals=renewals, seconds=time.perf_counter() - began)
 
 
@@ -262,14 +271,15 @@ def main() -> None:
     life = dt.timedelta(hours=args.life_hours)
     print(f"{args.certificates} certificates of {args.life_hours:g} h over {args.days:g} simulated days; "
           f"CA limit {LIMIT} new orders per {LIMIT_WINDOW.total_seconds() / 3600:g} h")
-    print(f"{'run':<28}{'renewals':>9}{'in window':>11}{'orders/h max':>14}{'orders/3h max':>15}"
-          f"{'life unrenewed max':>20}{'expired':>9}{'checks/cert/day':>17}{'cpu s':>7}")
+    print(f"{'run':<32}{'renewals':>9}{'in window':>11}{'orders/h max':>14}{'orders/3h max':>15}"
+          f"{'life unrenewed max':>20}{'past 2/3 max':>14}{'expired':>9}{'checks/cert/day':>17}{'cpu s':>7}")
     for ari in (True, False):
-        for burst in (False, True):
+        for burst, how in ((None, "steady"), (LifecycleConfig().provider_share, "import by checks"),
+                           (1.0, "import by API")):
             result = asyncio.run(run(args.certificates, args.days, life, ari=ari, burst=burst, seed=args.seed))
-            name = f"{'ARI' if ari else 'no ARI (2/3)'}, {'import burst' if burst else 'steady'}"
-            print(f"{name:<28}{result.renewals:>9}{result.inside:>10.1f}%{result.per_hour:>14}"
-                  f"{result.per_window:>11} /{LIMIT}{result.worst_fraction:>20.4f}{result.expired:>9}"
+            name = f"{'ARI' if ari else 'no ARI (2/3)'}, {how}"
+            print(f"{name:<32}{result.renewals:>9}{result.inside:>10.1f}%{result.per_hour:>14}"
+                  f"{result.per_window:>11} /{LIMIT}{result.worst_fraction:>20.4f}{result.late * life.total_seconds() / 60:>10.1f} min{result.expired:>9}"
                   f"{result.checks_per_day:>17.2f}{result.seconds:>7.1f}")
 
 
