@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
+from core import lifetimes
 from core.acme import chains, keys
 from core.acme.cas import Ca, CaRefused
 from core.acme.client import Challenge, Order
@@ -248,4 +249,4 @@ def renewal_due(certificate: AcmeCertificate, now: dt.datetime) -> bool:
     if certificate.renew_at is not None:
         return now >= certificate.renew_at
     assert certificate.not_before is not None and certificate.not_after is not None
-    return now >= certificate.not_before + (certificate.not_after - certificate.not_before) * 2 / 3
+    return now >= lifetimes.last_third_starts(certificate.not_before, certificate.not_after)

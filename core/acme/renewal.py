@@ -1,6 +1,6 @@
 """When an issued certificate is renewed: a moment in the renewal window its CA suggests (ACME
 Renewal Information, RFC 9773), read again when the CA's ``Retry-After`` says (six hours without
-one), or, from a CA without ARI, two thirds into the certificate's life.
+one), or, from a CA without ARI, two thirds into the certificate's life (core/lifetimes.py).
 
 The moment is spread uniformly over the window across certificates (RFC 9773 section 4.2) and is
 the same at every reading of one certificate's window, so a window read again does not move a
@@ -16,6 +16,7 @@ import logging
 
 import attrs
 
+from core import lifetimes
 from core.acme.cas import Ca, CaDown, CaRefused
 from core.acme.client import ARI_EVERY
 from core.acme.orders import Orders
@@ -44,7 +45,7 @@ async def window(orders: Orders, ca: Ca, certificate: AcmeCertificate) -> AcmeCe
                         renew_at, suggested.explanation_url)
     else:
         assert certificate.not_before is not None and certificate.not_after is not None
-        renew_at = certificate.not_before + (certificate.not_after - certificate.not_before) * 2 / 3
+        renew_at = lifetimes.last_third_starts(certificate.not_before, certificate.not_after)
     return await orders.save(attrs.evolve(
         certificate, renew_at=renew_at, ari_checked_at=now,
         ari_next_at=now + (suggested.retry_after if suggested is not None else ARI_EVERY),

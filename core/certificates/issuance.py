@@ -145,7 +145,8 @@ def _begin_issue(
         latest = services.store.certificates.latest(workspace.id, row.id)
         if latest is None or latest.status != "active" or row.cert_status != "active":
             return _Started(row, claim)
-        summary = results.summary_of(latest, "The certificate is already active; call refresh for the provider's latest state.")
+        summary = results.summary_of(latest, "The certificate is already active; call refresh for the provider's latest state.",
+                                     row)
         if claim is not None:
             idem.complete(services, claim, status_code=200, body=dumps(summary))
         return summary

@@ -4,6 +4,12 @@ Whatever asked (a new issuance request, validating again, a refresh; core/certif
 its answer is stored the same way: the Certificate, the Domain's ``cert`` summary and ``opsStatus``,
 the outbox event of a new issuance request and the Idempotency-Key's response commit together or
 not at all. A certificate is never shown ``active`` past its expiry.
+
+``nextRenewalAt`` is the renewal time the service goes by, on the certificate's own clock
+(core/lifetimes.py): the provider's own (ACME: in the CA's window, else two thirds into the life),
+else two thirds into the life the provider reports (30 days before expiry for a 90-day
+certificate, two days for a six-day one). ``lastIssuedAt`` moves with each renewal the provider
+reports, so the lifetime the background checks pace themselves by is the served certificate's.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from core import lifetimes
 from core.certificates import events
 from core.certificates import idempotency as idem
 from core.certificates.states import Classified
@@ -31,7 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RENEWAL_LEAD = dt.timedelta(days=30)
 FAILED = Classified("error", "error")
 #: What the message of an expired certificate tells an API client to do; the portal says its own words.
 DIAGNOSE_THEN_ISSUE = "check the delegation CNAME (GET /v1/domains/:id/diagnosis), then issue again"
@@ -45,17 +51,16 @@ class IssuanceSummary:
     next_renewal_at: dt.datetime | None = None
 
 
-def next_renewal(not_after: dt.datetime | None) -> dt.datetime | None:
-    """The planning timestamp: 30 days before expiry, when the expiry is known."""
-    return None if not_after is None else not_after - RENEWAL_LEAD
-
-
-def summary_of(certificate: Certificate, message: str) -> IssuanceSummary:
+def summary_of(certificate: Certificate, message: str, row: DomainRow | None = None) -> IssuanceSummary:
+    """``row``: the certificate's domain, whose ``nextRenewalAt`` is the certificate's when it is the
+    latest; without it, two thirds into the life the certificate record knows."""
+    planned = row.cert_next_renewal_at if row is not None else lifetimes.planned_renewal(
+        certificate.not_after, not_before=certificate.not_before)
     return IssuanceSummary(
         certificate_id=certificate.id,
         status=certificate.status,
         message=message,
-        next_renewal_at=next_renewal(certificate.not_after),
+        next_renewal_at=planned,
     )
 
 
@@ -112,8 +117,13 @@ def store(
         # A refresh of an older certificate must not overwrite the summary of the latest one.
         if certificate is None or latest is None or latest.id == updated.id:
             became_active = updated.status == "active" and base.not_before is None
-            store.domains.update(_domain_with(row, updated, state, classified, message, trace_id, now, became_active))
-        summary = summary_of(updated, message)
+            row = _domain_with(row, updated, state, classified, message, trace_id, now, became_active)
+            store.domains.update(row)
+            summary = summary_of(updated, message, row)
+        else:  # an older certificate: its own renewal time, as the provider reports it
+            summary = summary_of(updated, message) if state is None else IssuanceSummary(
+                updated.id, updated.status, message, lifetimes.planned_renewal(
+                    updated.not_after, not_before=state.issued_at or updated.not_before, renew_at=state.renew_at))
         if announce is not None:
             events.record(services, updated, announce)
         for kind, extra in beyond:
@@ -199,15 +209,18 @@ def _domain_with(
 ) -> DomainRow:
     """The Domain's ``cert`` summary mirrors its latest certificate."""
     failed = classified.domain in ("error", "blocked")
+    renew_at = state.renew_at if state is not None else row.cert_renew_at
+    last_issued_at = _last_issued(row, certificate, state, now, became_active)
     return attrs.evolve(
         row,
         cert_status=classified.domain,
         cert_issuer=certificate.issuer if certificate.issuer != DEFAULT_ISSUER else None,
         cert_previous_issuer=certificate.previous_issuer,
         cert_not_after=certificate.not_after,
-        cert_next_renewal_at=next_renewal(certificate.not_after),
-        cert_renew_at=state.renew_at if state is not None else row.cert_renew_at,
-        cert_last_issued_at=((state and state.issued_at) or now) if became_active else row.cert_last_issued_at,
+        cert_next_renewal_at=lifetimes.planned_renewal(certificate.not_after, not_before=last_issued_at,
+                                                       renew_at=renew_at),
+        cert_renew_at=renew_at,
+        cert_last_issued_at=last_issued_at,
         cert_error=message if failed else None,
         cert_trace_id=trace_id,
         ops_status=drift_ops_status(row.validation_status, classified.domain, row.drift),
@@ -215,6 +228,14 @@ def _domain_with(
         delegation_target=(state and state.delegation_target) or row.delegation_target,
         updated_at=now,
     )
+
+
+def _last_issued(row: DomainRow, certificate: Certificate, state: ProviderState | None, now: dt.datetime,
+                 became_active: bool) -> dt.datetime | None:
+    """When the certificate served was issued: the provider's word (a renewal it reports moves it),
+    else the moment the service first found it active."""
+    issued = state.issued_at if state is not None and certificate.status == "active" else None
+    return issued or (now if became_active else row.cert_last_issued_at)
 
 
 def note_failure(services: Services, workspace: Workspace, domain_id: uuid.UUID, *, message: str, trace_id: uuid.UUID) -> None:

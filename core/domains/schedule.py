@@ -6,7 +6,7 @@ schedule is decided, from what the domain is waiting for.
 | records not both found, or verified with no certificate yet | after ``interval_seconds``, doubling up to ``max_interval_seconds`` | ``pending_days`` after creation or the last check a person asked for |
 | certificate pending or renewing | the same backoff | never (the provider ends it: active or failed) |
 | certificate failed | the same backoff (refreshed; a timed-out validation is validated again once the records are found) | as for records not found |
-| certificate active | every ``active_check_seconds``; daily from ``nextRenewalAt`` on; at the provider's own renewal time (ACME); at ``notAfter`` at the latest; once the resolver's cache expires, when drift only waits for it | never |
+| certificate active | every 1/24 of its lifetime (``notAfter`` - ``lastIssuedAt``), at most ``active_check_seconds``; every 1/90 of it (at most daily) from ``nextRenewalAt`` on (core/lifetimes.py); at the provider's own renewal time (ACME); at ``notAfter`` at the latest; once the resolver's cache expires, when drift only waits for it | never |
 | certificate blocked | every ``active_check_seconds`` (drift only) | never |
 
 Every wait gets up to 20 % jitter, so domains created together (a bulk request) spread out. After
@@ -24,12 +24,12 @@ from typing import Literal
 
 import attrs
 
+from core import lifetimes
 from core.config import LifecycleConfig
 from core.domains.drift import only_waiting
 from store.records import DomainRow
 
 Kind = Literal["dns", "certificate", "active"]
-DAY = dt.timedelta(days=1)
 JITTER = 0.2
 
 
@@ -78,9 +78,10 @@ def after_check(before: DomainRow, row: DomainRow, config: LifecycleConfig, now:
     step = before.check_step + 1 if kind(before) == what else 0
     since = row.checks_since or row.created_at
     if what == "active":
-        interval = config.active_check_seconds
-        if row.cert_next_renewal_at is not None and now >= row.cert_next_renewal_at:
-            interval = min(interval, DAY.total_seconds())  # inside the renewal window: daily
+        # On the certificate's own clock: a six-day certificate is looked at every few hours.
+        renewing = row.cert_next_renewal_at is not None and now >= row.cert_next_renewal_at
+        interval = lifetimes.check_every(lifetimes.lifetime(row.cert_last_issued_at, row.cert_not_after),
+                                         config.active_check_seconds, renewing=renewing)
         if only_waiting(row.drift):
             interval = min(interval, config.interval_seconds)  # the cache's answer expires: look then
         due = now + _jittered(interval)

@@ -123,3 +123,12 @@ class TestTheCasExplanation:
         with caplog.at_level(logging.WARNING, logger="core.acme"):
             await issued(api, world, acme_lab, clock, "logged.lab.com")
         assert any(EXPLAINED in r.getMessage() and "logged.lab.com" in r.getMessage() for r in caplog.records)
+
+
+class TestNextRenewalAt:
+    @pytest.mark.gen_test
+    async def test_next_renewal_at_is_the_renewal_time_used(self, api, world, acme_lab, services, clock):
+        caller, created = await issued(api, world, acme_lab, clock, "planned.lab.com")
+        renew_at = served(services, "planned.lab.com").renew_at
+        domain = (await api.get(f"/v1/domains/{created['id']}", token=caller.token)).body
+        assert renew_at is not None and dt.datetime.fromisoformat(domain["cert"]["nextRenewalAt"]) == renew_at

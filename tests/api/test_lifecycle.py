@@ -453,6 +453,34 @@ class TestAtTheProvider:
         assert after["notAfter"] == renewed.replace("Z", ".000Z") and after["notAfter"] != before["notAfter"]
         assert after["nextRenewalAt"] > before["nextRenewalAt"]
 
+    async def six_days(self, api, world, services, clock, dns, fake):
+        """An active domain whose provider renewed it into a six-day certificate, read back."""
+        owner, created = await self.issued(api, world, services, clock, dns, fake)
+        issued = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).replace(microsecond=0)  # after the fake's first
+        stamps = {"issued_on": f"{issued:%Y-%m-%dT%H:%M:%SZ}",
+                  "expires_on": f"{issued + dt.timedelta(days=6):%Y-%m-%dT%H:%M:%SZ}"}
+
+        def renew(record):
+            record["ssl"]["expires_on"] = stamps["expires_on"]
+            record["ssl"]["certificates"][0].update(stamps)
+
+        fake.edit(APEX, renew)
+        await until_due(services, owner, created, clock)
+        return owner, created, issued
+
+    @pytest.mark.gen_test
+    async def test_a_six_day_certificates_next_renewal_is_four_days_after_its_issuance(
+        self, api, world, services, clock, dns, fake
+    ):
+        owner, created, issued = await self.six_days(api, world, services, clock, dns, fake)
+        cert = (await read(api, owner, created))["cert"]
+        assert dt.datetime.fromisoformat(cert["nextRenewalAt"]) == issued + dt.timedelta(days=4)
+
+    @pytest.mark.gen_test
+    async def test_a_six_day_certificate_is_next_checked_in_hours_not_a_day(self, api, world, services, clock, dns, fake):
+        owner, created, _ = await self.six_days(api, world, services, clock, dns, fake)
+        assert wait_after(services, owner, created, clock) <= 6 * 3600 * JITTER
+
     @pytest.mark.gen_test
     async def test_issuance_a_check_starts_stores_a_timed_out_answer_as_error_without_a_patch(
         self, api, world, services, clock, dns, fake
