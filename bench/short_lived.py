@@ -11,10 +11,10 @@ decisions, each as the background checks and the ACME provider take it:
 - at each check, the renewal time: ``core.acme.renewal.window`` (the CA's ARI window read again
   when due, the moment in it placed per certificate; two thirds without ARI), then
   ``core.acme.orders.renewal_due``;
-- a renewal's new order takes its turn from the ACME orders' ``Pacer`` (core/edge/pacing.py) as a
-  background call, with the defaults (``orders_per_window = 300`` per ``window_seconds = 10800``,
-  ``provider_share = 0.5``); a turn more than a minute away is ``ProviderBusy``, and the check is
-  made again after its ``Retry-After`` as the watcher does;
+- a renewal's new order, due, takes its turn from the ACME orders' ``Pacer`` (core/edge/pacing.py)
+  as the provider takes it: not from the background share (``not_deferrable``), with the defaults
+  (``orders_per_window = 300`` per ``window_seconds = 10800``); a turn too far away is
+  ``ProviderBusy``, and the check is made again after its ``Retry-After`` as the watcher does;
 - ``nextRenewalAt`` as results.py stores it (``core.lifetimes.planned_renewal``).
 
 A fake CA in process issues at once, with the certificate's lifetime (``--life-hours``), and counts
@@ -57,7 +57,7 @@ from core.acme.orders import renewal_due
 from core.config import AcmeConfig, LifecycleConfig
 from core.domains import schedule
 from core.edge import ProviderBusy
-from core.edge.pacing import BACKGROUND, Pacer
+from core.edge.pacing import BACKGROUND, Pacer, not_deferrable
 from store.acme import AcmeCertificate
 from store.records import DomainRow
 
@@ -209,7 +209,8 @@ async def run(count: int, days: float, life: dt.timedelta, *, ari: bool, burst: 
             host.acme = await renewal.window(orders, ca, host.acme)
             if renewal_due(host.acme, now):
                 try:
-                    await pacer.acquire()
+                    with not_deferrable():  # as the provider takes a renewal that is due
+                        await pacer.acquire()
                 except ProviderBusy as busy:
                     wait = busy.retry_after  # no order: the check comes back after the pacer's Retry-After
                 else:

@@ -59,7 +59,7 @@ from core.edge import (
     ProviderState,
     ProviderUnavailable,
 )
-from core.edge.pacing import BACKGROUND, Pacer
+from core.edge.pacing import BACKGROUND, Pacer, not_deferrable
 from store.acme import AcmeCertificate
 
 if TYPE_CHECKING:
@@ -151,7 +151,8 @@ class AcmeProvider:
             known = any(ca.directory_url == certificate.directory_url for ca in self.cas)
             if known:
                 certificate = await self._renewal_window(certificate)
-            if (not known or renewal_due(certificate, self.clock.now())) and await self._renewable(certificate):
+            due = known and renewal_due(certificate, self.clock.now())
+            if (not known or due) and await self._renewable(certificate):
                 records = await self._delegated(apex)
                 held = await self._hold(apex, records) if records is not None else None
                 if held is not None:
@@ -160,7 +161,7 @@ class AcmeProvider:
                     replaces = keys.ari_id(certificate.chain_pem) if certificate.chain_pem else None
                     log.info("renewing %s (trace %s)", apex, trace_id)
                     certificate = await self._finish(await self._new_order(certificate, replaces=replaces,
-                                                                           trace_id=trace_id, records=records))
+                                                                           trace_id=trace_id, records=records, due=due))
         return await self._state(certificate)
 
     async def revalidate(self, hostname_id: str, *, apex: str, trace_id: uuid.UUID) -> ProviderState:
@@ -211,8 +212,9 @@ class AcmeProvider:
         return records
 
     async def _new_order(self, certificate: AcmeCertificate, *, replaces: str | None, trace_id: uuid.UUID,
-                         records: str, new: bool = False) -> AcmeCertificate:
+                         records: str, new: bool = False, due: bool = False) -> AcmeCertificate:
         """A new order at the first CA that may issue and can take it; stored before anything else.
+        ``due``: a renewal whose time has come, which takes its turn before the background checks'.
         A CA holding back the hostname's orders after failed validations (core/acme/failures.py) is
         passed over, as is one that paused the hostname; when every CA does, nothing is ordered."""
         permitted = await caa.preflight(self.dns, certificate.apex, await self.caa_issuers())
@@ -240,7 +242,8 @@ class AcmeProvider:
             try:
                 profile = await ca.order_profile()
                 await ca.ready(self.store, self.keyring, self.clock)
-                await self.pacers[ca.directory_url].acquire()
+                with not_deferrable(due):
+                    await self.pacers[ca.directory_url].acquire()
                 try:
                     order = await ca.call(ca.client.new_order, certificate.apex, replaces=sent, profile=profile)
                 except CaRefused as refusal:

@@ -13,7 +13,14 @@ from collections.abc import Awaitable
 import pytest
 
 from core.edge import ProviderBusy
-from core.edge.pacing import BACKGROUND, Pacer, for_workspace, parse_ratelimit, parse_retry_after
+from core.edge.pacing import (
+    BACKGROUND,
+    Pacer,
+    for_workspace,
+    not_deferrable,
+    parse_ratelimit,
+    parse_retry_after,
+)
 
 
 class Clock:
@@ -218,6 +225,21 @@ class TestBackground:
         clock.slept.clear()
         for _ in range(5):
             await budget.acquire()  # the other half of the window is theirs
+        assert clock.slept == []
+
+    @pytest.mark.gen_test
+    async def test_a_due_renewal_takes_its_turn_beyond_the_background_share(self, clock):
+        budget = Pacer(10, 60, background_share=0.5, monotonic=clock, sleep=clock.sleep)
+        for _ in range(5):
+            await self.background(budget)
+        clock.slept.clear()
+        token = BACKGROUND.set(True)  # a background check, renewing a certificate that is due
+        try:
+            for _ in range(5):
+                with not_deferrable():
+                    await budget.acquire()
+        finally:
+            BACKGROUND.reset(token)
         assert clock.slept == []
 
     @pytest.mark.gen_test
