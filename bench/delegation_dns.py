@@ -41,8 +41,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import datetime as dt
 import logging
 import os
 import random
@@ -58,59 +56,46 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import attrs
-import dns.asyncquery
-import dns.exception
-import dns.message
-import dns.query
-import dns.rcode
 
 from bench import certificates, pg
-from core.clock import SystemClock
-from core.config import DelegationDnsConfig
-from core.delegation_dns import TXT_TTL
-from core.delegation_dns.notify import Notifier
-from core.delegation_dns.records import StoredRecords
-from core.delegation_dns.server import DelegationServer
-from core.delegation_dns.sockets import bind
+from bench.dns_hidden_primary import hidden_primary
+from bench.dns_servers import (
+    NAMESERVERS,
+    NO_RATE_LIMIT,
+    PATIENCE,
+    SERVER_CORE,
+    VALUE,
+    ZONE,
+    Server,
+    answers,
+    builtin_config,
+    cpu_seconds,
+    load,
+    make_server,
+    open_store,
+    pct,
+    pinned,
+    seed,
+    start_builtin,
+    start_knot,
+    start_nsd,
+)
 from store import Store
 from tests.servers.service import free_port
 
-ZONE = "acme.bench.example"
-NAMESERVERS = ["ns1.bench.example", "ns2.bench.example"]
-VALUE = "LoqXcYV8q5ONbJQxbmR7SCTNo3tiAXDfowyjxAjEuX0"
 OUTSTANDING = (10, 100)
 SERVERS = ("built-in", "NSD", "Knot")
-SERVER_CORE, LOAD_CORE = 0, 1
+LOAD_CORE = 1
 FLOOD_RATE, RESOLVER_RATE, API_RATE = 5000, 100, 20
 RESOLVER, FLOODER = "127.0.1.1", "127.0.0.1"
-TSIG_NAME, TSIG_ALGORITHM = "cps-acme", "hmac-sha256"
-#: Response-rate limiting off, for the speed runs (one source asks everything).
-NO_RATE_LIMIT = {"rrl_responses_per_second": 0}
-PATIENCE = 30.0
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The servers
-
-
-def builtin_config(listen: str, **options: Any) -> DelegationDnsConfig:
-    """The zone on ``listen``, with ``options`` (other ``[delegation_dns]`` keys)."""
-    return DelegationDnsConfig(zone=ZONE, nameservers=NAMESERVERS, listen=listen, **options)
-
-
-def make_server(config: DelegationDnsConfig, store: Store) -> DelegationServer:
-    """The built-in server as the service makes it: every other argument at its default."""
-    return DelegationServer(config, store, SystemClock(), bind(config.listen))
-
-
-def open_store(where: str) -> Store:
-    return Store(url=where) if where.startswith("postgres") else Store(Path(where))
+# The built-in server alone in this process (``--serve``)
 
 
 async def serve(port: int, where: str) -> None:
@@ -126,161 +111,6 @@ async def serve(port: int, where: str) -> None:
     finally:
         await server.stop()
         store.close()
-
-
-def pinned(core: int, command: list[str]) -> list[str]:
-    """``command`` on ``core`` from its first instruction (its forks and threads included)."""
-    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
-        return ["taskset", "-c", str(core), *command]
-    return command
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds used by ``pid`` and its descendants so far (each process's threads included;
-    NSD answers from a child of the process started)."""
-    parents, ticks = {}, {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()  # fields[0] is field 3, the state
-        except OSError:
-            continue  # ended meanwhile
-        parents[int(stat.parent.name)] = int(fields[1])
-        ticks[int(stat.parent.name)] = int(fields[11]) + int(fields[12])  # utime, stime
-    total = 0
-    for child, used in ticks.items():
-        ancestor = child
-        while ancestor not in (pid, 0, 1) and ancestor in parents:
-            ancestor = parents[ancestor]
-        total += used if ancestor == pid else 0
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-class Server:
-    """A server process answering for the zone on ``port`` until ``stop``."""
-
-    def __init__(self, name: str, command: list[str], port: int, folder: Path) -> None:
-        self.name, self.port, self.folder = name, port, folder
-        self.log = folder / f"{name}.log"
-        with open(self.log, "wb") as out:  # the child keeps its own copy
-            self.process = subprocess.Popen(pinned(SERVER_CORE, command), stdout=out, stderr=subprocess.STDOUT)
-
-    def wait_for(self, name: str = ZONE, rdtype: str = "SOA", value: str = "") -> None:
-        """Until the server answers ``name`` (with ``value`` among the TXT strings, if given)."""
-        deadline = time.monotonic() + PATIENCE
-        while not answers(self.port, name, rdtype, value):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"{self.name} does not answer {name} {rdtype}:\n{self.log.read_text()[-2000:]}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def answers(port: int, name: str, rdtype: str, value: str = "") -> bool:
-    try:
-        answer = dns.query.udp(dns.message.make_query(name, rdtype), "127.0.0.1", port=port, timeout=0.5)
-    except (dns.exception.Timeout, OSError):
-        return False
-    if not value:
-        return bool(answer.answer)
-    return any(value.encode() in rdata.strings for rrset in answer.answer for rdata in rrset)
-
-
-def zone_file(path: Path, names: list[str]) -> None:
-    """The zone as the built-in server answers it: SOA, NS and one TXT value at each name."""
-    path.write_text("".join([
-        f"$ORIGIN {ZONE}.\n",
-        f"@ 60 IN SOA {NAMESERVERS[0]}. hostmaster.{ZONE}. 1 3600 600 1209600 60\n",
-        *(f"@ 3600 IN NS {ns}.\n" for ns in NAMESERVERS),
-        *(f'{name.removesuffix("." + ZONE)} {TXT_TTL} IN TXT "{VALUE}"\n' for name in names),
-    ]))
-
-
-def nsd_conf(folder: Path, name: str, port: int, zone: str, *, rrl: bool = True) -> Path:
-    """An NSD instance ``name`` on ``port``, one answering process, serving ``zone`` (NSD's own
-    ``zone:`` lines), as tests/servers/dns_lab.py writes it."""
-    path = folder / f"{name}.conf"
-    path.write_text(
-        "server:\n"
-        f"  ip-address: 127.0.0.1@{port}\n"
-        '  username: ""\n'
-        f'  zonesdir: "{folder}"\n'
-        '  database: ""\n'
-        f'  zonelistfile: "{folder / (name + ".zone.list")}"\n'
-        f'  xfrdfile: "{folder / (name + ".xfrd.state")}"\n'
-        f'  xfrdir: "{folder}"\n'
-        f'  pidfile: "{folder / (name + ".pid")}"\n'
-        "  server-count: 1\n"
-        "  minimal-responses: yes\n"
-        "  xfrd-reload-timeout: 0\n"  # a secondary loads a transfer at once (docs/acme.md, hidden primary)
-        + ("" if rrl else "  rrl-ratelimit: 0\n")
-        + "remote-control:\n  control-enable: no\n"
-        + zone
-    )
-    return path
-
-
-def knot_conf(folder: Path, name: str, port: int, zone: str) -> Path:
-    """A Knot instance ``name`` on ``port``, one UDP and one TCP worker (as NSD's one process),
-    serving ``zone`` (Knot's own lines: key, remote, acl and zone sections)."""
-    (folder / f"{name}-db").mkdir()
-    path = folder / f"{name}.conf"
-    path.write_text(f"""\
-server:
-    listen: 127.0.0.1@{port}
-    rundir: "{folder}"
-    udp-workers: 1
-    tcp-workers: 1
-    background-workers: 1
-database:
-    storage: "{folder / (name + '-db')}"
-log:
-  - target: stderr
-    any: warning
-{zone}""")
-    return path
-
-
-def start_nsd(folder: Path, names: list[str]) -> Server:
-    zone_file(folder / "nsd.zone", names)
-    port = free_port()
-    conf = nsd_conf(folder, "nsd", port, f'zone:\n  name: "{ZONE}"\n  zonefile: "{folder / "nsd.zone"}"\n', rrl=False)
-    server = Server("NSD", ["nsd", "-d", "-c", str(conf)], port, folder)
-    server.wait_for()
-    return server
-
-
-def start_knot(folder: Path, names: list[str]) -> Server:
-    zone_file(folder / "knot.zone", names)
-    port = free_port()
-    conf = knot_conf(folder, "knot", port, f'zone:\n  - domain: {ZONE}\n    storage: "{folder}"\n    file: "knot.zone"\n')
-    server = Server("Knot", ["knotd", "-c", str(conf)], port, folder)
-    server.wait_for()
-    return server
-
-
-def start_builtin(folder: Path, where: str) -> Server:
-    port = free_port()
-    server = Server("built-in", [sys.executable, __file__, "--serve", str(port), where], port, folder)
-    server.wait_for()
-    return server
-
-
-def seed(store: Store, count: int) -> list[str]:
-    """``count`` live challenge names, one value each: the names."""
-    names = [f"{uuid.uuid4().hex[:16]}.{ZONE}" for _ in range(count)]
-    expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)
-    with store.transaction():
-        for name in names:
-            store.delegation_zone.publish(name, VALUE, expires, dt.datetime.now(dt.UTC))
-    return names
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -305,18 +135,6 @@ def parsed(out: Path) -> dict:
     count = {key: int(found.group(1)) if (found := re.search(rf"Queries {key}:\s+(\d+)", text)) else 0
              for key in ("sent", "completed", "lost")}
     return {"latencies": latencies, **count}
-
-
-def pct(values: list[float], q: float) -> float:
-    """The ``q`` quantile, in milliseconds (0 without values)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
-
-
-def load() -> float:
-    return os.getloadavg()[0]
 
 
 def speed_run(server: Server, names_file: Path, outstanding: int, seconds: float, folder: Path) -> dict:
@@ -497,104 +315,6 @@ def flood(folder: Path, count: int, seconds: float) -> None:
           f"({sent['completed'] / max(sent['sent'], 1):.1%})")
     idle_p99, flood_p99 = pct(idle["api"], .99), pct(flooded["api"], .99)
     print(f"  API p99 during the flood / idle: {flood_p99 / max(idle_p99, 1e-9):.2f} x")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The hidden primary
-
-
-def start_secondaries(folder: Path, primary: int, secret: str, nsd_port: int, knot_port: int) -> list[Server]:
-    """NSD and Knot on their ports, each a secondary of the built-in server on ``primary``: transfers
-    signed with the TSIG key, NOTIFY taken from the primary (signed or not). Started after the
-    primary: a secondary whose first transfer failed waits long before the next."""
-    nsd_zone = (f'key:\n  name: "{TSIG_NAME}"\n  algorithm: {TSIG_ALGORITHM}\n  secret: "{secret}"\n'
-                f'zone:\n  name: "{ZONE}"\n  zonefile: "{folder / "secondary-nsd.zone"}"\n'
-                f"  request-xfr: 127.0.0.1@{primary} {TSIG_NAME}\n"
-                f"  allow-notify: 127.0.0.1 {TSIG_NAME}\n  allow-notify: 127.0.0.1 NOKEY\n")
-    nsd = Server("NSD secondary", ["nsd", "-d", "-c", str(nsd_conf(folder, "secondary-nsd", nsd_port, nsd_zone))],
-                 nsd_port, folder)
-    knot_zone = f"""\
-key:
-  - id: {TSIG_NAME}
-    algorithm: {TSIG_ALGORITHM}
-    secret: {secret}
-remote:
-  - id: primary
-    address: 127.0.0.1@{primary}
-    key: {TSIG_NAME}
-acl:
-  - id: notify-signed
-    address: 127.0.0.1
-    key: {TSIG_NAME}
-    action: notify
-  - id: notify
-    address: 127.0.0.1
-    action: notify
-zone:
-  - domain: {ZONE}
-    storage: "{folder}"
-    file: "secondary-knot.zone"
-    master: primary
-    acl: [notify-signed, notify]
-"""
-    knot = Server("Knot secondary", ["knotd", "-c", str(knot_conf(folder, "secondary-knot", knot_port, knot_zone))],
-                  knot_port, folder)
-    return [nsd, knot]
-
-
-async def hidden_primary(folder: Path, where: str, writes: int) -> None:
-    print("\n== hidden primary ==", end=" ")
-    folder.mkdir()
-    secret = base64.b64encode(os.urandom(32)).decode()
-    port = free_port()
-    store = open_store(where)
-    config = builtin_config(f"127.0.0.1:{port}", tsig_key_name=TSIG_NAME, tsig_secret=secret, tsig_algorithm=TSIG_ALGORITHM)
-    ports = free_port(), free_port()
-    config = attrs.evolve(config, secondaries=[f"127.0.0.1:{each}" for each in ports])
-    secondaries: list[Server] = []
-    server = None
-    try:
-        server = make_server(config, store)
-        await server.start()
-        secondaries = start_secondaries(folder, port, secret, *ports)
-        for secondary in secondaries:  # the first transfer
-            await asyncio.to_thread(secondary.wait_for)
-        records = StoredRecords(ZONE, store, SystemClock(), notifier=Notifier(config))
-        latencies = []
-        loadavg = load()
-        for _ in range(writes):
-            name = f"{uuid.uuid4().hex[:16]}.{ZONE}"
-            started = time.perf_counter()
-            await records.publish(name, VALUE)
-            await until_answered(name, [s.port for s in secondaries], started)
-            latencies.append(time.perf_counter() - started)
-        print(f"{writes} values written through StoredRecords, each until NSD and Knot (secondaries, NOTIFY + IXFR) "
-              f"both answer it (load {loadavg:.2f} -> {load():.2f}): p50 {pct(latencies, .5):.1f} ms, "
-              f"p99 {pct(latencies, .99):.1f} ms, max {max(latencies) * 1000:.1f} ms")
-    finally:
-        if server is not None:
-            await server.stop()
-        for secondary in secondaries:
-            secondary.stop()
-        store.close()
-
-
-async def until_answered(name: str, ports: list[int], started: float) -> None:
-    """Ask each port every 5 ms until it answers ``VALUE`` at ``name`` (at most ``PATIENCE``)."""
-    waiting = set(ports)
-    query = dns.message.make_query(name, "TXT")
-    while waiting:
-        if time.perf_counter() - started > PATIENCE:
-            raise RuntimeError(f"{name} not answered by the secondaries on {sorted(waiting)} in {PATIENCE:g} s")
-        for port in list(waiting):
-            try:
-                answer = await dns.asyncquery.udp(query, "127.0.0.1", port=port, timeout=0.5)
-            except (dns.exception.Timeout, OSError):
-                continue
-            if any(VALUE.encode() in rdata.strings for rrset in answer.answer for rdata in rrset):
-                waiting.discard(port)
-        if waiting:
-            await asyncio.sleep(0.005)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -29,6 +29,24 @@ def missing() -> bool:
     return shutil.which("knotd") is None
 
 
+def knot_common(folder: Path, port: int, secret: str, key_name: str = KEY_NAME) -> str:
+    """What every knotd configuration here starts with: its address, folders, log and the TSIG key."""
+    return f"""\
+server:
+    listen: 127.0.0.1@{port}
+    rundir: "{folder}"
+database:
+    storage: "{folder / 'db'}"
+log:
+  - target: stderr
+    any: info
+key:
+  - id: {key_name}
+    algorithm: {ALGORITHM}
+    secret: {secret}
+"""
+
+
 class KnotServer:
     def __init__(self, folder: Path, zone: str) -> None:
         self.folder = folder
@@ -46,19 +64,7 @@ class KnotServer:
             "@ 60 IN SOA ns1.saas.example. hostmaster.saas.example. 1 3600 600 1209600 60\n"
             "@ 3600 IN NS ns1.saas.example.\n"
         )
-        (self.folder / "knot.conf").write_text(f"""\
-server:
-    listen: 127.0.0.1@{self.port}
-    rundir: "{self.folder}"
-database:
-    storage: "{self.folder / 'db'}"
-log:
-  - target: stderr
-    any: info
-key:
-  - id: {KEY_NAME}
-    algorithm: {ALGORITHM}
-    secret: {self.secret}
+        (self.folder / "knot.conf").write_text(knot_common(self.folder, self.port, self.secret) + f"""\
 acl:
   - id: cps-acme-update
     key: {KEY_NAME}

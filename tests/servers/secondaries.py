@@ -10,6 +10,7 @@ Each is started in a temporary folder on a free port; ``start`` returns once it 
 
 from __future__ import annotations
 
+import abc
 import shutil
 import subprocess
 import time
@@ -20,6 +21,7 @@ import dns.message
 import dns.query
 
 from tests.patience import PATIENCE_SECONDS
+from tests.servers.knot import knot_common
 from tests.servers.service import free_port
 
 KEY_NAME = "cps-acme-transfer"
@@ -30,7 +32,7 @@ def missing() -> bool:
     return shutil.which("nsd") is None or shutil.which("knotd") is None
 
 
-class Secondary:
+class Secondary(abc.ABC):
     """One secondary: its name, its port on 127.0.0.1, and its process."""
 
     name = ""
@@ -46,8 +48,9 @@ class Secondary:
         "As ``[delegation_dns] secondaries`` lists it."
         self._process: subprocess.Popen[bytes] | None = None
 
+    @abc.abstractmethod
     def command(self) -> list[str]:
-        raise NotImplementedError
+        """Writes the server's configuration in its folder: the command that runs it."""
 
     def start(self) -> Secondary:
         with open(self.folder / f"{self.name}.stderr", "wb") as log:  # the child keeps its own copy
@@ -119,19 +122,7 @@ class KnotSecondary(Secondary):
 
     def command(self) -> list[str]:
         (self.folder / "db").mkdir()
-        (self.folder / "knot.conf").write_text(f"""\
-server:
-    listen: 127.0.0.1@{self.port}
-    rundir: "{self.folder}"
-database:
-    storage: "{self.folder / 'db'}"
-log:
-  - target: stderr
-    any: info
-key:
-  - id: {KEY_NAME}
-    algorithm: {ALGORITHM}
-    secret: {self.secret}
+        (self.folder / "knot.conf").write_text(knot_common(self.folder, self.port, self.secret, KEY_NAME) + f"""\
 remote:
   - id: cps-primary
     address: 127.0.0.1@{self.primary_port}
