@@ -45,11 +45,12 @@ def api_database(postgres_server: PostgresServer) -> Iterator[str]:
 
 def empty(url: str) -> None:
     """Every table's rows gone (the schema and its migrations stay). DELETE with the triggers off
-    (foreign keys included): a test leaves a few rows, where TRUNCATE's cost is per table."""
-    with psycopg.connect(url) as conn:
+    (foreign keys included): a test leaves a few rows, where TRUNCATE's cost is per table. All the
+    DELETEs go in one round trip: one each cost a fifth of a PostgreSQL API test's time."""
+    with psycopg.connect(url, autocommit=True) as conn:
         tables = [r[0] for r in conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename <> 'schema_migrations'"
         )]
-        conn.execute("SET LOCAL session_replication_role = replica")
-        for table in tables:
-            conn.execute(f"DELETE FROM {table}")
+        # No parameters: psycopg sends the statements as one simple query, run as one transaction.
+        conn.execute("SET LOCAL session_replication_role = replica; "
+                     + "".join(f"DELETE FROM {table}; " for table in tables))
