@@ -7,10 +7,12 @@ Prints JSON (one object) for bench/run; asserts nothing. Not part of the test ru
                           [--backend sqlite|postgresql|both]
 
 Each size is a database seeded once and kept under ``~/.cache/cps-bench`` (keyed by size and
-schema version), so later runs start at once: one workspace of that many domains, written through
-the store's own ``insert`` (tags and statuses varied as in bench/domains.py). On PostgreSQL the same
-rows are written with COPY into a database of a cluster kept between runs (bench/pg.py), and each
-measurement runs on a copy of it, as SQLite's runs on a copy of its file. The real service
+schema version), so later runs start at once: one workspace of that many domains. On SQLite it is
+grown as the service writes (``grow``): bulk creates of 500 through the function behind
+POST /v1/domains/bulk, tags per request and statuses varied as in bench/domains.py, with the
+service's statistics upkeep and WAL checkpoints running. On PostgreSQL the rows are written with
+COPY into a database of a cluster kept between runs (bench/pg.py), and each measurement runs on a
+copy of it, as SQLite's runs on a copy of its file. The real service
 (``python app.py``) is started on each database; wrk runs on core 1.
 """
 
