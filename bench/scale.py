@@ -329,7 +329,7 @@ def measure(client: Client, size: int) -> dict:
     }
     for name, term in text_terms(size).items():
         # The first ask counts the matches; later pages of the same ``q`` reuse the total until the
-        # database changes (store/domains.py ``_kept_total``), so the p50 is mostly theirs.
+        # database changes (store/kept_totals.py), so the p50 is mostly theirs.
         figures[f"q_{name}_first_ms"] = client.call("POST", "/v1/domains/query", {"q": term, "page": {"limit": PAGE}})[0]
         figures[f"q_{name}_p50_ms"] = client.p50({"q": term, "page": {"limit": PAGE}}, runs=20)
         figures[f"q_{name}_total"] = client.call("POST", "/v1/domains/query", {"q": term})[1]["total"]

@@ -12,6 +12,7 @@ import sqlite_utils
 
 from store._rows import postgres, select, ts, uid
 from store.domain_rows import StoredDomain, from_columns, to_columns
+from store.kept_totals import KeptTotals
 from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 from store.records import DomainRow
 from store.row_cache import RowCache
@@ -51,8 +52,6 @@ CHECKED_ONE_BY_ONE = 20_000
 _TAG_COLUMNS = ("domain_id", "workspace_id", "tag", "ops_status", "validation_status", "cert_status")
 #: Parameters in one statement, under the 999 that SQLite builds before 3.32 allow.
 _MAX_PARAMETERS = 990
-#: Totals counted row by row (``q``, several tags, a client) kept on SQLite until the database changes.
-KEPT_TOTALS = 64
 
 
 def _insert_rows(db: sqlite_utils.Database, table: str, columns: list[str], rows: list[Any], tail: str = "") -> list[Any]:
@@ -138,8 +137,7 @@ class DomainRepo:
         "Ids written in this thread's transaction (PostgreSQL): dropped again once it has ended."
         self.inserted = 0
         "Domains inserted since the store last looked at SQLite's statistics (``Store.optimize``)."
-        self._totals: dict[tuple[uuid.UUID, DomainFilter], int] = {}
-        self._totals_version: tuple[int, int] | None = None
+        self._totals = KeptTotals(db, postgres=self.pg)
 
     def _pg_transaction(self) -> bool:
         return self.pg and bool(cast(Any, self.db).in_transaction())
@@ -278,7 +276,7 @@ class DomainRepo:
     def count(self, workspace_id: uuid.UUID, f: DomainFilter) -> int:
         """Matches of a filter. Status-only and one-tag filters read the trigger-kept counters;
         several tags count one range of a tag index; text and client filters count rows. Those
-        counted are kept until the database changes (``_kept_total``)."""
+        counted are kept until the database changes (store/kept_totals.py)."""
         statuses = [
             (column, value)
             for column, value in (
@@ -294,37 +292,7 @@ class DomainRepo:
             sql = "SELECT coalesce(sum(n), 0) FROM tag_counts WHERE workspace_id = ? AND tag = ?"
             sql += "".join(f" AND {column} = ?" for column, _ in statuses)
             return int(self.db.execute(sql, [uid(workspace_id), f.tags[0], *(v for _, v in statuses)]).fetchone()[0])
-        return self._kept_total(workspace_id, f, statuses)
-
-    def _version(self) -> tuple[int, int] | None:
-        """What changes whenever the SQLite database may have: this connection's rows written
-        (triggers' included) and the commits of other connections (``data_version``); None inside
-        a transaction, whose writes may yet roll back, and on PostgreSQL, where other processes write."""
-        if self.pg:
-            return None
-        conn = self.db.conn
-        if conn.in_transaction:
-            return None
-        return conn.total_changes, int(conn.execute("PRAGMA data_version").fetchone()[0])
-
-    def _kept_total(self, workspace_id: uuid.UUID, f: DomainFilter, statuses: list[tuple[str, str]]) -> int:
-        """A total counted row by row, kept until the database changes: each page of a ``q`` that
-        matches a third of 1M domains counted its 333,000 matches again (95 ms, issue 49), for the
-        same answer, as a client walked the pages."""
-        version = self._version()
-        if version is None:
-            return self._count_rows(workspace_id, f, statuses)
-        if version != self._totals_version:
-            self._totals.clear()
-            self._totals_version = version
-        key = (workspace_id, f)
-        total = self._totals.get(key)
-        if total is None:
-            total = self._count_rows(workspace_id, f, statuses)
-            if len(self._totals) >= KEPT_TOTALS:
-                self._totals.clear()
-            self._totals[key] = total
-        return total
+        return self._totals.get((workspace_id, f), lambda: self._count_rows(workspace_id, f, statuses))
 
     def _count_rows(self, workspace_id: uuid.UUID, f: DomainFilter, statuses: list[tuple[str, str]]) -> int:
         if f.q is None and f.client_id is None:
