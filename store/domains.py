@@ -12,6 +12,7 @@ import sqlite_utils
 
 from store._rows import postgres, select, ts, uid
 from store.domain_rows import StoredDomain, from_columns, to_columns
+from store.kept_totals import KeptTotals
 from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 from store.records import DomainRow
 from store.row_cache import RowCache
@@ -136,6 +137,7 @@ class DomainRepo:
         "Ids written in this thread's transaction (PostgreSQL): dropped again once it has ended."
         self.inserted = 0
         "Domains inserted since the store last looked at SQLite's statistics (``Store.optimize``)."
+        self._totals = KeptTotals(db, postgres=self.pg)
 
     def _pg_transaction(self) -> bool:
         return self.pg and bool(cast(Any, self.db).in_transaction())
@@ -273,7 +275,8 @@ class DomainRepo:
 
     def count(self, workspace_id: uuid.UUID, f: DomainFilter) -> int:
         """Matches of a filter. Status-only and one-tag filters read the trigger-kept counters;
-        several tags count one range of a tag index; text and client filters count rows."""
+        several tags count one range of a tag index; text and client filters count rows. Those
+        counted are kept until the database changes (store/kept_totals.py)."""
         statuses = [
             (column, value)
             for column, value in (
@@ -289,6 +292,9 @@ class DomainRepo:
             sql = "SELECT coalesce(sum(n), 0) FROM tag_counts WHERE workspace_id = ? AND tag = ?"
             sql += "".join(f" AND {column} = ?" for column, _ in statuses)
             return int(self.db.execute(sql, [uid(workspace_id), f.tags[0], *(v for _, v in statuses)]).fetchone()[0])
+        return self._totals.get((workspace_id, f), lambda: self._count_rows(workspace_id, f, statuses))
+
+    def _count_rows(self, workspace_id: uuid.UUID, f: DomainFilter, statuses: list[tuple[str, str]]) -> int:
         if f.q is None and f.client_id is None:
             first, *others = f.tags
             sql = "SELECT count(*) FROM domain_tags t WHERE t.workspace_id = ? AND t.tag = ?"

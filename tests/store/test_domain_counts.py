@@ -7,8 +7,10 @@ import datetime as dt
 import itertools
 import random
 import uuid
+from collections.abc import Callable
 
 import attrs
+import pytest
 
 from core.domains.records import CERT_STATUSES, VALIDATION_STATUSES, ops_status
 from store import Store
@@ -142,3 +144,66 @@ def test_serving_counts_the_verified_active_domains_issued_before_a_time_up_to_a
     assert store.domains.serving(ws.id, issued_before=NOW - day, at_most=100) == 4
     assert store.domains.serving(ws.id, issued_before=NOW - day, at_most=2) == 2
     assert store.domains.serving(ws.id, issued_before=NOW + day, at_most=100) == 5
+
+
+def statements_counting(store: Store, run: Callable[[], object]) -> list[str]:
+    """The SQL statements ``run`` sent to SQLite that count rows."""
+    sent: list[str] = []
+    store.db.conn.set_trace_callback(sent.append)
+    try:
+        run()
+    finally:
+        store.db.conn.set_trace_callback(None)
+    return [sql for sql in sent if "count(*)" in sql]
+
+
+def test_a_text_total_is_counted_once_while_the_database_stays_the_same(tmp_path):
+    store = Store(tmp_path / "db.sqlite3")
+    try:
+        rng = random.Random(9)
+        ws = workspace(store)
+        store.domains.insert_many([random_domain(rng, ws, n) for n in range(30)])
+        f = DomainFilter(q="h1")
+        first = store.domains.count(ws.id, f)
+        assert statements_counting(store, lambda: store.domains.count(ws.id, f)) == []
+        assert store.domains.count(ws.id, f) == first == 11  # h1, h10-h19
+    finally:
+        store.close()
+
+
+def test_a_kept_total_follows_every_change_to_the_database(store):
+    rng = random.Random(9)
+    ws = workspace(store)
+    store.domains.insert_many([random_domain(rng, ws, n) for n in range(30)])
+    f, tags = DomainFilter(q="h1"), DomainFilter(tags=("a", "b"))
+    assert store.domains.count(ws.id, f) == 11
+    store.domains.insert(random_domain(rng, ws, 100))
+    assert store.domains.count(ws.id, f) == 12
+    tagged = brute_force(store, ws, tags)
+    assert store.domains.count(ws.id, tags) == tagged
+    row = next(r for r in map(from_columns, store.domains.page(ws.id, DomainFilter(), sort_by="apex", descending=False,
+                                                              after=None, limit=100)) if "a" not in r.tags)
+    store.domains.update(attrs.evolve(row, tags=["a", "b"]), tags_changed=True)
+    assert store.domains.count(ws.id, tags) == tagged + 1
+    other = open_other(store)  # another connection's commit, as a command run beside the service makes
+    try:
+        other.domains.insert(random_domain(rng, ws, 101))
+    finally:
+        other.close()
+    assert store.domains.count(ws.id, f) == 13
+
+
+def test_a_total_counted_in_a_transaction_that_rolls_back_is_not_kept(store):
+    rng = random.Random(9)
+    ws = workspace(store)
+    store.domains.insert_many([random_domain(rng, ws, n) for n in range(30)])
+    f = DomainFilter(q="h1")
+    with pytest.raises(RuntimeError), store.transaction():
+        store.domains.insert(random_domain(rng, ws, 100))
+        assert store.domains.count(ws.id, f) == 12
+        raise RuntimeError("rolled back")
+    assert store.domains.count(ws.id, f) == 11
+
+
+def open_other(store: Store) -> Store:
+    return Store(url=store.url) if store.url else Store(store.path)
