@@ -113,7 +113,7 @@ def seed(folder: Path, size: int, server: pg.BenchPostgres | None = None, databa
         store = services.store
         rows = seeded_rows(template, size)
         if server is not None:
-            pg.copy_domains(store, rows)
+            pg.grow_domains(store, rows)
         else:
             for _ in range(1, size, 50_000):
                 with store.transaction():

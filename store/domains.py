@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 import uuid
 from typing import Any, cast
@@ -55,7 +56,20 @@ _MAX_PARAMETERS = 990
 
 def _insert_rows(db: sqlite_utils.Database, table: str, columns: list[str], rows: list[Any], tail: str = "") -> list[Any]:
     """``rows`` (sequences in ``columns`` order) inserted with as few statements as the parameter
-    limit allows; ``tail`` ends each statement (``ON CONFLICT``, ``RETURNING``): what they return."""
+    limit allows; ``tail`` ends each statement (``ON CONFLICT``, ``RETURNING``): what they return.
+
+    On PostgreSQL one statement takes them all as one JSON parameter, typed by the table's own row
+    type: psycopg parses a statement of more than 50 parameters anew on every call, and a bulk
+    create of 500 spent 45 % of its time there (22 ms a statement), over 20 round trips (issue 49)."""
+    if postgres(db):
+        if not rows:
+            return []
+        names = ", ".join(columns)
+        cursor = db.execute(
+            f"INSERT INTO {table} ({names}) SELECT {names} FROM json_populate_recordset(NULL::{table}, ?){tail}",
+            [json.dumps([dict(zip(columns, row)) for row in rows])],
+        )
+        return cursor.fetchall() if tail else []
     per_statement = _MAX_PARAMETERS // len(columns)
     one = f"({', '.join('?' for _ in columns)})"
     returned: list[Any] = []
