@@ -363,7 +363,14 @@ class DomainRepo:
             # on, where the OR form can lead it to sort the whole workspace (6 ms at 10k domains).
             where += f" AND (d.{column}, d.id) {op} (?, ?)"
             params += [after[0], after[1]]
-        sql = f"{_SELECT} WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
+        select_ = _SELECT
+        if self.pg:
+            # The workspace's token once (an InitPlan), not joined row by row: after a cursor the
+            # planner takes the page for a row or two and probes the workspaces' key once per row
+            # it returns (8 ms for a page of 100 at 1M, issue 49).
+            select_ = "SELECT d.*, (SELECT w.ownership_token FROM workspaces w WHERE w.id = ?) AS ownership_token FROM domains d"
+            params = [uid(workspace_id), *params]
+        sql = f"{select_} WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
         return select(self.db, sql, [*params, limit])
 
     def serving(self, workspace_id: uuid.UUID, *, issued_before: dt.datetime, at_most: int) -> int:
