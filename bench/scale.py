@@ -9,8 +9,10 @@ Prints JSON (one object) for bench/run; asserts nothing. Not part of the test ru
 Each size is a database seeded once and kept under ``~/.cache/cps-bench`` (keyed by size and
 schema version), so later runs start at once: one workspace of that many domains, written through
 the store's own ``insert`` (tags and statuses varied as in bench/domains.py). On PostgreSQL the same
-rows are written with COPY into a database of a cluster kept between runs (bench/pg.py), and each
-measurement runs on a copy of it, as SQLite's runs on a copy of its file. The real service
+rows are written as bulk creates write them (``store.domains.insert_new``, 500 a transaction, then
+``optimize_if_grown``), into a database of a cluster kept between runs (bench/pg.py) that nobody
+vacuums or analyses by hand, and each measurement runs on a copy of it, as SQLite's runs on a copy
+of its file. The real service
 (``python app.py``) is started on each database; wrk runs on core 1.
 """
 

@@ -309,6 +309,17 @@ class DomainRepo:
             sql += "".join(f" AND t.{column} = ?" for column, _ in statuses)
             sql += " AND EXISTS (SELECT 1 FROM domain_tags o WHERE o.domain_id = t.domain_id AND o.tag = ?)" * len(others)
             return int(self.db.execute(sql, [uid(workspace_id), first, *(v for _, v in statuses), *others]).fetchone()[0])
+        if self.pg and f.q and f.client_id is None and not f.tags and not statuses:
+            # The domains whose folded notes and tags match, from their distinct texts (migration
+            # 28), and those matched by their hostname alone, from the apex's trigram index: a
+            # common ``q`` is no longer checked row by row (273 ms for a third of 1M domains).
+            apexes = [f.q] if f.q_hostname is None or f.q_hostname == f.q else [f.q, f.q_hostname]
+            sql = ("SELECT (SELECT coalesce(sum(n), 0) FROM text_counts WHERE workspace_id = ? AND search_text LIKE ? ESCAPE '\\')"
+                   " + (SELECT count(*) FROM domains d WHERE d.workspace_id = ? AND ("
+                   + " OR ".join("d.apex LIKE ? ESCAPE '\\'" for _ in apexes)
+                   + ") AND NOT d.search_text LIKE ? ESCAPE '\\')")
+            params = [uid(workspace_id), _like(f.q), uid(workspace_id), *(_like(a) for a in apexes), _like(f.q)]
+            return int(self.db.execute(sql, params).fetchone()[0])
         # Only when ``q`` has no other hostname form: the index cannot tell the apex from the notes
         # and tags, where the hostname form does not count (an IDN's A-label in a note is not a match).
         exact = phrase(f.q, None) if f.q and f.q_hostname in (None, f.q) and not self.pg else None
