@@ -1,6 +1,7 @@
 """Planner statistics stay fresh without an operator (issue 41): SQLite never gathers them by itself,
 so the store does (store.Store.optimize), and a text query does not need them; PostgreSQL's
-migrations and the copy into it leave its tables analysed."""
+migrations and the copy into it leave its tables analysed, and so do bulk creates that grow them
+(issue 49)."""
 
 from __future__ import annotations
 
