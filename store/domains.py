@@ -13,7 +13,7 @@ import sqlite_utils
 
 from store._rows import postgres, select, ts, uid
 from store.domain_rows import StoredDomain, from_columns, to_columns
-from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
+from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase, rarest
 from store.records import DomainRow
 from store.row_cache import RowCache
 
@@ -89,8 +89,20 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
+def _apex_like(apex: str, pg: bool) -> tuple[str, list[str]]:
+    """The apex contains ``apex``. On PostgreSQL the trigram index is asked for its rarest
+    trigrams only, and the whole pattern checked on the rows found (``|| ''`` keeps it out of the
+    index): asked for all of them, the index reads every row's entry of the common ones ("com",
+    "hos"), 0.3 s for one hostname at 1M (issue 49)."""
+    if not pg or len(apex) < 3:
+        return "d.apex LIKE ? ESCAPE '\\'", [_like(apex)]
+    grams = rarest(apex)
+    return ("(" + "".join("d.apex LIKE ? ESCAPE '\\' AND " for _ in grams) + "(d.apex || '') LIKE ? ESCAPE '\\')",
+            [*(_like(g) for g in grams), _like(apex)])
+
+
 def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = True,
-           text_ids: tuple[int, int] | None = None) -> tuple[str, list[Any]]:
+           text_ids: tuple[int, int] | None = None, pg: bool = False) -> tuple[str, list[Any]]:
     """SQL conditions for a filter. ``tags_by_index`` drives tag matching from the tag index
     (best when the tags are rare); otherwise each candidate row is probed (best when common).
     ``text_ids``, the workspace's range of ids in the trigram index (migration 11), takes ``q``'s
@@ -128,8 +140,9 @@ def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = Tr
         # Stored hostnames are ASCII (A-labels), which LIKE folds; notes and tags are matched in
         # their folded form (``search_text``), tags one by one as values, never as JSON text.
         apexes = [f.q] if f.q_hostname is None or f.q_hostname == f.q else [f.q, f.q_hostname]  # a scan each
-        clauses.append("(" + "".join("d.apex LIKE ? ESCAPE '\\' OR " for _ in apexes) + "d.search_text LIKE ? ESCAPE '\\')")
-        params += [*(_like(a) for a in apexes), _like(f.q)]
+        matches = [_apex_like(a, pg) for a in apexes]
+        clauses.append("(" + "".join(f"{sql} OR " for sql, _ in matches) + "d.search_text LIKE ? ESCAPE '\\')")
+        params += [*(p for _, ps in matches for p in ps), _like(f.q)]
     return " AND ".join(clauses), params
 
 
@@ -314,11 +327,12 @@ class DomainRepo:
             # 28), and those matched by their hostname alone, from the apex's trigram index: a
             # common ``q`` is no longer checked row by row (273 ms for a third of 1M domains).
             apexes = [f.q] if f.q_hostname is None or f.q_hostname == f.q else [f.q, f.q_hostname]
+            matches = [_apex_like(a, True) for a in apexes]
             sql = ("SELECT (SELECT coalesce(sum(n), 0) FROM text_counts WHERE workspace_id = ? AND search_text LIKE ? ESCAPE '\\')"
                    " + (SELECT count(*) FROM domains d WHERE d.workspace_id = ? AND ("
-                   + " OR ".join("d.apex LIKE ? ESCAPE '\\'" for _ in apexes)
+                   + " OR ".join(sql for sql, _ in matches)
                    + ") AND NOT d.search_text LIKE ? ESCAPE '\\')")
-            params = [uid(workspace_id), _like(f.q), uid(workspace_id), *(_like(a) for a in apexes), _like(f.q)]
+            params = [uid(workspace_id), _like(f.q), uid(workspace_id), *(p for _, ps in matches for p in ps), _like(f.q)]
             return int(self.db.execute(sql, params).fetchone()[0])
         # Only when ``q`` has no other hostname form: the index cannot tell the apex from the notes
         # and tags, where the hostname form does not count (an IDN's A-label in a note is not a match).
@@ -329,7 +343,7 @@ class DomainRepo:
                 # The phrase answers ``q`` exactly, within the workspace's range of ids.
                 sql = "SELECT count(*) FROM domain_text WHERE domain_text MATCH ? AND rowid BETWEEN ? AND ?"
                 return int(self.db.execute(sql, [exact, *ids]).fetchone()[0])
-        where, params = _where(workspace_id, f, text_ids=None if self.pg else self._text_ids(workspace_id))
+        where, params = _where(workspace_id, f, text_ids=None if self.pg else self._text_ids(workspace_id), pg=self.pg)
         return int(self.db.execute(f"SELECT count(*) FROM domains d WHERE {where}", params).fetchone()[0])
 
     def _many_candidates(self, f: DomainFilter, ids: tuple[int, int]) -> bool:
@@ -367,7 +381,7 @@ class DomainRepo:
         """
         column = SORT_COLUMNS[sort_by]
         text_ids = self._text_ids(workspace_id) if sparse and not self.pg else None
-        where, params = _where(workspace_id, f, tags_by_index=sparse, text_ids=text_ids)
+        where, params = _where(workspace_id, f, tags_by_index=sparse, text_ids=text_ids, pg=self.pg)
         op, direction = ("<", "DESC") if descending else (">", "ASC")
         if after is not None:
             # A row value, not the equivalent OR: SQLite then reads the sort index from that key
