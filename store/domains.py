@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import threading
 import uuid
 from typing import Any, cast
@@ -13,7 +12,8 @@ import sqlite_utils
 
 from store._rows import postgres, select, ts, uid
 from store.domain_rows import StoredDomain, from_columns, to_columns
-from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase, rarest
+from store.domain_sql import apex_like, insert_rows, like
+from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 from store.records import DomainRow
 from store.row_cache import RowCache
 
@@ -50,57 +50,6 @@ class DomainFilter:
 #: Candidates of ``q`` checked one by one (LIKE) at most, for a count; more are counted by phrase.
 CHECKED_ONE_BY_ONE = 20_000
 _TAG_COLUMNS = ("domain_id", "workspace_id", "tag", "ops_status", "validation_status", "cert_status")
-#: Parameters in one statement, under the 999 that SQLite builds before 3.32 allow.
-_MAX_PARAMETERS = 990
-
-
-def _insert_rows(db: sqlite_utils.Database, table: str, columns: list[str], rows: list[Any], tail: str = "") -> list[Any]:
-    """``rows`` (sequences in ``columns`` order) inserted with as few statements as the parameter
-    limit allows; ``tail`` ends each statement (``ON CONFLICT``, ``RETURNING``): what they return.
-
-    On PostgreSQL one statement takes them all as one JSON parameter, typed by the table's own row
-    type: psycopg parses a statement of more than 50 parameters anew on every call, and a bulk
-    create of 500 spent 45 % of its time there (22 ms a statement), over 20 round trips (issue 49)."""
-    if postgres(db):
-        if not rows:
-            return []
-        names = ", ".join(columns)
-        cursor = db.execute(
-            f"INSERT INTO {table} ({names}) SELECT {names} FROM json_populate_recordset(NULL::{table}, ?){tail}",
-            [json.dumps([dict(zip(columns, row)) for row in rows])],
-        )
-        return cursor.fetchall() if tail else []
-    per_statement = _MAX_PARAMETERS // len(columns)
-    one = f"({', '.join('?' for _ in columns)})"
-    returned: list[Any] = []
-    for start in range(0, len(rows), per_statement):
-        chunk = rows[start : start + per_statement]
-        cursor = db.execute(
-            f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * len(chunk))}{tail}",
-            [value for row in chunk for value in row],
-        )
-        if tail:
-            returned += cursor.fetchall()
-    return returned
-
-
-def _like(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def _apex_like(apex: str, pg: bool) -> tuple[str, list[str]]:
-    """The apex contains ``apex``. On PostgreSQL the trigram index is asked for its rarest
-    trigrams only, and the whole pattern checked on the rows found (``|| ''`` keeps it out of the
-    index): asked for all of them, the index reads every row's entry of the common ones ("com",
-    "hos"), 0.3 s for one hostname at 1M (issue 49)."""
-    if not pg or len(apex) < 3:
-        return "d.apex LIKE ? ESCAPE '\\'", [_like(apex)]
-    grams = rarest(apex)
-    return ("(" + "".join("d.apex LIKE ? ESCAPE '\\' AND " for _ in grams) + "(d.apex || '') LIKE ? ESCAPE '\\')",
-            [*(_like(g) for g in grams), _like(apex)])
-
-
 def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = True,
            text_ids: tuple[int, int] | None = None, pg: bool = False) -> tuple[str, list[Any]]:
     """SQL conditions for a filter. ``tags_by_index`` drives tag matching from the tag index
@@ -140,9 +89,9 @@ def _where(workspace_id: uuid.UUID, f: DomainFilter, *, tags_by_index: bool = Tr
         # Stored hostnames are ASCII (A-labels), which LIKE folds; notes and tags are matched in
         # their folded form (``search_text``), tags one by one as values, never as JSON text.
         apexes = [f.q] if f.q_hostname is None or f.q_hostname == f.q else [f.q, f.q_hostname]  # a scan each
-        matches = [_apex_like(a, pg) for a in apexes]
+        matches = [apex_like(a, pg) for a in apexes]
         clauses.append("(" + "".join(f"{sql} OR " for sql, _ in matches) + "d.search_text LIKE ? ESCAPE '\\')")
-        params += [*(p for _, ps in matches for p in ps), _like(f.q)]
+        params += [*(p for _, ps in matches for p in ps), like(f.q)]
     return " AND ".join(clauses), params
 
 
@@ -209,7 +158,7 @@ class DomainRepo:
         more than the rows themselves (500 inserts: 35 ms one a statement, 16 ms 20 a statement)."""
         rows = [to_columns(d) for d in domains]
         if rows:
-            _insert_rows(self.db, "domains", list(rows[0]), [list(r.values()) for r in rows])
+            insert_rows(self.db, "domains", list(rows[0]), [list(r.values()) for r in rows])
         self._write_tags(domains)
         self.inserted += len(rows)
 
@@ -221,7 +170,7 @@ class DomainRepo:
         rows = [to_columns(d) for d in domains]
         if not rows:
             return set()
-        returned = _insert_rows(self.db, "domains", list(rows[0]), [list(r.values()) for r in rows],
+        returned = insert_rows(self.db, "domains", list(rows[0]), [list(r.values()) for r in rows],
                                 " ON CONFLICT (workspace_id, apex) DO NOTHING RETURNING id")
         inserted = {uuid.UUID(r[0]) for r in returned}
         self._write_tags([d for d in domains if d.id in inserted])
@@ -245,7 +194,7 @@ class DomainRepo:
     def _write_tags(self, domains: list[DomainRow]) -> None:
         tags = [(uid(d.id), uid(d.workspace_id), tag, d.ops_status, d.validation_status, d.cert_status)
                 for d in domains for tag in d.tags]
-        _insert_rows(self.db, "domain_tags", list(_TAG_COLUMNS), tags)
+        insert_rows(self.db, "domain_tags", list(_TAG_COLUMNS), tags)
 
     def get(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> DomainRow | None:
         """A domain of this workspace; another workspace's domain is as good as missing."""
@@ -327,12 +276,12 @@ class DomainRepo:
             # 28), and those matched by their hostname alone, from the apex's trigram index: a
             # common ``q`` is no longer checked row by row (273 ms for a third of 1M domains).
             apexes = [f.q] if f.q_hostname is None or f.q_hostname == f.q else [f.q, f.q_hostname]
-            matches = [_apex_like(a, True) for a in apexes]
+            matches = [apex_like(a, True) for a in apexes]
             sql = ("SELECT (SELECT coalesce(sum(n), 0) FROM text_counts WHERE workspace_id = ? AND search_text LIKE ? ESCAPE '\\')"
                    " + (SELECT count(*) FROM domains d WHERE d.workspace_id = ? AND ("
                    + " OR ".join(sql for sql, _ in matches)
                    + ") AND NOT d.search_text LIKE ? ESCAPE '\\')")
-            params = [uid(workspace_id), _like(f.q), uid(workspace_id), *(p for _, ps in matches for p in ps), _like(f.q)]
+            params = [uid(workspace_id), like(f.q), uid(workspace_id), *(p for _, ps in matches for p in ps), like(f.q)]
             return int(self.db.execute(sql, params).fetchone()[0])
         # Only when ``q`` has no other hostname form: the index cannot tell the apex from the notes
         # and tags, where the hostname form does not count (an IDN's A-label in a note is not a match).
