@@ -10,9 +10,10 @@ Each size is a database seeded once and kept under ``~/.cache/cps-bench`` (keyed
 schema version), so later runs start at once: one workspace of that many domains. On SQLite it is
 grown as the service writes (``grow``): bulk creates of 500 through the function behind
 POST /v1/domains/bulk, tags per request and statuses varied as in bench/domains.py, with the
-service's statistics upkeep and WAL checkpoints running. On PostgreSQL the rows are written with
-COPY into a database of a cluster kept between runs (bench/pg.py), and each measurement runs on a
-copy of it, as SQLite's runs on a copy of its file. The real service
+service's statistics upkeep and WAL checkpoints running. On PostgreSQL the rows are written as bulk
+creates write them (``store.domains.insert_new``, 500 a transaction, then ``optimize_if_grown``),
+into a database of a cluster kept between runs (bench/pg.py) that nobody vacuums or analyses by
+hand, and each measurement runs on a copy of it, as SQLite's runs on a copy of its file. The real service
 (``python app.py``) is started on each database; wrk runs on core 1.
 """
 
@@ -182,7 +183,7 @@ def seed(folder: Path, size: int, server: pg.BenchPostgres | None = None, databa
         template = services.store.domains.get(workspace.id, uuid.UUID(str(first.created[0].id)))
         store = services.store
         if server is not None:
-            pg.copy_domains(store, seeded_rows(template, size))
+            pg.grow_domains(store, seeded_rows(template, size))
         else:
             rate = asyncio.run(grow(services, workspace, size))
             facts["seeded_per_s"] = round(rate)

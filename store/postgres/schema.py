@@ -26,6 +26,7 @@ from store.schema_24 import POSTGRES as MIGRATION_24
 from store.schema_25 import POSTGRES as MIGRATION_25
 from store.schema_26 import POSTGRES as MIGRATION_26
 from store.schema_27 import POSTGRES as MIGRATION_27
+from store.schema_28 import POSTGRES as MIGRATION_28
 from store.schema_acme import ACME_PG
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import Migration
@@ -379,3 +380,4 @@ MIGRATIONS_PG.append(MIGRATION_24)
 MIGRATIONS_PG.append(MIGRATION_25)
 MIGRATIONS_PG.append(MIGRATION_26)
 MIGRATIONS_PG.append(MIGRATION_27)
+MIGRATIONS_PG.append(MIGRATION_28)

@@ -39,13 +39,16 @@ def _rarity(gram: str) -> int:
     return sum(_COMMON.index(ch) if ch in _COMMON else len(_COMMON) for ch in gram)
 
 
+def rarest(form: str) -> list[str]:
+    """``form``'s rarest-looking trigrams (all of them when it has few)."""
+    grams = sorted(dict.fromkeys(form[i:i + 3] for i in range(len(form) - 2)), key=_rarity, reverse=True)
+    return grams[:_RARE_TRIGRAMS]
+
+
 def candidates(q: str, q_hostname: str | None) -> str | None:
     """A superset: each form's rarest-looking trigrams, all of them."""
     forms = _forms(q, q_hostname)
     if forms is None:
         return None
-    groups = []
-    for form in forms:
-        grams = sorted(dict.fromkeys(form[i:i + 3] for i in range(len(form) - 2)), key=_rarity, reverse=True)
-        groups.append("(" + " AND ".join(_quoted(g) for g in grams[:_RARE_TRIGRAMS]) + ")")
+    groups = ["(" + " AND ".join(_quoted(g) for g in rarest(form)) + ")" for form in forms]
     return " OR ".join(groups)

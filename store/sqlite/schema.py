@@ -13,6 +13,7 @@ from store.schema_24 import SQLITE as MIGRATION_24
 from store.schema_25 import SQLITE as MIGRATION_25
 from store.schema_26 import SQLITE as MIGRATION_26
 from store.schema_27 import SQLITE as MIGRATION_27
+from store.schema_28 import SQLITE as MIGRATION_28
 from store.schema_acme import ACME_SQLITE
 from store.schema_both import BOTH, STAND_INS
 from store.sqlite.schema_v1 import FIRST, Migration
@@ -210,3 +211,4 @@ MIGRATIONS.append(MIGRATION_24)
 MIGRATIONS.append(MIGRATION_25)
 MIGRATIONS.append(MIGRATION_26)
 MIGRATIONS.append(MIGRATION_27)
+MIGRATIONS.append(MIGRATION_28)

@@ -14,7 +14,7 @@ import pytest
 
 from core.domains.records import CERT_STATUSES, VALIDATION_STATUSES, ops_status
 from store import Store
-from store.domain_rows import from_columns
+from store.domain_rows import from_columns, search_text
 from store.domains import DomainFilter
 from store.migrations import apply_migrations
 from store.records import DomainRow, Workspace
@@ -47,6 +47,7 @@ def brute_force(store: Store, ws: Workspace, f: DomainFilter) -> int:
         and (f.validation_status is None or r.validation_status == f.validation_status)
         and (f.cert_status is None or r.cert_status == f.cert_status)
         and all(t in r.tags for t in f.tags)
+        and (f.q is None or f.q in r.apex or f.q in search_text(r.notes, r.tags))
     )
 
 
@@ -82,6 +83,9 @@ def assert_counts_exact(store: Store, ws: Workspace) -> None:
     filters += [DomainFilter(tags=(t,), cert_status=c) for t, c in itertools.product("abc", CERT_STATUSES)]
     filters += [DomainFilter(tags=("b",), validation_status=v, ops_status="action_needed") for v in VALIDATION_STATUSES]
     filters += [DomainFilter(tags=("a", "b")), DomainFilter(tags=("a", "c"), ops_status="action_needed")]
+    # ``q`` alone: on PostgreSQL counted from the distinct search texts and the hostnames (migration 28).
+    filters += [DomainFilter(q=q) for q in ("a", "b\nc", "h1", "h12.example", "example.com", "zz")]
+    filters += [DomainFilter(q="a", cert_status="active"), DomainFilter(q="h1", tags=("b",))]
     for f in filters:
         assert store.domains.count(ws.id, f) == brute_force(store, ws, f), f
 
