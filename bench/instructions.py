@@ -216,8 +216,11 @@ def main() -> None:
                 port = SERVICE_PORT if name == "service" else BARE_PORT
                 if not args.skip_callgrind:
                     out = work / f"{name}-{run}.out"
-                    with_server(name, callgrind(out),
-                                lambda process, client: note(name, "instructions", counted(process.pid, client, args.requests, out)))
+
+                    def instructions(process: subprocess.Popen, client: Client, name: str = name, out: Path = out) -> None:
+                        note(name, "instructions", counted(process.pid, client, args.requests, out))
+
+                    with_server(name, callgrind(out), instructions)
 
                 def plain(process: subprocess.Popen, client: Client, port: int = port, name: str = name) -> None:
                     pinned(process.pid)
