@@ -49,8 +49,9 @@ _ROUTE_BUCKETS = (
 _PREFIXES = tuple((prefix, prefix.rstrip("/"), buckets) for prefix, buckets in _ROUTE_BUCKETS)
 
 
+@functools.lru_cache(maxsize=4096)
 def buckets_for(path: str) -> tuple[str, ...]:
-    """The buckets a request path counts against, shared one first."""
+    """The buckets a request path counts against, shared one first (a polled path: looked up once)."""
     for prefix, bare, buckets in _PREFIXES:
         if path.startswith(prefix) or path == bare:
             return buckets

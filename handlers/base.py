@@ -137,11 +137,10 @@ class BaseHandler(RequestHandler):
         # Worked out once per request; not functools.cached_property, which takes a lock on
         # every first access before Python 3.12.
         if self._client_ip is None:
-            self._client_ip = client_ip(
-                self.request.remote_ip or "",
-                sent(self.request.headers, "X-Forwarded-For"),
-                self.services.trusted_proxies,
-            )
+            trusted = self.services.trusted_proxies
+            peer = self.request.remote_ip or ""
+            # Without trusted proxies X-Forwarded-For is never believed: not even looked for.
+            self._client_ip = client_ip(peer, sent(self.request.headers, "X-Forwarded-For"), trusted) if trusted else peer
         return self._client_ip
 
     def send_error(self, status_code: int = 500, **kwargs: Any) -> None:
