@@ -45,7 +45,7 @@ def log_request(handler: RequestHandler) -> None:
     if metrics is not None:
         route = settings.get("route_labels", {}).get(type(handler), "unmatched")
         method = request.method if request.method in _METHODS else "OTHER"
-        metrics.count_request(route, method, status, seconds)
+        metrics.requests.count(route, method, status, seconds)  # count_request's own, one call fewer
     if status < 400 and request.path in _PROBES:
         return  # a balancer's health check, every few seconds: counted, not logged
     if status < 400:
