@@ -26,6 +26,7 @@ import asyncio
 import functools
 import ipaddress
 import math
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -48,8 +49,9 @@ _ROUTE_BUCKETS = (
 _PREFIXES = tuple((prefix, prefix.rstrip("/"), buckets) for prefix, buckets in _ROUTE_BUCKETS)
 
 
+@functools.lru_cache(maxsize=4096)
 def buckets_for(path: str) -> tuple[str, ...]:
-    """The buckets a request path counts against, shared one first."""
+    """The buckets a request path counts against, shared one first (a polled path: looked up once)."""
     for prefix, bare, buckets in _PREFIXES:
         if path.startswith(prefix) or path == bare:
             return buckets
@@ -121,14 +123,14 @@ class Decision(NamedTuple):
     "The RateLimit-Policy field, the same for every request to the same buckets."
     exceeded: Usage | None = None
 
-    def policy_header(self) -> str:
-        return self.policy
-
     def limit_header(self) -> str:
         """The policy closest to exhaustion (the draft allows reporting only that one)."""
-        tightest = self.exceeded or min(self.usages, key=lambda u: u.remaining)
+        usages = self.usages
+        tightest = self.exceeded or (usages[0] if len(usages) == 1 else min(usages, key=_remaining))
         return f'"{tightest.bucket}";r={tightest.remaining};t={tightest.reset}'
 
+
+_remaining = operator.attrgetter("remaining")
 
 #: The most requests a process counts ahead in one client's shared bucket (PostgreSQL).
 LEASE_MOST = 64
@@ -164,6 +166,8 @@ class RateLimiter:
         self.clock = clock
         self.store = store if store is not None and store.pg is not None else None
         "The store whose counters every process shares (PostgreSQL); None: counted here."
+        self.in_memory = self.store is None
+        "Whether requests are counted here alone: then ``hit`` is ``admit``, without a coroutine."
         self._window_index = -1
         self._counts: dict[tuple[str, str], int] = {}
         self._leases: dict[tuple[str, str], _Lease] = {}

@@ -107,11 +107,15 @@ def _structure_datetime(value: Any, _: type) -> dt.datetime:
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_uuid(value: str) -> uuid.UUID:
     """A UUID sent to the service (a path, a header, a body, a form, a command), in the one form the
     OpenAPI document's patterns allow and the service writes: ``uuid.UUID`` alone also takes braces,
     ``urn:uuid:``, no hyphens and capitals, so that one id would have many spellings the contract
-    refuses. Anything else is a ``ValueError``, which each caller answers as its malformed value."""
+    refuses. Anything else is a ``ValueError``, which each caller answers as its malformed value.
+
+    The ids a client polls are parsed once (``uuid.UUID`` is Python code, a measurable part of a
+    GET by key); a refusal is not kept, and UUIDs are immutable, so one object serves every caller."""
     if _CANONICAL_UUID.fullmatch(value) is None:
         raise ValueError("Invalid uuid")
     return uuid.UUID(value)

@@ -21,6 +21,7 @@ end of the previous request, so it also ends idle keep-alive connections) and
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import uuid
@@ -108,6 +109,11 @@ class _EnvelopeServerConnection(HTTP1ServerConnection):
             delegate.on_close(self)
 
 
+#: Tornado's parse of a request line, kept for the lines seen lately: a client polling one path
+#: sends the same line each time. A refused line raises, and is not kept.
+_request_line = functools.lru_cache(maxsize=1024)(httputil.parse_request_start_line)
+
+
 class _Malformed(Exception):
     """What Tornado's parser refused (an ``HTTPInputError``), carried past its bare 400."""
 
@@ -132,7 +138,7 @@ class _EnvelopeConnection(HTTP1Connection):
         self.head_bytes = len(data)
         try:
             start_line, headers = super()._parse_headers(data)
-            httputil.parse_request_start_line(start_line)  # Tornado parses it next, outside any hook
+            _request_line(start_line)  # Tornado parses it next, outside any hook
         except httputil.HTTPInputError as exc:
             raise _Malformed(_reason(exc)) from None
         return start_line, headers

@@ -3,8 +3,10 @@ same safe headers on static files as on pages, with no server version."""
 
 from __future__ import annotations
 
+import email.utils
 import os
 import stat
+import time
 
 import attrs
 import pytest
@@ -52,6 +54,16 @@ class TestStaticFiles:
     async def test_static_files_carry_nosniff_and_a_request_id(self, http_client, base_url):
         r = await http_client.fetch(base_url + "/static/portal.css")
         assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["X-Request-Id"]
+
+    @pytest.mark.gen_test
+    async def test_every_response_is_dated_now(self, http_client, base_url):
+        """The Date header is formatted once a second (issue 49 item 3), never a stale second."""
+        for path in ("/static/portal.css", "/", "/v1/openapi.json", "/v1/nowhere"):
+            before = int(time.time())
+            r = await http_client.fetch(base_url + path, raise_error=False)
+            dated = email.utils.parsedate_to_datetime(r.headers["Date"]).timestamp()
+            assert before <= dated <= time.time(), (path, r.headers["Date"])
+            assert r.headers["Date"].endswith(" GMT")
 
     @pytest.mark.gen_test
     async def test_no_response_names_the_server_software(self, http_client, base_url):

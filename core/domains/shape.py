@@ -159,7 +159,7 @@ def wire(row: DomainRow) -> dict[str, Any]:
     return domain
 
 
-_RENDERED: OrderedDict[uuid.UUID, tuple[DomainRow, bytes]] = OrderedDict()
+_RENDERED: OrderedDict[int, tuple[DomainRow, bytes]] = OrderedDict()
 _RENDERED_MAX = 10_000
 
 
@@ -169,11 +169,12 @@ def render(row: DomainRow) -> bytes:
     Rows are immutable and the store hands out a new object after every change, so an identity
     check is an exact freshness test; GET-polling clients then cost no re-serialisation.
     """
-    hit = _RENDERED.get(row.id)
+    key = row.id.int  # an int hashes in C; a UUID's __hash__ is Python code
+    hit = _RENDERED.get(key)
     if hit is not None and hit[0] is row:
         return hit[1]
     body = orjson.dumps(wire(row))
-    _RENDERED[row.id] = (row, body)
+    _RENDERED[key] = (row, body)
     if len(_RENDERED) > _RENDERED_MAX:
         _RENDERED.popitem(last=False)
     return body

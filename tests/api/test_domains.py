@@ -256,6 +256,29 @@ class TestItem:
         assert r.status == 200 and r.body == created
 
     @pytest.mark.gen_test
+    async def test_a_key_polling_a_domain_sees_a_change_at_once(self, api, world):
+        """The key, the domain and its JSON are kept between GETs (issue 49 item 3); a PATCH is seen."""
+        owner = world.owner()
+        created = (await add(api, owner.token)).body
+        path, key = f"/v1/domains/{created['id']}", world.key(owner.workspace, READ)
+        for _ in range(2):
+            assert (await api.get(path, token=key)).body == created
+        await api.patch(path, {"notes": "moved", "tags": ["eu"]}, token=owner.token)
+        r = await api.get(path, token=key)
+        assert (r.body["notes"], r.body["tags"]) == ("moved", ["eu"])
+
+    @pytest.mark.gen_test
+    async def test_a_polling_key_naming_another_workspace_is_not_found_and_its_own_is_served(self, api, world):
+        owner, other = world.owner(), world.owner()
+        created = (await add(api, owner.token)).body
+        path, key = f"/v1/domains/{created['id']}", world.key(owner.workspace, READ)
+        assert (await api.get(path, token=key)).status == 200  # the key is kept from here on
+        r = await api.get(path, token=key, headers={"X-Workspace-Id": str(other.workspace.id)})
+        assert (r.status, r.code) == (404, "not_found")
+        r = await api.get(path, token=key, headers={"X-Workspace-Id": str(owner.workspace.id)})
+        assert r.status == 200 and r.body == created
+
+    @pytest.mark.gen_test
     async def test_another_workspaces_domain_is_not_found_for_every_method(self, api, world):
         theirs = (await add(api, world.owner().token)).body
         mine = world.owner()
