@@ -20,8 +20,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import sqlite_utils
-
 from store.accounts import AccountRepo
 from store.acme import AcmeRepo
 from store.acme_validations import AcmeValidationRepo
@@ -39,6 +37,7 @@ from store.one_click import OneClickRepo
 from store.outbox import OutboxRepo
 from store.shared import SharedRepo
 from store.sqlite.checkpoints import CEILING_PAGES, Checkpointer
+from store.sqlite.connection import Database
 from store.stand_ins import StandInRepo
 from store.team import TeamRepo
 from store.verification_links import VerificationLinkRepo
@@ -146,7 +145,7 @@ class Store:
         return "postgresql" if self.pg is not None else "sqlite"
 
     @staticmethod
-    def _open_sqlite(path: str | Path) -> sqlite_utils.Database:
+    def _open_sqlite(path: str | Path) -> Database:
         if str(path) != ":memory:":
             _create_private(Path(path))
         # isolation_level=None: transactions are begun and ended here, explicitly, not by
@@ -161,7 +160,7 @@ class Store:
         conn.execute("PRAGMA cache_size = -65536")
         conn.execute(f"PRAGMA analysis_limit = {ANALYSIS_LIMIT}")
         register_functions(conn)
-        return sqlite_utils.Database(conn)
+        return Database(conn)
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """A unit of work: ``fn(*args, **kwargs)`` run whole, with no await inside. Inline on

@@ -8,13 +8,13 @@ import uuid
 from typing import Any, cast
 
 import attrs
-import sqlite_utils
 
 from store._rows import postgres, select, ts, uid
 from store.domain_rows import StoredDomain, from_columns, to_columns
 from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 from store.records import DomainRow
 from store.row_cache import RowCache
+from store.sqlite.connection import Database
 
 #: Notified by a trigger (store/postgres/schema_shared.py) with a domain's id when its row is updated or
 #: deleted on PostgreSQL: every process drops it from its cache.
@@ -53,7 +53,7 @@ _TAG_COLUMNS = ("domain_id", "workspace_id", "tag", "ops_status", "validation_st
 _MAX_PARAMETERS = 990
 
 
-def _insert_rows(db: sqlite_utils.Database, table: str, columns: list[str], rows: list[Any], tail: str = "") -> list[Any]:
+def _insert_rows(db: Database, table: str, columns: list[str], rows: list[Any], tail: str = "") -> list[Any]:
     """``rows`` (sequences in ``columns`` order) inserted with as few statements as the parameter
     limit allows; ``tail`` ends each statement (``ON CONFLICT``, ``RETURNING``): what they return."""
     per_statement = _MAX_PARAMETERS // len(columns)
@@ -127,7 +127,7 @@ class DomainRepo:
 
     CACHE_SIZE = 10_000
 
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
         self.pg = postgres(db)
         self.cache: RowCache[uuid.UUID, DomainRow] = RowCache(self.CACHE_SIZE, live=lambda: not self.pg)
