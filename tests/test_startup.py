@@ -73,3 +73,25 @@ def test_serving_with_the_sandbox_provider_imports_neither_the_acme_client_nor_d
     done = subprocess.run([sys.executable, "-c", script, str(config)], cwd=ROOT, capture_output=True, text=True,
                           timeout=PATIENCE_SECONDS, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
+
+
+def test_start_up_runs_no_full_collection_and_freezes_what_it_built(tmp_path):
+    """Start-up's objects (modules, classes, the services) live as long as the process: a full
+    collection in the middle of start-up went over some 50,000 of them for nothing, twice, and
+    every later one again (issue 49)."""
+    config = tmp_path / "service.toml"
+    config.write_text(f'[server]\nport = 0\n[storage]\npath = "{tmp_path / "db.sqlite3"}"\n'
+                      f'secret_key_file = "{tmp_path / "secret.key"}"\n[lifecycle]\nenabled = false\n')
+    script = (
+        "import gc, sys\n"
+        "full = []\n"
+        "gc.callbacks.append(lambda phase, info: full.append(1) if phase == 'stop' and info['generation'] == 2 else None)\n"
+        "import app\n"
+        "config, services, bound, serve = app.start(app.cli.parse_args(['--config', sys.argv[1]]))\n"
+        "print(len(full), gc.get_freeze_count() > 10_000, gc.isenabled())\n"
+        "services.close()\n"
+        "bound.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(config)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=PATIENCE_SECONDS, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "0 True True"), done.stderr
