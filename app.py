@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import resource
 import sqlite3
@@ -28,10 +29,14 @@ from core import logs
 from core.config import Config, ConfigError, load_config
 from core.crypto import SecretKeyError
 from core.runtime import cli
-from core.runtime.sockets import bind
+from core.runtime.sockets import Bound, bind
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+
     from core.services import Services
+
+    Serve = Callable[[Config, Services, Bound], Coroutine[None, None, None]]
 
 log = logging.getLogger("app")
 #: Open files (connections) the service asks the system to allow.
@@ -113,10 +118,20 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = cli.parse_args(argv)
-    if args.command not in (None, "serve"):
-        return run_command(args)
+def start(args: argparse.Namespace) -> tuple[Config, Services, Bound, Serve] | int:
+    """The configuration, the port bound, the services built and what serves them; or the exit code
+    of a refusal. No collection runs meanwhile: two full ones came in the middle, each a pass over
+    some 50,000 objects that all live as long as the process (issue 49). What it made is frozen
+    once made, so that later collections do not go over it again either."""
+    gc.disable()
+    try:
+        return _start(args)
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+def _start(args: argparse.Namespace) -> tuple[Config, Services, Bound, Serve] | int:
     try:
         config = load(args, serving=True)
     except (ConfigError, SecretKeyError) as exc:
@@ -139,6 +154,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from handlers.server import serve  # here, not above: see the module's docstring
 
+    return config, services, bound, serve
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = cli.parse_args(argv)
+    if args.command not in (None, "serve"):
+        return run_command(args)
+    started = start(args)
+    if isinstance(started, int):
+        return started
+    config, services, bound, serve = started
     try:
         asyncio.run(serve(config, services, bound))
     finally:

@@ -4,7 +4,10 @@ SQLite, ``q`` again at the largest size on a copy never analysed.
 Prints JSON (one object) for bench/run; asserts nothing. Not part of the test run.
 
     python bench/scale.py [--sizes 10000,100000,1000000] [--seconds 5] [--connections 16]
-                          [--backend sqlite|postgresql|both]
+                          [--backend sqlite|postgresql|both] [--launches N] [--only startup]
+
+Start-up is timed to listening and to the first answer, a GET of a domain by API key (answered
+200); RSS is read at the end of the mixed run (queries, walk, ``q``, bulk, GETs), with its peak.
 
 Each size is a database seeded once and kept under ``~/.cache/cps-bench`` (keyed by size and
 schema version), so later runs start at once: one workspace of that many domains. On SQLite it is
@@ -195,10 +198,13 @@ def seed(folder: Path, size: int, server: pg.BenchPostgres | None = None, databa
     return facts
 
 
-def serve(folder: Path, port: int, url: str = "", wrapper: tuple[str, ...] = ()) -> tuple[subprocess.Popen, float, float]:
+def serve(folder: Path, port: int, url: str = "", wrapper: tuple[str, ...] = (),
+          probe: tuple[str, str] | None = None) -> tuple[subprocess.Popen, float, float]:
     """The service on the database (the PostgreSQL one at ``url``, if given); seconds from launch
     until its port accepts connections, and until it has answered a first request (the port is
-    bound before the service's modules are imported and the database is opened). ``wrapper``
+    bound before the service's modules are imported and the database is opened). ``probe``, a path
+    and an API key: that first request is a GET of it by the key, answered 200, as a client's
+    first call after a restart is; without it, a GET with no credentials (a 401). ``wrapper``
     runs it under another program (bench/instructions.py: valgrind)."""
     config = folder / "service.toml"
     config.write_text(
@@ -208,6 +214,7 @@ def serve(folder: Path, port: int, url: str = "", wrapper: tuple[str, ...] = ())
         # The API alone is measured: the seeded domains would all be due for a background check.
         "[lifecycle]\nenabled = false\n"
     )
+    path, headers = (probe[0], {"Authorization": f"Bearer {probe[1]}"}) if probe else ("/v1/domains/none", {})
     launched = time.perf_counter()
     process = subprocess.Popen([*wrapper, sys.executable, str(ROOT / "app.py"), "--config", str(config)], cwd=folder,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -216,9 +223,12 @@ def serve(folder: Path, port: int, url: str = "", wrapper: tuple[str, ...] = ())
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             listening = time.perf_counter() - launched
             first = http.client.HTTPConnection("127.0.0.1", port, timeout=300 if wrapper else 30)
-            first.request("GET", "/v1/domains/none")  # no credentials: a 401, after the whole request path
-            first.getresponse().read()
+            first.request("GET", path, headers=headers)
+            response = first.getresponse()
+            response.read()
             first.close()
+            if probe and response.status != 200:
+                raise RuntimeError(f"the first GET by key was answered {response.status}")
             return process, listening, time.perf_counter() - launched
         except OSError:
             if process.poll() is not None or time.perf_counter() - launched > (300 if wrapper else 30):
@@ -265,9 +275,10 @@ class Client:
         )
 
 
-def rss_mb(process: subprocess.Popen) -> float:
+def rss_mb(process: subprocess.Popen, field: str = "VmRSS") -> float:
+    """The service's resident memory now (``VmHWM``: its peak)."""
     status = Path(f"/proc/{process.pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+    return int(re.search(field + r":\s+(\d+) kB", status).group(1)) / 1024
 
 
 def wrk(port: int, path: str, key: str, seconds: float, connections: int) -> float | None:
@@ -382,18 +393,31 @@ def run_backend(server: pg.BenchPostgres | None, sizes: list[int], schema: int, 
             # The copy (1.8 GB at 1M) is written back to disk in the background for seconds after:
             # measured during that, every read the service makes waits behind the writes.
             os.sync()
-            process, startup, answering = serve(work, 18600, url)
+            probe = (f"/v1/domains/{facts['domain']}", facts["key"])
+            process, startup, answering = serve(work, 18600, url, probe=probe)
             try:
                 client = Client(18600, facts["key"])
-                figures = {"startup_s": startup, "first_answer_s": answering, **measure(client, size),
-                           "rss_mb": rss_mb(process)}
+                figures = {"startup_s": startup, "first_answer_s": answering, **measure(client, size)}
                 figures["text_index_mb"] = pg.text_index_mb(url) if url else index_mb(work / "service.sqlite3")
                 figures["bulk_500_ms"] = client.bulk(500)
+                for _ in range(200):  # and GETs by key: the mixed run's end, where its RSS is read
+                    client.call("GET", probe[0])
+                figures["rss_mb"], figures["rss_peak_mb"] = rss_mb(process), rss_mb(process, "VmHWM")
                 results["sizes"][str(size)] = figures
             finally:
                 process.terminate()
                 process.wait()
-            if size == sizes[-1]:
+            if size == sizes[-1] and args.launches > 1:
+                # Start-up again on the same copy, as a deployment restarts: the median of all launches.
+                launches = [(startup, answering)]
+                for _ in range(args.launches - 1):
+                    process, *times = serve(work, 18600, url, probe=probe)
+                    process.terminate()
+                    process.wait()
+                    launches.append((times[0], times[1]))
+                figures["startup_s"], figures["first_answer_s"] = (statistics.median(t) for t in zip(*launches))
+                figures["first_answer_runs_s"] = [round(t[1], 3) for t in launches]
+            if size == sizes[-1] and args.only != "startup":
                 results["get"] = get_vs_bare(work, facts, args.seconds, args.connections, url)
                 if server is None:
                     results["sizes"][str(size)].update(q_unanalysed(folder, facts, size))
@@ -410,6 +434,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
+    parser.add_argument("--launches", type=int, default=1,
+                        help="start the service this many times on the largest size: the median start-up")
+    parser.add_argument("--only", choices=["startup"],
+                        help="startup: leave out GET by key against bare Tornado and q never analysed")
     args = parser.parse_args()
     schema = max(number for number, *_ in MIGRATIONS)
     # Start-up is measured as a deployment starts: with the service's modules already compiled,

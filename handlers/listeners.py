@@ -11,18 +11,21 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+from typing import TYPE_CHECKING
 
 import attrs
 import tornado.web
 from tornado.ioloop import IOLoop
 
 from core.addresses import parse_nameserver
-from core.delegation_dns import server as delegation_dns
 from core.runtime.sockets import Bound
 from core.services import Services
 from handlers import tls_terminator
 from handlers.limits import LimitedHTTPServer
 from handlers.metrics import MetricsHandler
+
+if TYPE_CHECKING:
+    from core.delegation_dns.server import DelegationServer
 
 log = logging.getLogger("app")
 
@@ -32,7 +35,7 @@ class Running:
     """The other listeners, serving."""
 
     http: list[LimitedHTTPServer]
-    dns: delegation_dns.DelegationServer | None
+    dns: DelegationServer | None
 
     async def stop(self) -> None:
         for server in self.http:
@@ -77,10 +80,12 @@ def _tls_terminator(services: Services, sockets: list[socket.socket]) -> Limited
     return server
 
 
-async def _delegation_dns(services: Services, sockets: list[socket.socket]) -> delegation_dns.DelegationServer | None:
+async def _delegation_dns(services: Services, sockets: list[socket.socket]) -> DelegationServer | None:
     """The delegation zone's authoritative server, on ``[delegation_dns] listen``, UDP and TCP."""
     if not sockets:
         return None
+    from core.delegation_dns import server as delegation_dns  # with its dnspython, only when it serves
+
     config = services.config.delegation_dns
     server = delegation_dns.DelegationServer(config, services.store, services.clock, sockets, metrics=services.metrics)
     await server.start()

@@ -6,9 +6,8 @@ import datetime as dt
 import uuid
 from typing import Any, overload
 
-import sqlite_utils
-
 from core.wire import format_timestamp
+from store.sqlite.connection import Database
 
 
 def ts(value: dt.datetime | None) -> str | None:
@@ -43,7 +42,7 @@ def postgres(db: Any) -> bool:
     return getattr(db, "dialect", "sqlite") == "postgresql"
 
 
-def select(db: sqlite_utils.Database, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+def select(db: Database, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
     """Rows as dicts, read with the connection's ``execute`` (SQLite's, or the PostgreSQL pool's).
 
     sqlite-utils' ``query()`` wraps every SELECT in a savepoint (three statements per read);

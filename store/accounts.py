@@ -5,10 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import sqlite_utils
-
 from store._rows import from_ts, from_uid, postgres, select, ts, uid
 from store.records import Membership, User, Workspace
+from store.sqlite.connection import Database
 
 
 def _workspace(row: dict[str, Any]) -> Workspace:
@@ -40,7 +39,7 @@ def _membership(row: dict[str, Any]) -> Membership:
 
 
 class AccountRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     def insert_workspace(self, workspace: Workspace) -> None:

@@ -10,9 +10,9 @@ import uuid
 from typing import Any
 
 import attrs
-import sqlite_utils
 
 from store._rows import from_ts, select, ts, uid
+from store.sqlite.connection import Database
 
 #: The purposes keys are encrypted for (``Keyring.encrypt(purpose, pem_or_jwk, bound_to=...)``):
 #: a certificate's key bound to its handle, an account's key bound to its directory URL.
@@ -103,7 +103,7 @@ def _choose(candidates: list[tuple[str, AcmeCertificate]]) -> dict[str, AcmeCert
 
 
 class AcmeRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     # -- accounts ------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ import json
 from typing import Any
 
 import attrs
-import sqlite_utils
 
 from store._rows import from_ts, select, ts
+from store.sqlite.connection import Database
 
 
 @attrs.frozen
@@ -57,7 +57,7 @@ def _validations(r: dict[str, Any]) -> AcmeValidations:
 
 
 class AcmeValidationRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     def get(self, directory_url: str, apex: str) -> AcmeValidations | None:

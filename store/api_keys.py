@@ -8,10 +8,9 @@ import json
 import uuid
 from typing import Any
 
-import sqlite_utils
-
 from store._rows import from_ts, select, ts, uid
 from store.records import ApiKey, Workspace
+from store.sqlite.connection import Database
 
 
 def _key(row: dict[str, Any]) -> ApiKey:
@@ -31,7 +30,7 @@ def _key(row: dict[str, Any]) -> ApiKey:
 
 
 class ApiKeyRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     def insert(self, key: ApiKey) -> None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import sqlite_utils
-
 from store._rows import from_ts, select, ts, uid
 from store.records import Certificate
+from store.sqlite.connection import Database
 
 _COLUMNS = (
     "id", "workspace_id", "domain_id", "apex", "wildcard", "status", "issuer", "provider", "not_before",
@@ -56,7 +55,7 @@ def _values(c: Certificate) -> list[Any]:
 
 
 class CertificateRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     def insert(self, certificate: Certificate) -> None:

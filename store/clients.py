@@ -5,10 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import sqlite_utils
-
 from store._rows import from_ts, select, ts, uid
 from store.records import Client
+from store.sqlite.connection import Database
 
 
 def _client(row: dict[str, Any]) -> Client:
@@ -23,7 +22,7 @@ def _client(row: dict[str, Any]) -> Client:
 
 
 class ClientRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     def insert(self, client: Client) -> None:

@@ -11,9 +11,9 @@ import datetime as dt
 from typing import Any
 
 import attrs
-import sqlite_utils
 
 from store._rows import from_ts, select, ts
+from store.sqlite.connection import Database
 
 
 @attrs.frozen
@@ -39,7 +39,7 @@ class Change:
 
 
 class DelegationZoneRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     def serial(self) -> int:

@@ -8,7 +8,6 @@ import uuid
 from typing import Any, cast
 
 import attrs
-import sqlite_utils
 
 from store._rows import postgres, select, ts, uid
 from store.domain_rows import StoredDomain, from_columns, to_columns
@@ -17,6 +16,7 @@ from store.kept_totals import KeptTotals
 from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 from store.records import DomainRow
 from store.row_cache import RowCache
+from store.sqlite.connection import Database
 
 #: Notified by a trigger (store/postgres/schema_shared.py) with a domain's id when its row is updated or
 #: deleted on PostgreSQL: every process drops it from its cache.
@@ -104,7 +104,7 @@ class DomainRepo:
 
     CACHE_SIZE = 10_000
 
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
         self.pg = postgres(db)
         self.cache: RowCache[uuid.UUID, DomainRow] = RowCache(self.CACHE_SIZE, live=lambda: not self.pg)

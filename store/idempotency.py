@@ -6,10 +6,9 @@ import datetime as dt
 import uuid
 from typing import Any
 
-import sqlite_utils
-
 from store._rows import from_ts, postgres, select, ts, uid
 from store.records import IdempotencyRecord
+from store.sqlite.connection import Database
 
 _KEY = "workspace_id = ? AND method = ? AND path = ? AND key = ?"
 
@@ -34,7 +33,7 @@ def _key(record: IdempotencyRecord) -> list[Any]:
 
 
 class IdempotencyRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     def claim(self, record: IdempotencyRecord) -> bool:

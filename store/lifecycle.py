@@ -25,14 +25,13 @@ import datetime as dt
 import uuid
 from collections.abc import Mapping
 
-import sqlite_utils
-
 from store._rows import from_ts, postgres, ts, uid
 from store.domains import DomainRepo
+from store.sqlite.connection import Database
 
 
 class LifecycleRepo:
-    def __init__(self, db: sqlite_utils.Database, domains: DomainRepo) -> None:
+    def __init__(self, db: Database, domains: DomainRepo) -> None:
         self.db = db
         self.domains = domains
 

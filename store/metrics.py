@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-import sqlite_utils
-
 from store._rows import from_ts
+from store.sqlite.connection import Database
 
 
 class MetricsRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     def webhook_queue(self) -> tuple[int, dt.datetime | None]:

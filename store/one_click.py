@@ -8,10 +8,10 @@ import json
 import uuid
 
 import attrs
-import sqlite_utils
 
 from store._rows import from_ts, postgres, select, ts, uid
 from store.records import DnsHostSeen, OneClickOffer, OneClickStart
+from store.sqlite.connection import Database
 
 #: ``offer`` in the JSON when whether one is offered is not known. Kept in the offer's own key, so
 #: that turning one-click set-up off forgets it with the offers, through that key's index.
@@ -36,7 +36,7 @@ def dns_host_from_json(text: str | None) -> DnsHostSeen | None:
 
 
 class OneClickRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     def insert(self, start: OneClickStart) -> None:

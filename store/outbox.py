@@ -9,10 +9,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import sqlite_utils
-
 from store._rows import from_ts, postgres, select, ts, uid
 from store.records import OutboxEvent
+from store.sqlite.connection import Database
 
 
 def _event(r: dict[str, Any]) -> OutboxEvent:
@@ -30,7 +29,7 @@ class OutboxRepo:
     """Events waiting for fan-out. Whoever delivers them can ``listen``: listeners are called after
     a transaction that wrote events commits, so a new event need not wait for the next poll."""
 
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
         self.listeners: list[Callable[[], None]] = []
         self._local = threading.local()  # per transaction; on PostgreSQL several run at once

@@ -5,10 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import sqlite_utils
-
 from store._rows import from_ts, from_uid, select, ts, uid
 from store.records import Invitation, Member
+from store.sqlite.connection import Database
 
 
 def _member(row: dict[str, Any]) -> Member:
@@ -31,7 +30,7 @@ _MEMBERS = """SELECT m.user_id, u.email, m.role, m.created_at FROM memberships m
 
 
 class TeamRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     def members(self, workspace_id: uuid.UUID) -> list[Member]:

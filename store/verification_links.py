@@ -6,10 +6,9 @@ import datetime as dt
 import uuid
 from typing import Any
 
-import sqlite_utils
-
 from store._rows import from_ts, select, ts, uid
 from store.records import VerificationLinkRow
+from store.sqlite.connection import Database
 
 _SELECT = """SELECT verification_links.*, domains.apex AS apex
              FROM verification_links JOIN domains ON domains.id = verification_links.domain_id"""
@@ -32,7 +31,7 @@ def _link(r: dict[str, Any]) -> VerificationLinkRow:
 
 
 class VerificationLinkRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     def insert(self, link: VerificationLinkRow) -> None:

@@ -7,10 +7,9 @@ import json
 import uuid
 from typing import Any
 
-import sqlite_utils
-
 from store._rows import from_ts, postgres, select, ts, uid
 from store.records import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from store.sqlite.connection import Database
 
 
 def _endpoint(r: dict[str, Any]) -> WebhookEndpoint:
@@ -47,7 +46,7 @@ def _delivery(r: dict[str, Any]) -> WebhookDelivery:
 
 
 class WebhookRepo:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     # --- endpoints ----------------------------------------------------------------------------

@@ -11,20 +11,20 @@ flag. Anything else is said as it happened: no answer before the timeout, the po
 ICMP "port unreachable" on a connected socket), REFUSED, SERVFAIL, or a reply without the AA flag.
 The probe is dnspython's message on a socket of our own: dnspython's asyncio query does not
 report a closed port, only a timeout.
+
+dnspython is imported by the functions that use it, when first asked: its import was a tenth of
+the service's start-up, which no request waits for since (issue 49).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
-import dns.exception
-import dns.flags
-import dns.message
-import dns.name
-import dns.rcode
-import dns.rdatatype
+
+if TYPE_CHECKING:
+    import dns.message
 
 Outcome = Literal["answers", "timeout", "closed", "refused", "servfail", "not_authoritative", "error"]
 
@@ -107,6 +107,8 @@ async def _ask(address: str, port: int, query: dns.message.Message, timeout: flo
     """One UDP exchange on a connected socket, so a closed port is told apart from silence.
     Raises ``TimeoutError``, ``ConnectionRefusedError`` (closed), ``OSError``, a DNS exception
     (a reply that cannot be read), or ``ValueError`` (a reply to another question)."""
+    import dns.message
+
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[bytes] = loop.create_future()
     transport, _ = await loop.create_datagram_endpoint(lambda: _OneAnswer(answer), remote_addr=(address, port))
@@ -121,6 +123,9 @@ async def _ask(address: str, port: int, query: dns.message.Message, timeout: flo
 
 
 def _query(name: str, rtype: str) -> dns.message.Message:
+    import dns.flags
+    import dns.message
+
     query = dns.message.make_query(name, rtype)
     query.flags &= ~dns.flags.RD  # a nameserver is asked about its own data, never to recurse
     return query
@@ -128,6 +133,10 @@ def _query(name: str, rtype: str) -> dns.message.Message:
 
 async def check_server(nameserver: str, address: str, port: int, zone: str, timeout: float) -> ServerCheck:
     """Ask one nameserver for the zone's SOA; never raises."""
+    import dns.exception
+    import dns.flags
+    import dns.rcode
+
     def checked(outcome: Outcome, detail: str = "") -> ServerCheck:
         return ServerCheck(nameserver=nameserver, address=address, outcome=outcome, detail=detail)
 
@@ -154,6 +163,10 @@ async def check_server(nameserver: str, address: str, port: int, zone: str, time
 async def referral(address: str, port: int, name: str, timeout: float) -> Referral | None:
     """The parent server's referral for ``name`` (the zone cut at or above it, below the parent);
     None when it gives none (no answer, the name is the parent's own, or it does not exist)."""
+    import dns.exception
+    import dns.rcode
+    import dns.rdatatype
+
     try:
         reply = await _ask(address, port, _query(name, "NS"), timeout)
     except (OSError, TimeoutError, ValueError, dns.exception.DNSException):

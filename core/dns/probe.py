@@ -11,23 +11,25 @@ checking disabled (the CD bit), and what a negative answer's authority section s
   answer: exactly when it will see the record.
 
 Only the configured resolvers (or the system's) are asked, as by core/dns/lookups.py.
+
+dnspython is imported by the functions that use it, when first asked: its import (with
+importlib.metadata under it) was a tenth of the service's start-up, which no request waits for
+since (issue 49).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
-import dns.asyncquery
-import dns.exception
-import dns.flags
-import dns.message
-import dns.rcode
-import dns.rdatatype
-import dns.resolver
 import pycares
 from aiodns import error as dns_error
 
 from core.addresses import parse_nameserver
 from core.dns.lookups import CaaRecord, DnsChecker, Lookup, Resolver
+
+if TYPE_CHECKING:
+    import dns.message
 
 #: The words c-ares uses for a SERVFAIL, kept as an ``error`` lookup's detail by both paths, so a
 #: SERVFAIL is recognised the same way whichever asked.
@@ -55,6 +57,9 @@ def is_servfail(lookup: Lookup) -> bool:
 
 def system_nameservers() -> list[str]:
     """The system's resolvers (/etc/resolv.conf), for when ``[dns] nameservers`` is empty."""
+    import dns.exception
+    import dns.resolver
+
     try:
         return [str(ns) for ns in dns.resolver.Resolver(configure=True).nameservers]
     except dns.exception.DNSException:
@@ -91,6 +96,11 @@ async def negative_ttl(resolver: Resolver, lookup: Lookup) -> int | None:
 
 async def ask(server: str, name: str, rtype: str, *, timeout: float, checking_disabled: bool = False) -> Probe:
     """Ask ``server`` (``ip`` or ``ip:port``, as ``[dns] nameservers`` takes it); never raises."""
+    import dns.asyncquery
+    import dns.exception
+    import dns.flags
+    import dns.message
+
     host, port = parse_nameserver(server)
     query = dns.message.make_query(name, rtype)
     if checking_disabled:
@@ -105,6 +115,9 @@ async def ask(server: str, name: str, rtype: str, *, timeout: float, checking_di
 
 
 def _read(response: dns.message.Message, name: str, rtype: str) -> Probe:
+    import dns.rcode
+    import dns.rdatatype
+
     rcode = response.rcode()
     if rcode == dns.rcode.SERVFAIL:
         return Probe(Lookup(name=name, rtype=rtype, outcome="error", detail=SERVFAIL))

@@ -28,14 +28,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlencode
 
 import attrs
-from authlib.oauth2.rfc7636 import create_s256_code_challenge
-from joserfc import jwt
-from joserfc.jwk import RSAKey
 
 from core.clock import Clock
 from core.text import email_address, normalise_email
 
 if TYPE_CHECKING:
+    from joserfc.jwk import RSAKey
+
     from store import Store
 
 log = logging.getLogger(__name__)
@@ -81,6 +80,8 @@ def _hash(code: str) -> str:
 
 def load_key(path: Path) -> RSAKey:
     """The signing key kept under the storage folder (created with mode 0600 when missing)."""
+    from joserfc.jwk import RSAKey  # joserfc here and below, not above: see core/identity/oidc.py
+
     if not path.exists():
         key = RSAKey.generate_key(2048, parameters={"kid": secrets.token_hex(8), "use": "sig", "alg": "RS256"})
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # beside secrets: private
@@ -214,6 +215,8 @@ class DevIdentityProvider:
         if form.get("redirect_uri") != code.redirect_uri:
             raise TokenError(400, "invalid_grant", "redirect_uri does not match the authorization request.")
         verifier = form.get("code_verifier") or ""
+        from authlib.oauth2.rfc7636 import create_s256_code_challenge
+
         if not hmac.compare_digest(create_s256_code_challenge(verifier).encode(), code.challenge.encode()):
             raise TokenError(400, "invalid_grant", "The PKCE code_verifier does not match the code_challenge.")
         return self._tokens(code)
@@ -234,6 +237,8 @@ class DevIdentityProvider:
             "exp": now + TOKEN_SECONDS,
             **({"nonce": code.nonce} if code.nonce else {}),
         }
+        from joserfc import jwt
+
         header = {"alg": "RS256", "kid": self.key.kid, "typ": "JWT"}
         id_token = jwt.encode(header, claims, self.key)
         access = {"iss": self.issuer, "sub": claims["sub"], "aud": f"{self.issuer}/userinfo", "client_id": self.client_id,

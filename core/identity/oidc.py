@@ -7,6 +7,9 @@ the identity provider (these fetches and the sign-in's token request) go through
 HTTP client, so slow calls elsewhere in the service cannot queue them. Every check of OpenID
 Connect Core 3.1.3.7 that applies to a bearer ID token is made on every request, because the spec
 makes the ID token itself the session credential.
+
+joserfc (with cryptography's X.509 under it) is imported by the functions that use it, at the
+first token or key set: with Authlib, a tenth of a start-up that verifies none yet (issue 49).
 """
 
 from __future__ import annotations
@@ -15,17 +18,17 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from joserfc import jws, jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from core.clock import Clock
 from core.errors import InvalidToken, UpstreamError
 from core.outbound.http import OwnClient
+
+if TYPE_CHECKING:
+    from joserfc.jwk import KeySet
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -142,6 +145,10 @@ class OidcVerifier:
         if not isinstance(uri, str):
             raise UpstreamError("The identity provider's discovery document names no JWKS.")
         data = await self._get_json(uri)
+        # joserfc in the functions that use it: see the module's docstring
+        from joserfc.errors import JoseError
+        from joserfc.jwk import KeySet
+
         try:
             keys = KeySet.import_key_set(data)  # type: ignore[arg-type]  # any JSON: a bad shape raises, caught below
         except (JoseError, ValueError, KeyError, TypeError):
@@ -166,6 +173,9 @@ class OidcVerifier:
 
     async def verify(self, token: str, *, nonce: str | None = None) -> dict[str, Any]:
         """Verify signature and claims; return the claims or raise ``InvalidToken``."""
+        from joserfc import jws, jwt
+        from joserfc.errors import JoseError
+
         try:
             header = jws.extract_compact(token.encode()).protected
         except (JoseError, ValueError, UnicodeError):

@@ -15,8 +15,6 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from authlib.oauth2.auth import ClientAuth
-from authlib.oauth2.rfc6749.parameters import prepare_token_request
 from tornado.httpclient import HTTPClientError, HTTPRequest
 
 from core.errors import Forbidden, InvalidGrant, UpstreamError, ValidationError
@@ -75,6 +73,10 @@ async def _redeem(services: Services, request: ExchangeRequest) -> dict[str, Any
     if not isinstance(endpoint, str):
         raise UpstreamError("The identity provider's discovery document names no token endpoint.")
     client = services.oidc_client
+    # Authlib here, not above: not at every start-up (core/identity/oidc.py)
+    from authlib.oauth2.auth import ClientAuth
+    from authlib.oauth2.rfc6749.parameters import prepare_token_request
+
     body = prepare_token_request(
         "authorization_code", code=request.code, redirect_uri=client.redirect_uri, code_verifier=request.code_verifier
     )

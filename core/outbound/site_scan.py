@@ -49,8 +49,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import attrs
-from cryptography import x509
-from cryptography.x509.oid import NameOID
 
 from core import hostnames
 from core.errors import ValidationError
@@ -342,6 +340,10 @@ def _connection_failure(exc: BaseException, host: str, port: int, timeout: float
 
 def read_certificate(der: bytes) -> ServedCertificate:
     """The facts the scan reports about a DER certificate."""
+    # cryptography's X.509 here, not above: a twentieth of every start-up, for the scans alone (issue 49)
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
     cert = x509.load_der_x509_certificate(der)
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value

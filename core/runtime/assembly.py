@@ -9,12 +9,10 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from core.acme.provider import AcmeProvider
 from core.clock import Clock, SystemClock
 from core.config import Config
 from core.crypto import Keyring, load_or_create_master_key
 from core.delegation_dns import ChallengeRecords
-from core.delegation_dns.records import make_challenge_records
 from core.dns.authority import Authority
 from core.dns.lookups import DnsChecker, Resolver
 from core.domain_connect.discovery import SETTINGS_MAX_BYTES, Discoverer
@@ -87,7 +85,12 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     else:
         store.one_click.forget_offers()  # offers found while it was on are not offered any more
     terminator = config.tls_terminator
-    challenges = make_challenge_records(config, store, clock, metrics) if config.provider.kind == "acme" else None
+    challenges = None
+    if config.provider.kind == "acme":
+        # Here, not above, as the provider's modules are: the delegation zone's and dnspython's.
+        from core.delegation_dns.records import make_challenge_records
+
+        challenges = make_challenge_records(config, store, clock, metrics)
     return Services(
         config=config,
         store=store,
@@ -127,6 +130,10 @@ def make_provider(config: Config, keyring: Keyring, clock: Clock, store: Store, 
                                   new_workspace_share=config.provider.new_workspace_share,
                                   calls_per_active_hostname=config.provider.calls_per_active_hostname, store=store)
     if kind == "acme":
+        # Here, not above: the ACME client and the libraries under it (certbot's acme, requests,
+        # pyOpenSSL) were a sixth of every start-up, with any provider (issue 49).
+        from core.acme.provider import AcmeProvider
+
         assert challenges is not None
         return AcmeProvider(config, keyring=keyring, clock=clock, store=store, dns=dns, records=challenges)
     return SandboxProvider(keyring, config.provider.sandbox, clock, caa_issuers=issuers)

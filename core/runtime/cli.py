@@ -8,7 +8,6 @@ commands' modules (the capabilities, the store) are imported when a command runs
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,6 +17,8 @@ if TYPE_CHECKING:
 
 def version() -> str:
     """The installed package's version; a checkout run without ``pip install`` has none."""
+    import importlib.metadata  # here, not above: with zipfile, email and csv under it, not at every start
+
     try:
         return importlib.metadata.version("certificate-provisioning-service")
     except importlib.metadata.PackageNotFoundError:  # run from a checkout without pip install

@@ -13,21 +13,19 @@ from typing import TYPE_CHECKING
 
 from tornado.ioloop import IOLoop, PeriodicCallback
 
-from core.acme import upkeep
-from core.acme.provider import AcmeProvider
 from core.certificates import idempotency
-from core.delegation_dns.records import StoredRecords, purge_expired
 from core.dns import zone_check
 from core.edge.counted import CountedProvider
 from core.identity import api_keys
 from core.lifecycle.watcher import LifecycleWatcher
-from core.runtime import acme_setup
 from core.tls_terminator.files import FILES_SECONDS, FilesJob
 from core.verification import one_click
 from core.webhooks.worker import WebhookWorker
 from store import OUTBOX_CHANNEL
 
 if TYPE_CHECKING:
+    from core.acme.provider import AcmeProvider
+    from core.delegation_dns import ChallengeRecords
     from core.services import Services
 
 #: How often Idempotency-Key records older than their retention are purged (and portal forms'
@@ -71,18 +69,8 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
         "webhooks": PeriodicCallback(worker.tick, services.config.webhooks.poll_interval_seconds * 1000, jitter=0.1),
         "idempotency-purge": PeriodicCallback(purge_idempotency, PURGE_INTERVAL_SECONDS * 1000),
     }
-    records = services.challenge_records
-    if isinstance(records, StoredRecords):
-        def purge_values() -> int | None:
-            """The serial the purge made, if it removed any value."""
-            return services.store.delegation_zone.serial() if purge_expired(services.store, services.clock) else None
-
-        async def purge_zone() -> None:
-            records.changed(await services.store.run(purge_values))
-
-        jobs["delegation-zone-purge"] = PeriodicCallback(purge_zone, ZONE_PURGE_SECONDS * 1000, jitter=0.1)
-        # The values a process that stopped halfway left, of orders over since: withdrawn now, not in an hour.
-        IOLoop.current().add_callback(purge_zone)
+    if services.challenge_records is not None:  # kind = "acme" only
+        _purge_zone_values(services, services.challenge_records, jobs)
     if services.store.backend == "sqlite":  # PostgreSQL's autovacuum keeps its statistics
         async def statistics(opening: bool = False) -> None:
             await services.store.run(services.store.optimize, opening=opening)
@@ -110,6 +98,9 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
         IOLoop.current().add_callback(watcher.tick)
     acme = _acme(services)
     if acme is not None:
+        from core.acme import upkeep  # with the provider's modules, imported for kind = "acme" only
+        from core.runtime import acme_setup
+
         runs = itertools.count()
 
         async def acme_upkeep() -> None:
@@ -130,6 +121,30 @@ def start_jobs(services: Services) -> tuple[dict[str, PeriodicCallback], Webhook
     return jobs, worker
 
 
+def _purge_zone_values(services: Services, records: ChallengeRecords, jobs: dict[str, PeriodicCallback]) -> None:
+    """Expired challenge values withdrawn from the zone the service serves (its stored records)."""
+    from core.delegation_dns.records import StoredRecords, purge_expired  # imported with kind = "acme" only
+
+    if not isinstance(records, StoredRecords):
+        return
+    stored = records
+
+    def purge_values() -> int | None:
+        """The serial the purge made, if it removed any value."""
+        return services.store.delegation_zone.serial() if purge_expired(services.store, services.clock) else None
+
+    async def purge_zone() -> None:
+        stored.changed(await services.store.run(purge_values))
+
+    jobs["delegation-zone-purge"] = PeriodicCallback(purge_zone, ZONE_PURGE_SECONDS * 1000, jitter=0.1)
+    # The values a process that stopped halfway left, of orders over since: withdrawn now, not in an hour.
+    IOLoop.current().add_callback(purge_zone)
+
+
 def _acme(services: Services) -> AcmeProvider | None:
+    if services.config.provider.kind != "acme":  # its modules are not imported with another provider
+        return None
+    from core.acme.provider import AcmeProvider
+
     provider = services.provider.provider if isinstance(services.provider, CountedProvider) else services.provider
     return provider if isinstance(provider, AcmeProvider) else None

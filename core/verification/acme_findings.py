@@ -25,7 +25,7 @@ import attrs
 
 from core.acme import failures
 from core.acme.problems import TRANSIENT
-from core.delegation_dns.answers import NEGATIVE_TTL
+from core.delegation_dns.view import NEGATIVE_TTL
 from core.dns.probe import ask, ask_resolver
 from core.dns.zone_check import last_check
 from core.verification.record_findings import Finding

@@ -8,8 +8,6 @@ import json
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
-from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from tornado.web import HTTPError
 
 from core.errors import ApiError
@@ -96,6 +94,10 @@ class LoginHandler(PageHandler):
         extra = {"login_hint": self.get_argument("login_hint")} if self.get_argument("login_hint", "") else {}
         if self.get_argument("prompt", "") in PROMPTS:
             extra["prompt"] = self.get_argument("prompt")
+        # Authlib here, not above: not at every start-up (core/identity/oidc.py)
+        from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
+        from authlib.oauth2.rfc7636 import create_s256_code_challenge
+
         self.redirect(
             prepare_grant_uri(
                 endpoint, client.client_id, "code", redirect_uri=client.redirect_uri, scope="openid email",

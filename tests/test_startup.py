@@ -1,0 +1,97 @@
+"""Start-up (issue 49): once the service listens, the work no request needs stays off the event loop
+that answers the first requests, and the modules of what this configuration does not run are not
+imported at all."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from core.config import Config, LifecycleConfig, ServerConfig, StorageConfig
+from core.hostnames import public_suffixes
+from core.runtime.assembly import build_services
+from core.runtime.sockets import bind
+from handlers.server import serve
+from tests.patience import PATIENCE_SECONDS
+from tests.servers.service import ROOT
+
+
+@pytest.mark.gen_test
+async def test_the_public_suffix_list_is_parsed_once_listening_off_the_event_loop(tmp_path):
+    config = Config(server=ServerConfig(port=0),
+                    storage=StorageConfig(path=str(tmp_path / "db.sqlite3"), secret_key_file=str(tmp_path / "secret.key")),
+                    lifecycle=LifecycleConfig(enabled=False))
+    bound = bind(config)
+    config = config.bound_to(bound.server[0].getsockname()[1])
+    services = build_services(config)
+    public_suffixes.cache_clear()
+    parsing = public_suffixes.__wrapped__.__code__  # the parse itself: a cached call never reaches it
+    parsed_on: list[str] = []
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code is parsing:
+            parsed_on.append(threading.current_thread().name)
+
+    threading.setprofile(watch)  # threads started from now on: the parse's
+    sys.setprofile(watch)  # this one: the event loop's
+    serving = asyncio.ensure_future(serve(config, services, bound))
+    try:
+        deadline = asyncio.get_running_loop().time() + PATIENCE_SECONDS
+        while public_suffixes.cache_info().currsize == 0 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+        os.kill(os.getpid(), signal.SIGTERM)  # serve's own way out: it drains and closes its listeners
+        await serving
+        services.close()
+    assert len(parsed_on) == 1 and parsed_on[0] != threading.main_thread().name, parsed_on
+
+
+def test_serving_with_the_sandbox_provider_imports_neither_the_acme_client_nor_dnspython_nor_jinja(tmp_path):
+    """The ACME provider's client (certbot's acme, requests, pyOpenSSL), dnspython (the DNS probes and
+    the delegation zone's server) and Jinja (the portal's pages) are imported by what uses them:
+    together they were most of a start-up that serves none of them (issue 49)."""
+    config = tmp_path / "service.toml"
+    config.write_text(f'[server]\nport = 0\n[storage]\npath = "{tmp_path / "db.sqlite3"}"\n'
+                      f'secret_key_file = "{tmp_path / "secret.key"}"\n[lifecycle]\nenabled = false\n')
+    script = (
+        "import sys, app\n"
+        "from handlers.server import make_app\n"
+        "config = app.load(app.cli.parse_args(['--config', sys.argv[1]]), serving=True)\n"
+        "services = app.open_services(config)\n"
+        "make_app(services)\n"
+        "print(sorted(set(sys.modules) & {'acme', 'requests', 'OpenSSL', 'dns.message', 'jinja2'}))\n"
+        "services.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(config)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=PATIENCE_SECONDS, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
+
+
+def test_start_up_runs_no_full_collection_and_freezes_what_it_built(tmp_path):
+    """Start-up's objects (modules, classes, the services) live as long as the process: a full
+    collection in the middle of start-up went over some 50,000 of them for nothing, twice, and
+    every later one again (issue 49)."""
+    config = tmp_path / "service.toml"
+    config.write_text(f'[server]\nport = 0\n[storage]\npath = "{tmp_path / "db.sqlite3"}"\n'
+                      f'secret_key_file = "{tmp_path / "secret.key"}"\n[lifecycle]\nenabled = false\n')
+    script = (
+        "import gc, sys\n"
+        "full = []\n"
+        "gc.callbacks.append(lambda phase, info: full.append(1) if phase == 'stop' and info['generation'] == 2 else None)\n"
+        "import app\n"
+        "config, services, bound, serve = app.start(app.cli.parse_args(['--config', sys.argv[1]]))\n"
+        "print(len(full), gc.get_freeze_count() > 10_000, gc.isenabled())\n"
+        "services.close()\n"
+        "bound.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(config)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=PATIENCE_SECONDS, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "0 True True"), done.stderr
