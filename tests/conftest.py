@@ -33,7 +33,6 @@ from tests.postgres_fixtures import api_database, empty, postgres_server, postgr
 from tests.servers.dns import DnsServer
 from tests.servers.oidc import CLIENT_ID, OidcIssuer
 
-
 #: Where the tests' files go when the machine has a RAM-backed filesystem and TMPDIR is not set.
 MEMORY_FOLDER = "/dev/shm"
 
