@@ -15,6 +15,7 @@ from core.lifecycle.watcher import LifecycleWatcher
 from tests.acme.conftest import CUSTOMER_ZONE, ZONE, needs_lab
 from tests.acme.test_issuing import add, read, served, verify
 from tests.helpers import mark_verified
+from tests.patience import PATIENCE_SECONDS
 
 pytestmark = needs_lab
 
@@ -26,7 +27,7 @@ async def until_due(services, caller, created, clock):
     await LifecycleWatcher(services).tick()
 
 
-async def until_seen(services, name, rtype, value, timeout=10.0):
+async def until_seen(services, name, rtype, value, timeout=PATIENCE_SECONDS):
     """Wait until the resolver answers ``value`` at ``name`` (its cache of the old answer expired)."""
     deadline = time.monotonic() + timeout
     while True:

@@ -25,6 +25,7 @@ from core.config import DnsConfig
 from core.dns import caa
 from core.lifecycle.watcher import LifecycleWatcher
 from tests.helpers import mark_verified
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.dns_lab import LAME, PARTLY, RESIGNED, SIGNED, SILENT, SOA_MINIMUM, DnsLab, missing_tools
 
 pytestmark = [
@@ -480,7 +481,7 @@ async def until_due(services, owner, created, clock):
     await LifecycleWatcher(services).tick()
 
 
-async def until_seen(services, name, rtype, seen, timeout=10.0):
+async def until_seen(services, name, rtype, seen, timeout=PATIENCE_SECONDS):
     """Wait until the resolver's answer at ``name`` satisfies ``seen`` (what it cached has expired)."""
     deadline = time.monotonic() + timeout
     while not seen(found := await services.dns.lookup(name, rtype)):
