@@ -3,8 +3,8 @@
 Every operation, every phase: examples, coverage, fuzzing, and the stateful phase, which chains
 create -> read/change/delete through the document's own ``links`` (domains, certificates, clients,
 API keys, webhooks, verification links). Settings are in ``schemathesis.toml`` beside this file:
-a fixed seed, no example database, a bounded number of examples (about a minute and a half
-for all three callers on 2 cores), and values the service accepts for the fields a schema cannot
+a fixed seed, no example database, a bounded number of examples (about a minute of CPU
+for all three callers), and values the service accepts for the fields a schema cannot
 describe (hostnames, webhook URLs, the caller's own workspace).
 
 Each run acts in a workspace of its own, so that what one run revokes or deletes cannot disarm
