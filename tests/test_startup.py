@@ -54,13 +54,20 @@ async def test_the_public_suffix_list_is_parsed_once_listening_off_the_event_loo
     assert len(parsed_on) == 1 and parsed_on[0] != threading.main_thread().name, parsed_on
 
 
+def run_on_a_new_database(tmp_path, script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run by a fresh Python in the checkout, given a configuration file (a new SQLite
+    database, the lifecycle off) as its first argument."""
+    config = tmp_path / "service.toml"
+    config.write_text(f'[server]\nport = 0\n[storage]\npath = "{tmp_path / "db.sqlite3"}"\n'
+                      f'secret_key_file = "{tmp_path / "secret.key"}"\n[lifecycle]\nenabled = false\n')
+    return subprocess.run([sys.executable, "-c", script, str(config)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=PATIENCE_SECONDS, check=False)
+
+
 def test_serving_with_the_sandbox_provider_imports_neither_the_acme_client_nor_dnspython_nor_jinja(tmp_path):
     """The ACME provider's client (certbot's acme, requests, pyOpenSSL), dnspython (the DNS probes and
     the delegation zone's server) and Jinja (the portal's pages) are imported by what uses them:
     together they were most of a start-up that serves none of them (issue 49)."""
-    config = tmp_path / "service.toml"
-    config.write_text(f'[server]\nport = 0\n[storage]\npath = "{tmp_path / "db.sqlite3"}"\n'
-                      f'secret_key_file = "{tmp_path / "secret.key"}"\n[lifecycle]\nenabled = false\n')
     script = (
         "import sys, app\n"
         "from handlers.server import make_app\n"
@@ -70,8 +77,7 @@ def test_serving_with_the_sandbox_provider_imports_neither_the_acme_client_nor_d
         "print(sorted(set(sys.modules) & {'acme', 'requests', 'OpenSSL', 'dns.message', 'jinja2'}))\n"
         "services.close()\n"
     )
-    done = subprocess.run([sys.executable, "-c", script, str(config)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=PATIENCE_SECONDS, check=False)
+    done = run_on_a_new_database(tmp_path, script)
     assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
 
 
@@ -79,9 +85,6 @@ def test_start_up_runs_no_full_collection_and_freezes_what_it_built(tmp_path):
     """Start-up's objects (modules, classes, the services) live as long as the process: a full
     collection in the middle of start-up went over some 50,000 of them for nothing, twice, and
     every later one again (issue 49)."""
-    config = tmp_path / "service.toml"
-    config.write_text(f'[server]\nport = 0\n[storage]\npath = "{tmp_path / "db.sqlite3"}"\n'
-                      f'secret_key_file = "{tmp_path / "secret.key"}"\n[lifecycle]\nenabled = false\n')
     script = (
         "import gc, sys\n"
         "full = []\n"
@@ -92,6 +95,5 @@ def test_start_up_runs_no_full_collection_and_freezes_what_it_built(tmp_path):
         "services.close()\n"
         "bound.close()\n"
     )
-    done = subprocess.run([sys.executable, "-c", script, str(config)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=PATIENCE_SECONDS, check=False)
+    done = run_on_a_new_database(tmp_path, script)
     assert (done.returncode, done.stdout.strip()) == (0, "0 True True"), done.stderr
