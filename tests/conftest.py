@@ -45,10 +45,27 @@ def pytest_configure(config):
     took 35-45 ms, a fifth of an API test's time. What the tests check of durability is a process's
     crash (its writes are in the kernel's cache either way), never the machine's. Set before pytest
     picks its base folder; pytest-xdist's workers and every server started inherit it."""
-    if hasattr(config, "workerinput") or os.environ.get("TMPDIR") or not os.access(MEMORY_FOLDER, os.W_OK):
+    if hasattr(config, "workerinput"):
         return
-    os.environ["TMPDIR"] = MEMORY_FOLDER
-    tempfile.tempdir = None  # computed again from TMPDIR on next use
+    if not os.environ.get("TMPDIR") and os.access(MEMORY_FOLDER, os.W_OK):
+        os.environ["TMPDIR"] = MEMORY_FOLDER
+        tempfile.tempdir = None  # computed again from TMPDIR on next use
+    keep_bytecode_outside_the_checkout()
+
+
+def keep_bytecode_outside_the_checkout() -> None:
+    """Where PYTHONDONTWRITEBYTECODE is set (as in many containers), every process of the run
+    compiled every module it imported from source: each worker's test modules, and the service
+    and each command the tests start, some 250 of them, half a second each. Its aim is a checkout
+    without ``__pycache__`` folders, which a bytecode folder under the temporary folder keeps
+    (PYTHONPYCACHEPREFIX, inherited by the workers and every process they start)."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    folder = os.path.join(tempfile.gettempdir(), f"cps-tests-bytecode-{os.getuid()}")
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = folder
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = folder
 
 
 @pytest.fixture
