@@ -54,29 +54,54 @@ class ServiceProcess:
             f'[dns]\nnameservers = ["{dns_address}"]\ntimeout_seconds = {dns_timeout}\n' + extra
         )
         self.process: subprocess.Popen | None = None
+        self._listened = False
 
     def start(self, *, wait: bool = True) -> ServiceProcess:
-        with self.log.open("ab") as out:  # the child keeps its own copy of the descriptor
-            self.process = subprocess.Popen(
-                [sys.executable, str(ROOT / "app.py"), "--config", str(self.config)],
-                cwd=self.folder, stdout=out, stderr=subprocess.STDOUT,
-            )
-        if wait:
-            self._wait_until_listening()
-        return self
+        """The service started; with ``wait``, until it answers. Its port was free when chosen, but
+        another test's process may take it before the service binds it (with two workers per core,
+        seen in CI): then, on a first start only, it starts again on another port."""
+        for _ in range(3):
+            started_at = self.log.stat().st_size if self.log.exists() else 0
+            with self.log.open("ab") as out:  # the child keeps its own copy of the descriptor
+                self.process = subprocess.Popen(
+                    [sys.executable, str(ROOT / "app.py"), "--config", str(self.config)],
+                    cwd=self.folder, stdout=out, stderr=subprocess.STDOUT,
+                )
+            if not wait:
+                return self
+            said = self._wait_until_listening(started_at)
+            if said is None:
+                return self
+            if "is already in use" not in said or self._listened:
+                raise RuntimeError("the service did not start:\n" + said)
+            self._choose_port()
+        raise RuntimeError("the service did not start: every port chosen was taken")
 
-    def _wait_until_listening(self) -> None:
+    def _choose_port(self) -> None:
+        old = f"[server]\nport = {self.port}\n"
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.config.write_text(self.config.read_text().replace(old, f"[server]\nport = {self.port}\n", 1))
+
+    def _wait_until_listening(self, started_at: int) -> str | None:
+        """None once this process says it listens on its port and the port answers (another
+        process answering there is not this service); else what its log said."""
+        listening = f"listening on http://127.0.0.1:{self.port} "
         deadline = time.monotonic() + PATIENCE_SECONDS
         while True:
-            try:
-                urllib.request.urlopen(self.base_url + "/", timeout=PATIENCE_SECONDS).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    self.process.kill()
-                    self.process.wait()  # else a later test fails on the ResourceWarning of its Popen
-                    raise RuntimeError("the service did not start:\n" + self.log.read_text()) from None
-                time.sleep(0.1)
+            said = self.log.read_bytes()[started_at:].decode(errors="replace")
+            if listening in said:
+                try:
+                    urllib.request.urlopen(self.base_url + "/", timeout=PATIENCE_SECONDS).close()
+                    self._listened = True
+                    return None
+                except OSError:
+                    pass
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.process.kill()
+                self.process.wait()  # else a later test fails on the ResourceWarning of its Popen
+                return said or "(nothing logged)"
+            time.sleep(0.1)
 
     def kill(self) -> None:
         """SIGKILL: no clean-up of any kind, as when the machine dies."""
