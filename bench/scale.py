@@ -109,7 +109,9 @@ def serve(folder: Path, port: int, url: str = "", wrapper: tuple[str, ...] = (),
 
 
 class Client:
-    """One keep-alive connection, as an API client keeps one."""
+    """One keep-alive connection, as an API client keeps one. A call is timed to its answer's last
+    byte: parsing the JSON is the client's own work, not the service's (0.35 ms for a page of 100
+    domains, about 2 ms for the 500 of a bulk create, on this machine)."""
 
     def __init__(self, port: int, key: str) -> None:
         self.http = http.client.HTTPConnection("127.0.0.1", port)
@@ -119,9 +121,11 @@ class Client:
         started = time.perf_counter()
         self.http.request(method, path, body=None if body is None else json.dumps(body), headers=self.headers)
         response = self.http.getresponse()
-        payload = json.loads(response.read() or b"null")
+        answer = response.read()
+        elapsed = (time.perf_counter() - started) * 1000
+        payload = json.loads(answer or b"null")
         assert response.status < 300, (response.status, payload)
-        return (time.perf_counter() - started) * 1000, payload
+        return elapsed, payload
 
     def p50(self, body: dict, runs: int = 60) -> float:
         for _ in range(5):

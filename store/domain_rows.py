@@ -47,8 +47,10 @@ def register_functions(conn: sqlite3.Connection) -> None:
     conn.create_function("cps_search_text", 2, _search_text_sql, deterministic=True)
 
 
-#: A page's rows share their workspace: its id is parsed once, not once a row.
+#: A page's rows share their workspace: its id is parsed once, not once a row; and a bulk create's
+#: rows written, its text made once (``str`` of a UUID is Python code, 1-2 us, three a domain).
 _workspace_id = functools.lru_cache(maxsize=1024)(uuid.UUID)
+workspace_text = functools.lru_cache(maxsize=1024)(str)
 
 
 def from_columns(r: StoredDomain) -> DomainRow:
@@ -89,13 +91,13 @@ def from_columns(r: StoredDomain) -> DomainRow:
 
 def to_columns(d: DomainRow) -> dict[str, Any]:
     return {
-        "id": uid(d.id),
-        "workspace_id": uid(d.workspace_id),
+        "id": str(d.id),
+        "workspace_id": workspace_text(d.workspace_id),
         "apex": d.apex,
         "client_id": uid(d.client_id),
         "contact_email": d.contact_email,
         "notes": d.notes,
-        "tags": json.dumps(d.tags),
+        "tags": orjson.dumps(d.tags).decode(),  # json.dumps: 3.5 us a domain, a tenth of its insert
         "created_at": ts(d.created_at),
         "updated_at": ts(d.updated_at),
         "delegation_target": d.delegation_target,

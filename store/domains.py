@@ -161,7 +161,7 @@ class DomainRepo:
         rows = [to_columns(d) for d in domains]
         if rows:
             insert_rows(self.db, "domains", list(rows[0]), [list(r.values()) for r in rows])
-        self._write_tags(domains)
+        self._write_tags(domains, rows)
         self.inserted += len(rows)
 
     def insert_new(self, domains: list[DomainRow]) -> set[uuid.UUID]:
@@ -174,10 +174,11 @@ class DomainRepo:
             return set()
         returned = insert_rows(self.db, "domains", list(rows[0]), [list(r.values()) for r in rows],
                                 " ON CONFLICT (workspace_id, apex) DO NOTHING RETURNING id")
-        inserted = {uuid.UUID(r[0]) for r in returned}
-        self._write_tags([d for d in domains if d.id in inserted])
-        self.inserted += len(inserted)
-        return inserted
+        inserted_ids = {r[0] for r in returned}
+        written = [(d, cols) for d, cols in zip(domains, rows, strict=True) if cols["id"] in inserted_ids]
+        self._write_tags([d for d, _ in written], [cols for _, cols in written])
+        self.inserted += len(written)
+        return {d.id for d, _ in written}
 
     def update(self, domain: DomainRow, *, tags_changed: bool = False) -> None:
         """Write every mutable column of a domain of its workspace (tags when they changed)."""
@@ -191,11 +192,12 @@ class DomainRepo:
         self.forget([domain.id])
         if tags_changed:
             self.db.execute("DELETE FROM domain_tags WHERE domain_id = ?", [uid(domain.id)])
-            self._write_tags([domain])
+            self._write_tags([domain], [{"id": uid(domain.id), "workspace_id": uid(domain.workspace_id)}])
 
-    def _write_tags(self, domains: list[DomainRow]) -> None:
-        tags = [(uid(d.id), uid(d.workspace_id), tag, d.ops_status, d.validation_status, d.cert_status)
-                for d in domains for tag in d.tags]
+    def _write_tags(self, domains: list[DomainRow], columns: list[dict[str, Any]]) -> None:
+        """The domains' tag rows; ``columns``, their rows as written, give the ids' text made once."""
+        tags = [(cols["id"], cols["workspace_id"], tag, d.ops_status, d.validation_status, d.cert_status)
+                for d, cols in zip(domains, columns, strict=True) for tag in d.tags]
         insert_rows(self.db, "domain_tags", list(_TAG_COLUMNS), tags)
 
     def get(self, workspace_id: uuid.UUID, domain_id: uuid.UUID) -> DomainRow | None:

@@ -22,7 +22,7 @@ from core.domains.records import (
     ownership_record,
 )
 from core.wire import INTERNAL, dump, format_timestamp
-from store.domain_rows import StoredDomain, from_columns
+from store.domain_rows import StoredDomain, from_columns, workspace_text
 from store.records import DomainRow, DriftProblem
 
 
@@ -142,7 +142,7 @@ def wire(row: DomainRow) -> dict[str, Any]:
     if row.cert_trace_id is not None:
         cert["traceId"] = str(row.cert_trace_id)
     domain: dict[str, Any] = {
-        "id": str(row.id), "apex": row.apex, "orgId": str(row.workspace_id), "tags": row.tags,
+        "id": str(row.id), "apex": row.apex, "orgId": workspace_text(row.workspace_id), "tags": row.tags,
         "createdAt": format_timestamp(row.created_at), "updatedAt": format_timestamp(row.updated_at),
         "validation": validation, "cert": cert, "opsStatus": row.ops_status,
     }
