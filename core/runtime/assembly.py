@@ -24,7 +24,7 @@ from core.edge.counted import CountedProvider
 from core.edge.sandbox import SandboxProvider
 from core.edge.simulated_dns import SimulatedDns
 from core.identity.api_keys import KeyCache
-from core.identity.dev_idp import DEFAULT_CLIENT_ID, DevIdentityProvider, load_key
+from core.identity.dev_idp import DEFAULT_CLIENT_ID, DevIdentityProvider, create_key
 from core.identity.oidc import OidcVerifier
 from core.identity.portal_signin import UsedStates
 from core.identity.signin import OidcClient
@@ -52,12 +52,14 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
             config.redirect_uri,
         )
         issuer = config.server.base_url.rstrip("/") + "/idp"
+        key_file = Path(config.storage.path).parent / "dev-idp-key.json"
+        create_key(key_file)  # made now when missing; read when first used (DevIdentityProvider)
         dev_idp = DevIdentityProvider(
             issuer=issuer,
             client_id=client.client_id,
             client_secret=client.client_secret,
             redirect_uri=client.redirect_uri,
-            key=load_key(Path(config.storage.path).parent / "dev-idp-key.json"),
+            key=key_file,
             clock=clock,
             store=store,
         )
