@@ -21,7 +21,7 @@ from handlers import listeners
 from handlers.base import BaseHandler
 from handlers.limits import LimitedHTTPServer
 from handlers.log import log_request, route_label
-from handlers.portal import idp, simulated_dns_host
+from handlers.portal import idp
 from handlers.portal.pages import PageNotFoundHandler
 from handlers.static import StaticHandler
 
@@ -34,8 +34,12 @@ DRAIN_SECONDS = 10
 def make_app(services: Services) -> tornado.web.Application:
     """The Tornado application with every route bound to the shared services."""
     deps = {"services": services}
-    active = (handlers.routes + (idp.routes if services.dev_idp is not None else [])
-              + (simulated_dns_host.routes if services.config.domain_connect.simulate else []))
+    active = handlers.routes + (idp.routes if services.dev_idp is not None else [])
+    if services.config.domain_connect.simulate:
+        # Here, not above: the simulated DNS host's modules are imported only by the service that is one.
+        from handlers.portal import simulated_dns_host
+
+        active = active + simulated_dns_host.routes
     routes = [(pattern, handler, deps) for pattern, handler in active]
     app = tornado.web.Application(
         routes,

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-
-from cryptography.hazmat.primitives.asymmetric import rsa
+from typing import TYPE_CHECKING
 
 from core.clock import Clock, SystemClock
 from core.config import Config
@@ -15,9 +14,6 @@ from core.crypto import Keyring, load_or_create_master_key
 from core.delegation_dns import ChallengeRecords
 from core.dns.authority import Authority
 from core.dns.lookups import DnsChecker, Resolver
-from core.domain_connect.discovery import SETTINGS_MAX_BYTES, Discoverer
-from core.domain_connect.signing import MIN_KEY_BITS, load_private_key
-from core.domain_connect.simulated import SimulatedDiscoverer
 from core.edge import EdgeProvider
 from core.edge.cloudflare import CloudflareProvider
 from core.edge.counted import CountedProvider
@@ -34,6 +30,9 @@ from core.ratelimit import RateLimiter
 from core.services import Services
 from core.tls_terminator.index import CertificateIndex
 from store import Store
+
+if TYPE_CHECKING:
+    from core.domain_connect.discovery import Discoverer
 
 
 def build_services(config: Config, *, clock: Clock | None = None) -> Services:
@@ -75,6 +74,14 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     discoverer: Discoverer | None = None
     signing_key = None
     if config.domain_connect.enabled or simulated_host:
+        # Here, not above: one-click set-up's modules (the signing key's cryptography among them)
+        # were imported by every start-up, before the first answer, with it off (issue 49).
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        from core.domain_connect.discovery import SETTINGS_MAX_BYTES, Discoverer
+        from core.domain_connect.signing import MIN_KEY_BITS, load_private_key
+        from core.domain_connect.simulated import SimulatedDiscoverer
+
         # A pool of its own, small: DNS hosts' servers (chosen by whoever holds a zone) never hold up webhooks.
         own = OutboundClient(network=config.network, dns=config.dns, max_clients=8,
                              max_body_bytes=SETTINGS_MAX_BYTES, observe=count)
