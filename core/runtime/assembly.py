@@ -15,7 +15,6 @@ from core.delegation_dns import ChallengeRecords
 from core.dns.authority import Authority
 from core.dns.lookups import DnsChecker, Resolver
 from core.edge import EdgeProvider
-from core.edge.cloudflare import CloudflareProvider
 from core.edge.counted import CountedProvider
 from core.edge.sandbox import SandboxProvider
 from core.edge.simulated_dns import SimulatedDns
@@ -28,11 +27,11 @@ from core.metrics import Metrics
 from core.outbound.guard import OutboundClient
 from core.ratelimit import RateLimiter
 from core.services import Services
-from core.tls_terminator.index import CertificateIndex
 from store import Store
 
 if TYPE_CHECKING:
     from core.domain_connect.discovery import Discoverer
+    from core.tls_terminator.index import CertificateIndex
 
 
 def build_services(config: Config, *, clock: Clock | None = None) -> Services:
@@ -94,6 +93,11 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     else:
         store.one_click.forget_offers()  # offers found while it was on are not offered any more
     terminator = config.tls_terminator
+    index: CertificateIndex | None = None
+    if terminator.secret or terminator.files_dir:
+        from core.tls_terminator.index import CertificateIndex  # here, not above: only where it is on
+
+        index = CertificateIndex(store, keyring, clock)
     challenges = None
     if config.provider.kind == "acme":
         # Here, not above, as the provider's modules are: the delegation zone's and dnspython's.
@@ -121,7 +125,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         used_signin_states=UsedStates(store),
         domain_connect=discoverer,
         domain_connect_key=signing_key,
-        tls_terminator=CertificateIndex(store, keyring, clock) if terminator.secret or terminator.files_dir else None,
+        tls_terminator=index,
         challenge_records=challenges,
     )
 
@@ -133,6 +137,8 @@ def make_provider(config: Config, keyring: Keyring, clock: Clock, store: Store, 
     published through ``challenges``)."""
     kind, issuers = config.provider.kind, config.provider.caa_issuers
     if kind == "cloudflare":
+        from core.edge.cloudflare import CloudflareProvider  # here, not above: only with this provider
+
         return CloudflareProvider(config.provider.cloudflare, caa_issuers=issuers,
                                   background_share=config.lifecycle.provider_share,
                                   workspace_share=config.provider.workspace_share,
