@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 import tornado.web
+from tornado.web import RequestHandler
 
 import handlers
 from core.config import Config
@@ -36,12 +37,14 @@ PUBLIC_SUFFIXES_AFTER_SECONDS = 1.0
 def make_app(services: Services) -> tornado.web.Application:
     """The Tornado application with every route bound to the shared services."""
     deps = {"services": services}
-    active = handlers.routes + (idp.routes if services.dev_idp is not None else [])
+    active: list[tuple[str, type[RequestHandler]]] = [*handlers.routes]
+    if services.dev_idp is not None:
+        active += idp.routes
     if services.config.domain_connect.simulate:
         # Here, not above: the simulated DNS host's modules are imported only by the service that is one.
         from handlers.portal import simulated_dns_host
 
-        active = active + simulated_dns_host.routes
+        active += simulated_dns_host.routes
     routes = [(pattern, handler, deps) for pattern, handler in active]
     app = tornado.web.Application(
         routes,

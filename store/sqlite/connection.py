@@ -27,7 +27,7 @@ class Database:
     def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] | None = None) -> sqlite3.Cursor:
         if parameters is None:
             return self.conn.execute(sql)
-        return self.conn.execute(sql, parameters)  # type: ignore[arg-type]
+        return self.conn.execute(sql, parameters)
 
     def close(self) -> None:
         self.conn.close()
