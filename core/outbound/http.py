@@ -16,7 +16,7 @@ import socket
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from tornado.http1connection import HTTP1Connection, HTTP1ConnectionParameters
@@ -29,8 +29,10 @@ from tornado.httputil import (
 )
 from tornado.iostream import IOStream, StreamClosedError
 from tornado.netutil import Resolver
-from tornado.simple_httpclient import SimpleAsyncHTTPClient
 from tornado.tcpclient import TCPClient
+
+if TYPE_CHECKING:
+    from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 
 class OwnClient:
@@ -45,6 +47,9 @@ class OwnClient:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             self.close()
+            # Tornado's client with the first request, not on import: see core/identity/oidc.py.
+            from tornado.simple_httpclient import SimpleAsyncHTTPClient
+
             self._client = SimpleAsyncHTTPClient(force_instance=True, max_clients=self.max_clients, **self.options)
             self._loop = loop
         return self._client
