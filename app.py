@@ -64,7 +64,6 @@ def load(args: argparse.Namespace, *, serving: bool) -> Config:
 
 def open_services(config: Config) -> Services:
     from core.runtime.assembly import build_services  # here, not above: see the module's docstring
-    from store.inspection import database_error, redacted
     from store.migrations import SchemaTooNew
 
     try:
@@ -74,6 +73,8 @@ def open_services(config: Config) -> Services:
     except SchemaTooNew as exc:  # a downgrade: never run code on a schema it does not know
         raise ConfigError(f"{'storage.url' if config.storage.url else 'storage.path'}: {exc}") from None
     except Exception as exc:  # psycopg's and its pool's: the database cannot be reached or used
+        from store.inspection import database_error, redacted  # its refusal's words: only when refused
+
         if (why := database_error(exc, config.storage.url)) is None:
             raise
         raise ConfigError(f"storage.url: cannot use {redacted(config.storage.url)}: {why}") from None

@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 import tornado.web
+from tornado.web import RequestHandler
 
 import handlers
 from core.config import Config
@@ -21,7 +22,7 @@ from handlers import listeners
 from handlers.base import BaseHandler
 from handlers.limits import LimitedHTTPServer
 from handlers.log import log_request, route_label
-from handlers.portal import idp, simulated_dns_host
+from handlers.portal import idp
 from handlers.portal.pages import PageNotFoundHandler
 from handlers.static import StaticHandler
 
@@ -29,13 +30,21 @@ log = logging.getLogger("app")
 ROOT = Path(__file__).resolve().parent.parent
 #: How long a shutdown (SIGTERM, Ctrl-C) waits for requests in progress and webhook sends to finish.
 DRAIN_SECONDS = 10
+#: How long after listening the public suffix list is parsed, in a thread: after the first answers.
+PUBLIC_SUFFIXES_AFTER_SECONDS = 1.0
 
 
 def make_app(services: Services) -> tornado.web.Application:
     """The Tornado application with every route bound to the shared services."""
     deps = {"services": services}
-    active = (handlers.routes + (idp.routes if services.dev_idp is not None else [])
-              + (simulated_dns_host.routes if services.config.domain_connect.simulate else []))
+    active: list[tuple[str, type[RequestHandler]]] = [*handlers.routes]
+    if services.dev_idp is not None:
+        active += idp.routes
+    if services.config.domain_connect.simulate:
+        # Here, not above: the simulated DNS host's modules are imported only by the service that is one.
+        from handlers.portal import simulated_dns_host
+
+        active += simulated_dns_host.routes
     routes = [(pattern, handler, deps) for pattern, handler in active]
     app = tornado.web.Application(
         routes,
@@ -80,9 +89,11 @@ async def serve(config: Config, services: Services, bound: Bound) -> None:
     jobs, worker = start_jobs(services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    # Parsed once listening, in a thread: on the loop, its 0.1 s came before the first requests'
-    # answers (issue 49). A request that needs it meanwhile parses it too, rather than wait.
-    loop.run_in_executor(None, public_suffixes)
+    # Parsed in a thread: on the loop, its 0.1 s came before the first requests' answers (issue 49).
+    # Not at once: the thread then took the GIL each time the loop let it go (a socket, an SQLite
+    # call) and the loop waited its turn back, 0.09 s of the first answer. A request that needs it
+    # meanwhile parses it too, rather than wait.
+    loop.call_later(PUBLIC_SUFFIXES_AFTER_SECONDS, loop.run_in_executor, None, public_suffixes)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()

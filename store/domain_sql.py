@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import sqlite_utils
-
 from store._rows import postgres
 from store.postgres.text_index import rarest
+from store.sqlite.connection import Database
 
 #: Parameters in one statement, under the 999 that SQLite builds before 3.32 allow.
 MAX_PARAMETERS = 990
 
 
-def insert_rows(db: sqlite_utils.Database, table: str, columns: list[str], rows: list[Any], tail: str = "") -> list[Any]:
+def insert_rows(db: Database, table: str, columns: list[str], rows: list[Any], tail: str = "") -> list[Any]:
     """``rows`` (sequences in ``columns`` order) inserted with as few statements as the parameter
     limit allows; ``tail`` ends each statement (``ON CONFLICT``, ``RETURNING``): what they return.
 

@@ -16,27 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-import weakref
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-import aiodns
 import attrs
-import pycares
-from aiodns import error as dns_error
 
 from core.addresses import parse_nameserver
 from core.config import DnsConfig
 from core.hostnames import public_suffixes
 
+if TYPE_CHECKING:
+    import aiodns
+
 Outcome = Literal["found", "nxdomain", "nodata", "timeout", "error"]
 
 _TYPE_CODES = {"A": 1, "AAAA": 28, "CNAME": 5, "TXT": 16, "CAA": 257, "NS": 2}
-_ERRORS = {
-    dns_error.ARES_ENOTFOUND: "nxdomain",
-    dns_error.ARES_ENODATA: "nodata",
-    dns_error.ARES_ETIMEOUT: "timeout",
-}
 
 
 @attrs.frozen
@@ -86,22 +80,6 @@ MAX_IN_FLIGHT = 64
 #: A channel is replaced after this many questions or seconds, whichever comes first.
 CHANNEL_QUESTIONS = 2000
 CHANNEL_SECONDS = 60.0
-
-
-class _LoopResolver(aiodns.DNSResolver):
-    """aiodns with c-ares driven by the event loop through its socket-state callback (aiodns's own
-    fallback), not by a thread per channel: answers then arrive without a thread switch and a
-    wake-up of the loop each."""
-
-    def _make_channel(self, **kwargs: Any) -> tuple[bool, pycares.Channel]:
-        this = weakref.ref(self)
-
-        def sock_state(fd: int, readable: bool, writable: bool) -> None:
-            resolver = this()
-            if resolver is not None:
-                resolver._sock_state_cb(fd, readable, writable)
-
-        return False, pycares.Channel(sock_state_cb=sock_state, timeout=self._timeout, **kwargs)
 
 
 @attrs.define(eq=False)
@@ -178,7 +156,9 @@ class DnsChecker:
                     closing = asyncio.ensure_future(current.resolver.close())
                     self._closing.add(closing)  # kept until done: the loop holds tasks only weakly
                     closing.add_done_callback(self._closing.discard)
-            resolver = _LoopResolver(nameservers=self.nameservers or None, timeout=self.timeout, tries=1)
+            from core.dns.ares import LoopResolver  # aiodns and pycares: here, not above (see the module)
+
+            resolver = LoopResolver(nameservers=self.nameservers or None, timeout=self.timeout, tries=1)
             current = self._channel = _Channel(resolver, asyncio.get_running_loop(), time.monotonic())
             self.channels_opened += 1
         current.asked |= private
@@ -206,14 +186,16 @@ class DnsChecker:
         return list(dict.fromkeys(found)), lookups
 
     async def _query(self, resolver: aiodns.DNSResolver, name: str, rtype: str) -> Lookup:
+        from core.dns.ares import ERRORS, DNSError, pycares  # imported by then: the resolver's
+
         try:
             async with self._in_flight():
                 started = time.monotonic()
                 # The resolver has its own timeout; this bound also covers a resolver that hangs.
                 result = await asyncio.wait_for(resolver.query_dns(name, rtype), self.timeout * 2 + 1)
-        except aiodns.error.DNSError as exc:
+        except DNSError as exc:
             code = exc.args[0] if exc.args else None
-            outcome = _ERRORS.get(code, "error")
+            outcome = ERRORS.get(code, "error")
             detail = exc.args[1] if len(exc.args) > 1 else str(exc)
             waited = time.monotonic() - started if outcome == "timeout" else None
             return Lookup(name=name, rtype=rtype, outcome=outcome, detail=str(detail), waited=waited)  # type: ignore[arg-type]

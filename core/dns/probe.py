@@ -22,8 +22,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import attrs
-import pycares
-from aiodns import error as dns_error
 
 from core.addresses import parse_nameserver
 from core.dns.lookups import CaaRecord, DnsChecker, Lookup, Resolver
@@ -31,9 +29,13 @@ from core.dns.lookups import CaaRecord, DnsChecker, Lookup, Resolver
 if TYPE_CHECKING:
     import dns.message
 
-#: The words c-ares uses for a SERVFAIL, kept as an ``error`` lookup's detail by both paths, so a
-#: SERVFAIL is recognised the same way whichever asked.
-SERVFAIL = str(pycares.errno.strerror(dns_error.ARES_ESERVFAIL))
+
+def servfail() -> str:
+    """The words c-ares uses for a SERVFAIL, kept as an ``error`` lookup's detail by both paths, so a
+    SERVFAIL is recognised the same way whichever asked. From c-ares when first asked: see core/dns/ares.py."""
+    from core.dns.ares import SERVFAIL
+
+    return SERVFAIL
 
 
 def dnssec_fix(zone: str) -> str:
@@ -52,7 +54,7 @@ class Probe:
 
 
 def is_servfail(lookup: Lookup) -> bool:
-    return lookup.outcome == "error" and lookup.detail == SERVFAIL
+    return lookup.outcome == "error" and lookup.detail == servfail()
 
 
 def system_nameservers() -> list[str]:
@@ -120,7 +122,7 @@ def _read(response: dns.message.Message, name: str, rtype: str) -> Probe:
 
     rcode = response.rcode()
     if rcode == dns.rcode.SERVFAIL:
-        return Probe(Lookup(name=name, rtype=rtype, outcome="error", detail=SERVFAIL))
+        return Probe(Lookup(name=name, rtype=rtype, outcome="error", detail=servfail()))
     if rcode not in (dns.rcode.NOERROR, dns.rcode.NXDOMAIN):
         return Probe(Lookup(name=name, rtype=rtype, outcome="error", detail=str(dns.rcode.to_text(rcode))))
     wanted = dns.rdatatype.from_text(rtype)

@@ -16,6 +16,7 @@ the NS records cannot tell them apart.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -203,7 +204,13 @@ HOSTS: tuple[DnsHost, ...] = (
 )
 
 _BY_KEY = {host.key: host for host in HOSTS}
-_MATCHERS = tuple((re.compile("|".join(f"(?:{p})" for p in host.ns_patterns)), host) for host in HOSTS)
+
+
+@functools.cache
+def _matchers() -> tuple[tuple[re.Pattern[str], DnsHost], ...]:
+    """Compiled when a zone's host is first identified, not on import: they were a hundredth of a
+    second of every start-up, before the first answer, which identifies none (issue 49)."""
+    return tuple((re.compile("|".join(f"(?:{p})" for p in host.ns_patterns)), host) for host in HOSTS)
 
 
 def _bare(name: str) -> str:
@@ -211,7 +218,7 @@ def _bare(name: str) -> str:
 
 
 def _host_of(nameserver: str) -> DnsHost | None:
-    for pattern, host in _MATCHERS:
+    for pattern, host in _matchers():
         if pattern.fullmatch(nameserver):
             return host
     return None

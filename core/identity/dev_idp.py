@@ -82,29 +82,40 @@ def load_key(path: Path) -> RSAKey:
     """The signing key kept under the storage folder (created with mode 0600 when missing)."""
     from joserfc.jwk import RSAKey  # joserfc here and below, not above: see core/identity/oidc.py
 
-    if not path.exists():
-        key = RSAKey.generate_key(2048, parameters={"kid": secrets.token_hex(8), "use": "sig", "alg": "RS256"})
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # beside secrets: private
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass  # another process won the race; read its key below
-        else:
-            with os.fdopen(fd, "w") as f:
-                json.dump(key.as_dict(private=True), f)
+    create_key(path)
     return RSAKey.import_key(json.loads(path.read_text()))
+
+
+def create_key(path: Path) -> None:
+    """The signing key file under the storage folder, created with mode 0600 when missing; an
+    existing one is left as it is, unread."""
+    if path.exists():
+        return
+    from joserfc.jwk import RSAKey
+
+    key = RSAKey.generate_key(2048, parameters={"kid": secrets.token_hex(8), "use": "sig", "alg": "RS256"})
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # beside secrets: private
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return  # another process won the race: its key is the one read
+    with os.fdopen(fd, "w") as f:
+        json.dump(key.as_dict(private=True), f)
 
 
 class DevIdentityProvider:
     def __init__(
-        self, *, issuer: str, client_id: str, client_secret: str, redirect_uri: str, key: RSAKey, clock: Clock,
-        store: Store, max_codes: int = MAX_CODES,
+        self, *, issuer: str, client_id: str, client_secret: str, redirect_uri: str, key: RSAKey | Path,
+        clock: Clock, store: Store, max_codes: int = MAX_CODES,
     ) -> None:
+        """``key``: the signing key, or the file that keeps it (``create_key``), read when a token is
+        first signed or the JWKS first asked for: reading it (joserfc, x509, the RSA key's checks)
+        was 0.08 s of every start-up, before the first answer (issue 49)."""
         self.issuer = issuer
         self.client_id = client_id
         self.client_secret = client_secret
         self.redirect_uri = redirect_uri
-        self.key = key
+        self._key = key
         self.clock = clock
         self.store = store
         self.max_codes = max_codes
@@ -113,6 +124,12 @@ class DevIdentityProvider:
             "password. Set [oidc] issuer for real use.",
             issuer,
         )
+
+    @property
+    def key(self) -> RSAKey:
+        if isinstance(self._key, Path):
+            self._key = load_key(self._key)
+        return self._key
 
     async def pending_codes(self) -> int:
         """How many issued codes are kept, waiting to be redeemed."""

@@ -15,7 +15,6 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from tornado.httpclient import HTTPClientError, HTTPRequest
 
 from core.errors import Forbidden, InvalidGrant, UpstreamError, ValidationError
 from core.identity import accounts
@@ -85,7 +84,10 @@ async def _redeem(services: Services, request: ExchangeRequest) -> dict[str, Any
         "POST", endpoint, headers, body
     )
     # The provider is operator configuration, trusted: no outbound address guard, but timeouts,
-    # and the identity provider's own bounded client (shared with discovery and JWKS).
+    # and the identity provider's own bounded client (shared with discovery and JWKS), imported here:
+    # see core/identity/oidc.py.
+    from tornado.httpclient import HTTPClientError, HTTPRequest
+
     http = HTTPRequest(url, method="POST", headers=headers, body=body, connect_timeout=TIMEOUT_SECONDS, request_timeout=TIMEOUT_SECONDS)
     try:
         response = await services.oidc.http().fetch(http, raise_error=False)

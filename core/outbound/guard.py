@@ -164,8 +164,10 @@ class OutboundClient:
         self.policy = AddressPolicy(network.allow_private_ranges)
         self.resolver: GuardedResolver = GuardedResolver(dns=DnsChecker(dns, observe=observe), policy=self.policy)
         self.max_body_bytes = max_body_bytes
-        self.pool = KeepAliveClient(max_clients=max_clients, ssl_context=tls_context(network.ca_bundle),
-                                    max_body_bytes=max_body_bytes)
+        # The operator's bundle is loaded now, so that one start-up would refuse is refused at once;
+        # the system's CAs alone, when the first request goes out.
+        tls = tls_context(network.ca_bundle) if network.ca_bundle else functools.partial(tls_context, "")
+        self.pool = KeepAliveClient(max_clients=max_clients, ssl_context=tls, max_body_bytes=max_body_bytes)
 
     def close(self) -> None:
         self.pool.close()

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-
-from cryptography.hazmat.primitives.asymmetric import rsa
+from typing import TYPE_CHECKING
 
 from core.clock import Clock, SystemClock
 from core.config import Config
@@ -15,16 +14,12 @@ from core.crypto import Keyring, load_or_create_master_key
 from core.delegation_dns import ChallengeRecords
 from core.dns.authority import Authority
 from core.dns.lookups import DnsChecker, Resolver
-from core.domain_connect.discovery import SETTINGS_MAX_BYTES, Discoverer
-from core.domain_connect.signing import MIN_KEY_BITS, load_private_key
-from core.domain_connect.simulated import SimulatedDiscoverer
 from core.edge import EdgeProvider
-from core.edge.cloudflare import CloudflareProvider
 from core.edge.counted import CountedProvider
 from core.edge.sandbox import SandboxProvider
 from core.edge.simulated_dns import SimulatedDns
 from core.identity.api_keys import KeyCache
-from core.identity.dev_idp import DEFAULT_CLIENT_ID, DevIdentityProvider, load_key
+from core.identity.dev_idp import DEFAULT_CLIENT_ID, DevIdentityProvider, create_key
 from core.identity.oidc import OidcVerifier
 from core.identity.portal_signin import UsedStates
 from core.identity.signin import OidcClient
@@ -32,8 +27,11 @@ from core.metrics import Metrics
 from core.outbound.guard import OutboundClient
 from core.ratelimit import RateLimiter
 from core.services import Services
-from core.tls_terminator.index import CertificateIndex
 from store import Store
+
+if TYPE_CHECKING:
+    from core.domain_connect.discovery import Discoverer
+    from core.tls_terminator.index import CertificateIndex
 
 
 def build_services(config: Config, *, clock: Clock | None = None) -> Services:
@@ -52,12 +50,14 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
             config.redirect_uri,
         )
         issuer = config.server.base_url.rstrip("/") + "/idp"
+        key_file = Path(config.storage.path).parent / "dev-idp-key.json"
+        create_key(key_file)  # made now when missing; read when first used (DevIdentityProvider)
         dev_idp = DevIdentityProvider(
             issuer=issuer,
             client_id=client.client_id,
             client_secret=client.client_secret,
             redirect_uri=client.redirect_uri,
-            key=load_key(Path(config.storage.path).parent / "dev-idp-key.json"),
+            key=key_file,
             clock=clock,
             store=store,
         )
@@ -73,6 +73,14 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     discoverer: Discoverer | None = None
     signing_key = None
     if config.domain_connect.enabled or simulated_host:
+        # Here, not above: one-click set-up's modules (the signing key's cryptography among them)
+        # were imported by every start-up, before the first answer, with it off (issue 49).
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        from core.domain_connect.discovery import SETTINGS_MAX_BYTES, Discoverer
+        from core.domain_connect.signing import MIN_KEY_BITS, load_private_key
+        from core.domain_connect.simulated import SimulatedDiscoverer
+
         # A pool of its own, small: DNS hosts' servers (chosen by whoever holds a zone) never hold up webhooks.
         own = OutboundClient(network=config.network, dns=config.dns, max_clients=8,
                              max_body_bytes=SETTINGS_MAX_BYTES, observe=count)
@@ -85,6 +93,11 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
     else:
         store.one_click.forget_offers()  # offers found while it was on are not offered any more
     terminator = config.tls_terminator
+    index: CertificateIndex | None = None
+    if terminator.secret or terminator.files_dir:
+        from core.tls_terminator.index import CertificateIndex  # here, not above: only where it is on
+
+        index = CertificateIndex(store, keyring, clock)
     challenges = None
     if config.provider.kind == "acme":
         # Here, not above, as the provider's modules are: the delegation zone's and dnspython's.
@@ -112,7 +125,7 @@ def build_services(config: Config, *, clock: Clock | None = None) -> Services:
         used_signin_states=UsedStates(store),
         domain_connect=discoverer,
         domain_connect_key=signing_key,
-        tls_terminator=CertificateIndex(store, keyring, clock) if terminator.secret or terminator.files_dir else None,
+        tls_terminator=index,
         challenge_records=challenges,
     )
 
@@ -124,6 +137,8 @@ def make_provider(config: Config, keyring: Keyring, clock: Clock, store: Store, 
     published through ``challenges``)."""
     kind, issuers = config.provider.kind, config.provider.caa_issuers
     if kind == "cloudflare":
+        from core.edge.cloudflare import CloudflareProvider  # here, not above: only with this provider
+
         return CloudflareProvider(config.provider.cloudflare, caa_issuers=issuers,
                                   background_share=config.lifecycle.provider_share,
                                   workspace_share=config.provider.workspace_share,

@@ -60,7 +60,6 @@ from core.domains.operations import load
 from core.domains.records import delegation_record, ownership_record
 from core.edge.words import provider_words
 from core.verification import dns_host
-from core.verification.acme_findings import acme_view
 from core.verification.provider_findings import ProviderView, provider_findings, served_findings
 from core.verification.record_findings import (
     Finding,
@@ -248,6 +247,10 @@ async def diagnose(services: Services, *, workspace: Workspace, domain_id: uuid.
     if host_seen.dns_host is not None and host_seen.dns_host.problem:
         findings.append(Finding("one_click_ignored", "info", host_seen.dns_host.problem
                                 + " So one-click set-up is not offered; the records can be published by hand."))
+    # Here, not above: the ACME client's findings (its problems, dnspython's codes, the delegation
+    # zone's view) were imported by every start-up, before the first answer, which needs none (issue 49).
+    from core.verification.acme_findings import acme_view
+
     acme = await acme_view(services, row, certificate)
     words = provider_words(services.config.provider)
     findings += acme.findings if acme is not None else []

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from core.domain_connect import signing, template
+from core.domain_connect import template
 from core.domains.dns_host_view import needs_records
 from core.domains.operations import load
 from core.errors import Conflict, NotFound
@@ -104,6 +104,9 @@ async def start(services: Services, *, workspace: Workspace, domain_id: uuid.UUI
     domain, host = template.split(row.apex, row.dns_host.zone)
     params = {"domain": domain, "host": host, "redirect_uri": return_url(services), "state": state,
               **template.variables(row.delegation_target, row.ownership_token)}
+    # Here, not above: the signing's cryptography was imported by every start-up, with one-click set-up off (issue 49).
+    from core.domain_connect import signing
+
     url = signing.apply_url(url_sync_ux=offer.url_sync_ux, provider_id=config.provider_id,
                             service_id=config.service_id, params=params, key=services.domain_connect_key,
                             key_label=config.key_label)
