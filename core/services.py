@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from core.dns.authority import Authority
     from core.dns.lookups import Resolver
     from core.domain_connect.discovery import Discoverer
-    from core.edge import EdgeProvider
+    from core.edge.counted import CountedProvider
     from core.identity.api_keys import KeyCache
     from core.identity.dev_idp import DevIdentityProvider
     from core.identity.oidc import OidcVerifier
@@ -46,7 +46,8 @@ class Services:
     oidc_client: OidcClient
     dev_idp: DevIdentityProvider | None
     "The built-in development identity provider, while ``[oidc] issuer`` is empty."
-    provider: EdgeProvider
+    provider: CountedProvider
+    "The configured edge provider, each call counted for ``GET /metrics``."
     dns: Resolver
     "Real lookups, or the development-only simulation (``[provider.sandbox] simulate_dns``)."
     trusted_proxies: list[ipaddress.IPv4Network | ipaddress.IPv6Network]

@@ -62,18 +62,16 @@ def inspect(path: str | Path) -> Summary | None:
     # without creating a -wal or -shm (and without locks); it would ignore an existing -wal.
     has_wal = Path(f"{path}-wal").exists()
     uri = path.resolve().as_uri() + ("?mode=ro" if has_wal else "?mode=ro&immutable=1")
-    # sqlite-utils here, not above: serving never reads a database this way (store/sqlite/connection.py).
-    import sqlite_utils
-
-    db = sqlite_utils.Database(sqlite3.connect(uri, uri=True))
+    conn = sqlite3.connect(uri, uri=True)
     try:
-        applied = {version for (version,) in db.execute("SELECT version FROM schema_migrations")}
-        workspaces, domains = db["workspaces"].count, db["domains"].count
+        applied = {version for (version,) in conn.execute("SELECT version FROM schema_migrations")}
+        [workspaces] = conn.execute("SELECT count(*) FROM workspaces").fetchone()
+        [domains] = conn.execute("SELECT count(*) FROM domains").fetchone()
         accounts: dict[str, str] = {}
-        if db["acme_accounts"].exists():  # the ACME client's tables came with a later migration
-            accounts = dict(db.execute("SELECT directory_url, account_url FROM acme_accounts").fetchall())
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'acme_accounts'").fetchone():
+            accounts = dict(conn.execute("SELECT directory_url, account_url FROM acme_accounts").fetchall())
     finally:
-        db.close()
+        conn.close()
     if applied and max(applied) > latest_version():
         raise SchemaTooNew(max(applied), latest_version())
     pending = [version for version, _, _ in MIGRATIONS if version not in applied]

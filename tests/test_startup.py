@@ -101,10 +101,9 @@ def test_start_up_runs_no_full_collection_and_freezes_what_it_built(tmp_path):
 
 #: What start-up imported, read or loaded before the first answer, and no GET of a domain needs: each is
 #: imported by what uses it (issue 49). The development provider's key is read with joserfc, x509's
-#: names compiled with it; sqlite-utils reads tables for check-config only (store/inspection.py); Tornado's
-#: HTTP client fetches from the identity provider.
+#: names compiled with it; Tornado's HTTP client fetches from the identity provider.
 NOT_BEFORE_THE_FIRST_ANSWER = {
-    "sqlite_utils", "joserfc", "cryptography.x509", "aiodns", "pycares", "core.dns.ares",
+    "joserfc", "cryptography.x509", "aiodns", "pycares", "core.dns.ares",
     "core.domain_connect.signing", "core.domain_connect.discovery", "core.edge.cloudflare",
     "core.verification.acme_findings", "core.acme.failures", "store.inspection", "tornado.httpclient",
 }

@@ -242,7 +242,7 @@ async def bulk_create(services: Services, *, workspace: Workspace, request: Bulk
             rejected.append(Rejected(apex=raw, reason=f"Duplicate of '{shown(wanted[apex])}' earlier in apexList."))
             continue
         wanted[apex] = raw
-    targets = {apex: await services.provider.delegation_target(apex) for apex in wanted}
+    targets = await services.provider.delegation_targets(list(wanted))
     created, known = await services.store.run(_save_bulk, services, workspace, targets, client_id=request.client_id,
                                               tags=tags)
     return BulkResult(created=created, rejected=rejected, known=known)

@@ -26,6 +26,14 @@ class CountedProvider:
     async def delegation_target(self, apex: str) -> str:
         return await self._counted("delegation_target", self.provider.delegation_target(apex))
 
+    async def delegation_targets(self, apexes: list[str]) -> dict[str, str]:
+        """Each hostname's target, counted as a call each, with one update of the count: a bulk
+        create of 500 spent 3 ms in 500 updates and the coroutines around them (issue 49)."""
+        return await self._counted("delegation_target", self._targets(apexes), calls=len(apexes))
+
+    async def _targets(self, apexes: list[str]) -> dict[str, str]:
+        return {apex: await self.provider.delegation_target(apex) for apex in apexes}
+
     async def caa_issuers(self) -> list[CaaIssuer]:
         return await self.provider.caa_issuers()
 
@@ -41,7 +49,7 @@ class CountedProvider:
     def close(self) -> None:
         self.provider.close()
 
-    async def _counted(self, operation: str, call: Awaitable[T]) -> T:
+    async def _counted(self, operation: str, call: Awaitable[T], *, calls: int = 1) -> T:
         outcome = "ok"
         try:
             return await call
@@ -58,4 +66,4 @@ class CountedProvider:
             outcome = "unavailable"
             raise
         finally:
-            self.metrics.provider_calls.labels(operation, outcome).inc()
+            self.metrics.provider_calls.labels(operation, outcome).inc(calls)
