@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from core.wire import format_timestamp
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 
 def ts(value: dt.datetime | None) -> str | None:

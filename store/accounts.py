@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store._rows import from_ts, from_uid, postgres, select, ts, uid
 from store.records import Membership, User, Workspace
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 
 def _workspace(row: dict[str, Any]) -> Workspace:

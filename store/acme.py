@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from store._rows import from_ts, select, ts, uid
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 #: The purposes keys are encrypted for (``Keyring.encrypt(purpose, pem_or_jwk, bound_to=...)``):
 #: a certificate's key bound to its handle, an account's key bound to its directory URL.

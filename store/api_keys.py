@@ -6,11 +6,13 @@ import builtins
 import datetime as dt
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store._rows import from_ts, select, ts, uid
 from store.records import ApiKey, Workspace
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 
 def _key(row: dict[str, Any]) -> ApiKey:

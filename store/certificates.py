@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store._rows import from_ts, select, ts, uid
 from store.records import Certificate
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 _COLUMNS = (
     "id", "workspace_id", "domain_id", "apex", "wildcard", "status", "issuer", "provider", "not_before",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store._rows import from_ts, select, ts, uid
 from store.records import Client
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 
 def _client(row: dict[str, Any]) -> Client:

@@ -4,11 +4,13 @@ patterns, spelled for each backend."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store._rows import postgres
 from store.postgres.text_index import rarest
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 #: Parameters in one statement, under the 999 that SQLite builds before 3.32 allow.
 MAX_PARAMETERS = 990

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import uuid
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -16,7 +16,9 @@ from store.kept_totals import KeptTotals
 from store.postgres.text_index import TEXT_ID_BITS, TEXT_ID_MASK, candidates, phrase
 from store.records import DomainRow
 from store.row_cache import RowCache
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 #: Notified by a trigger (store/postgres/schema_shared.py) with a domain's id when its row is updated or
 #: deleted on PostgreSQL: every process drops it from its cache.

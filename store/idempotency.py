@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store._rows import from_ts, postgres, select, ts, uid
 from store.records import IdempotencyRecord
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 _KEY = "workspace_id = ? AND method = ? AND path = ? AND key = ?"
 

@@ -24,10 +24,13 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from store._rows import from_ts, postgres, ts, uid
 from store.domains import DomainRepo
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 
 class LifecycleRepo:

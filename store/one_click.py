@@ -6,12 +6,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from typing import TYPE_CHECKING
 
 import attrs
 
 from store._rows import from_ts, postgres, select, ts, uid
 from store.records import DnsHostSeen, OneClickOffer, OneClickStart
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 #: ``offer`` in the JSON when whether one is offered is not known. Kept in the offer's own key, so
 #: that turning one-click set-up off forgets it with the offers, through that key's index.

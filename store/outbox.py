@@ -7,11 +7,13 @@ import json
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store._rows import from_ts, postgres, select, ts, uid
 from store.records import OutboxEvent
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 
 def _event(r: dict[str, Any]) -> OutboxEvent:

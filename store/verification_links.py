@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store._rows import from_ts, select, ts, uid
 from store.records import VerificationLinkRow
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 _SELECT = """SELECT verification_links.*, domains.apex AS apex
              FROM verification_links JOIN domains ON domains.id = verification_links.domain_id"""

@@ -5,11 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store._rows import from_ts, postgres, select, ts, uid
 from store.records import WebhookAttempt, WebhookDelivery, WebhookEndpoint
-from store.sqlite.connection import Database
+
+if TYPE_CHECKING:
+    from store.sqlite.connection import Database
 
 
 def _endpoint(r: dict[str, Any]) -> WebhookEndpoint:

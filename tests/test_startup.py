@@ -81,6 +81,15 @@ def test_serving_with_the_sandbox_provider_imports_neither_the_acme_client_nor_d
     assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
 
 
+def test_only_a_store_on_sqlite_imports_sqlite_utils():
+    """sqlite-utils is SQLite's connection (store/sqlite/connection.py): the service's modules name it
+    for their type hints only, so a store on PostgreSQL never imports it (0.06 s of its start-up)."""
+    script = "import sys, app, store, handlers.server, core.runtime.assembly\nprint('sqlite_utils' in sys.modules)\n"
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          timeout=PATIENCE_SECONDS, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+
+
 def test_start_up_runs_no_full_collection_and_freezes_what_it_built(tmp_path):
     """Start-up's objects (modules, classes, the services) live as long as the process: a full
     collection in the middle of start-up went over some 50,000 of them for nothing, twice, and
