@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -14,6 +14,7 @@ from store._rows import from_ts, postgres, select, ts, uid
 from store.records import DnsHostSeen, OneClickOffer, OneClickStart
 
 if TYPE_CHECKING:
+    from store.postgres.pool import PgDb
     from store.sqlite.connection import Database
 
 #: ``offer`` in the JSON when whether one is offered is not known. Kept in the offer's own key, so
@@ -66,14 +67,27 @@ class OneClickRepo:
 
     def forget_offers(self) -> int:
         """Drop every domain's one-click offer, known or unknown (at start-up with one-click set-up
-        off, before any domain is read: the domain rows cached in memory are not touched)."""
-        return self.db.execute(
-            """UPDATE domains SET dns_host = (dns_host::jsonb || '{"offer": null}')::text
-               WHERE (dns_host::jsonb ->> 'offer') IS NOT NULL"""
-            if postgres(self.db) else
-            "UPDATE domains SET dns_host = json_set(dns_host, '$.offer', json('null')) "
-            "WHERE json_extract(dns_host, '$.offer') IS NOT NULL"
-        ).rowcount
+        off, before any domain is read: the domain rows cached in memory are not touched).
+
+        PostgreSQL keeps no statistics of the offer's expression, so its planner takes nearly every
+        row to have one and scans the table rather than the partial index of the rows that do:
+        0.22 s of every start-up at 1M domains, before the first answer (issue 49). With sequential
+        scans off for this one statement it reads the index."""
+        if not postgres(self.db):
+            return self.db.execute(
+                "UPDATE domains SET dns_host = json_set(dns_host, '$.offer', json('null')) "
+                "WHERE json_extract(dns_host, '$.offer') IS NOT NULL"
+            ).rowcount
+        pg: PgDb = cast(Any, self.db)
+        with pg.connection() as conn:
+            conn.execute("SET enable_seqscan = off")
+            try:
+                return int(conn.execute(
+                    """UPDATE domains SET dns_host = (dns_host::jsonb || '{"offer": null}')::text
+                       WHERE (dns_host::jsonb ->> 'offer') IS NOT NULL"""
+                ).rowcount)
+            finally:
+                conn.execute("RESET enable_seqscan")
 
     def purge(self, *, expired_before: dt.datetime) -> int:
         return self.db.execute("DELETE FROM one_click_starts WHERE expires_at < ?", [ts(expired_before)]).rowcount
