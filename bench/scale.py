@@ -8,6 +8,8 @@ Prints JSON (one object) for bench/run; asserts nothing. Not part of the test ru
 
 Start-up is timed to listening and to the first answer, a GET of a domain by API key (answered
 200); RSS is read at the end of the mixed run (queries, walk, ``q``, bulk, GETs), with its peak.
+Each backend's figures come with ``pace_ms_before`` and ``pace_ms_after``: the CPU time of a fixed
+Python loop (``machine_pace_ms``), which tells at what speed the shared machine ran them.
 
 Each size is a database seeded once and kept under ``~/.cache/cps-bench`` (keyed by size and
 schema version), so later runs start at once: one workspace of that many domains. On SQLite it is
@@ -151,6 +153,18 @@ class Client:
         )
 
 
+def machine_pace_ms() -> float:
+    """CPU milliseconds of a fixed pure-Python loop, the best of three: on a shared VM the same code
+    ran at two speeds about 2 x apart, changing within minutes. Printed beside the figures so a
+    reader can tell which a run had (about 75 ms at the faster on the machine of issue 49)."""
+    def once() -> float:
+        started, total = time.process_time(), 0
+        for n in range(2_000_000):
+            total += n
+        return (time.process_time() - started) * 1000
+    return round(min(once() for _ in range(3)), 1)
+
+
 def rss_mb(process: subprocess.Popen, field: str = "VmRSS") -> float:
     """The service's resident memory now (``VmHWM``: its peak)."""
     status = Path(f"/proc/{process.pid}/status").read_text()
@@ -251,7 +265,7 @@ def q_unanalysed(folder: Path, facts: dict, size: int) -> dict:
 
 def run_backend(server: pg.BenchPostgres | None, sizes: list[int], schema: int, args: argparse.Namespace) -> dict:
     """Every size on one backend (PostgreSQL on ``server``, else SQLite), then GET by key on the largest."""
-    results: dict = {"sizes": {}}
+    results: dict = {"sizes": {}, "pace_ms_before": machine_pace_ms()}
     for size in sizes:
         database = f"scale_v{schema}_{size}"
         folder = CACHE / (f"pg-v{schema}-{size}" if server else f"bulk-v{schema}-{size}")
@@ -301,6 +315,7 @@ def run_backend(server: pg.BenchPostgres | None, sizes: list[int], schema: int, 
             shutil.rmtree(work, ignore_errors=True)
             if server is not None:
                 server.drop_database(f"work_{size}")
+    results["pace_ms_after"] = machine_pace_ms()
     return results
 
 

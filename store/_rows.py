@@ -52,4 +52,6 @@ def select(db: Database, sql: str, params: list[Any] | tuple[Any, ...] = ()) -> 
     """
     cursor = db.execute(sql, params)
     names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row)) for row in cursor]
+    # fetchall, not the cursor's iterator: psycopg steps an iterator in Python, row by row, and a
+    # page of 100 domains spent a third of its reading there (issue 49).
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
