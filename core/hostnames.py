@@ -77,13 +77,18 @@ def canonical(raw: str) -> str:
     if punctuation := _PUNCTUATION.search(name):  # named plainly, not as IDNA's "Codepoint U+002C ..."
         raise HostnameError(f"'{given}' contains '{punctuation.group()}', which hostnames may not: only letters, "
                             "digits, hyphens and dots.")
+    plain = _plain_ascii(name)
     try:
-        if not _plain_ascii(name):
+        if not plain:
             name = idna.encode(name, uts46=True, transitional=False).decode("ascii")
     except idna.IDNAError as exc:
         raise HostnameError(f"'{given}' is not a valid hostname: {exc}.") from None
     except UnicodeError:
         raise HostnameError(f"'{given}' is not a valid hostname: a label is empty or too long.") from None
+    if plain and "." in name and not name[name.rfind(".") + 1:].isdigit():
+        # Its labels passed _plain_ascii's checks, which hold all of _check_labels' but these two,
+        # and it has no A-label for _check_scripts to read: a bulk create of 500 checked each twice.
+        return name
     _check_labels(name)
     _check_scripts(name)
     return name
