@@ -81,12 +81,11 @@ def test_serving_with_the_sandbox_provider_imports_neither_the_acme_client_nor_d
     assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
 
 
-def test_only_a_store_on_sqlite_imports_sqlite_utils():
+def test_only_a_store_on_sqlite_imports_sqlite_utils(tmp_path):
     """sqlite-utils is SQLite's connection (store/sqlite/connection.py): the service's modules name it
     for their type hints only, so a store on PostgreSQL never imports it (0.06 s of its start-up)."""
     script = "import sys, app, store, handlers.server, core.runtime.assembly\nprint('sqlite_utils' in sys.modules)\n"
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
-                          timeout=PATIENCE_SECONDS, check=False)
+    done = run_on_a_new_database(tmp_path, script)
     assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
 
 
