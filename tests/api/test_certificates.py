@@ -5,7 +5,6 @@ DNS is the real test server on 127.0.0.1; time moves only when a test advances t
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from urllib.parse import quote
 
@@ -266,16 +265,6 @@ class TestIdempotency:
         await issue(api, owner, d, {}, headers={"Idempotency-Key": "k-2"})
         r = await issue(api, owner, d, {"ca": "other"}, headers={"Idempotency-Key": "k-2"})
         assert (r.status, r.code) == (409, "idempotency_key_reused")
-
-    @pytest.mark.gen_test
-    async def test_a_concurrent_request_with_the_same_key_is_in_progress(self, api, world, services):
-        owner, d = await verified_domain(api, world, services)
-        one, two = await asyncio.gather(
-            issue(api, owner, d, {}, headers={"Idempotency-Key": "same"}),
-            issue(api, owner, d, {}, headers={"Idempotency-Key": "same"}),
-        )
-        assert sorted([(one.status, one.code), (two.status, two.code)]) == [(200, None), (409, "idempotency_in_progress")]
-        assert len(events(services, owner)) == 1
 
     @pytest.mark.gen_test
     async def test_the_alias_path_keeps_its_own_records(self, api, world, services):

@@ -44,10 +44,16 @@ def workspace_share():
 
 
 @pytest.fixture
-def config(config, cloudflare, budget, workspace_share):
+def provider_timeout():
+    """``[provider.cloudflare] timeout_seconds``: short, so a provider down fails fast; classes override it."""
+    return 1
+
+
+@pytest.fixture
+def config(config, cloudflare, budget, workspace_share, provider_timeout):
     cf = CloudflareConfig(
         api_base=cloudflare.api_base, zone_id=ZONE_ID, api_token=TOKEN,
-        timeout_seconds=1, retry_seconds=1, requests_per_window=budget, window_seconds=60,
+        timeout_seconds=provider_timeout, retry_seconds=1, requests_per_window=budget, window_seconds=60,
     )
     return attrs.evolve(config, provider=ProviderConfig(kind="cloudflare", cloudflare=cf, workspace_share=workspace_share))
 
@@ -303,18 +309,34 @@ class TestProviderRefusals:
         assert (await issue(api, owner, d)).body["status"] == "pending"
 
 
-class TestIdempotencyWithLatency:
-    """Two concurrent requests with one key, while the provider is slow."""
+class TestIdempotencyWhileTheProviderIsHeld:
+    """Two requests with one key, the second while the first waits on the provider."""
+
+    @pytest.fixture
+    def provider_timeout(self):
+        return 60  # the first request waits on the held provider for as long as the second takes
 
     @pytest.mark.gen_test
-    async def test_one_request_reaches_the_provider(self, api, world, services, cloudflare):
+    async def test_the_second_is_in_progress_and_one_request_reaches_the_provider(self, api, world, services, cloudflare):
         owner, d = await marked_verified(api, world, services)
-        cloudflare.latency = 0.3
-        one, two = await asyncio.gather(
-            issue(api, owner, d, headers={"Idempotency-Key": "slow"}), issue(api, owner, d, headers={"Idempotency-Key": "slow"})
-        )
-        assert sorted([one.status, two.status]) == [200, 409]
+        cloudflare.hold()
+        first = asyncio.ensure_future(issue(api, owner, d, headers={"Idempotency-Key": "slow"}))
+        await cloudflare.wait_until_held()
+        second = await issue(api, owner, d, headers={"Idempotency-Key": "slow"})
+        cloudflare.release()
+        assert ((await first).status, second.status, second.code) == (200, 409, "idempotency_in_progress")
         assert [m for m, _ in cloudflare.requests].count("POST") == 1
+        assert event_types(services, owner) == ["cert.issue_pending"]
+
+    @pytest.mark.gen_test
+    async def test_the_key_replays_once_the_first_has_answered(self, api, world, services, cloudflare):
+        owner, d = await marked_verified(api, world, services)
+        cloudflare.hold()
+        first = asyncio.ensure_future(issue(api, owner, d, headers={"Idempotency-Key": "slow"}))
+        await cloudflare.wait_until_held()
+        await issue(api, owner, d, headers={"Idempotency-Key": "slow"})
+        cloudflare.release()
+        await first
         replay = await issue(api, owner, d, headers={"Idempotency-Key": "slow"})
         assert replay.headers.get("Idempotent-Replayed") == "true"
         assert [m for m, _ in cloudflare.requests].count("POST") == 1

@@ -551,3 +551,12 @@ class TestFakeCloudflare:
     async def test_a_wrong_zone_is_a_404(self, cloudflare):
         code, body, _ = await self.call(cloudflare, "GET", "/custom_hostnames", zone="f" * 32)
         assert (code, body["success"]) == (404, False)
+
+    @pytest.mark.gen_test
+    async def test_a_request_still_in_flight_does_not_land_in_the_account_a_reset_made(self, cloudflare):
+        cloudflare.latency = 0.3
+        with pytest.raises(ProviderUnavailable):  # its client gives up; the fake still sleeps on it
+            await cloudflare_provider(cloudflare, timeout_seconds=0.05, retry_seconds=0).issue("shop.customer-a.com", trace_id=TRACE)
+        cloudflare.reset()
+        await asyncio.sleep(0.6)  # past the latency: the leftover create would have landed by now
+        assert cloudflare.hostnames == {}

@@ -9,7 +9,8 @@ carries ``Ratelimit`` and ``Ratelimit-Policy`` for a per-token quota; over it, 4
 
 The server runs in its own thread; tests steer it through the methods of ``FakeCloudflare``, which
 take its lock. New hostnames are ``pending`` / ``pending_validation`` unless ``auto_activate``, or
-as ``created_as`` says (``set_state``'s arguments, applied to each new hostname).
+as ``created_as`` says (``set_state``'s arguments, applied to each new hostname). ``latency``
+slows every answer; ``hold`` keeps them all back until ``release``, for a race a test must win.
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ class _Base(tornado.web.RequestHandler):
             latency = api.latency
         if latency:
             await asyncio.sleep(latency)
+        if not api._released.is_set():
+            with api.lock:
+                api.held += 1
+            while not api._released.is_set():
+                await asyncio.sleep(0.005)
         token = self.request.headers.get("Authorization", "")
         with api.lock:
             remaining, reset = api._count(token)
@@ -207,7 +213,7 @@ class FakeCloudflare:
         self.lock = threading.RLock()
         self.delegation_uuid = "98f23a08960b326c"
         self.default_quota, self.default_window = quota, window
-        self.reset()
+        self._fresh()
         args = {"api": self}
         zone = r"/client/v4/zones/([^/]+)"
         self._server = ThreadedServer(
@@ -235,7 +241,16 @@ class FakeCloudflare:
         self._server.stop()
 
     def reset(self) -> None:
-        """Forget hostnames, logs, counters, failures and settings: a fresh account."""
+        """Forget hostnames, logs, counters, failures and settings: a fresh account.
+
+        A request a finished test left in flight (one its client gave up on while the fake slept
+        out its latency) is answered first: otherwise it would land in the fresh account.
+        """
+        self.release()
+        self.wait_until_answered()
+        self._fresh()
+
+    def _fresh(self) -> None:
         with self.lock:
             self.hostnames: dict[str, dict[str, Any]] = {}
             self.requests: list[tuple[str, str]] = []
@@ -248,10 +263,41 @@ class FakeCloudflare:
             self.created_as: dict[str, Any] = {}
             self.records_on_create = True
             self.latency = 0.0
+            self._released = threading.Event()
+            self._released.set()
+            self.held = 0
+            "Requests that found the fake held (``hold``) so far."
             self.max_hostnames: int | None = None  # the zone's custom hostname quota (403, 1405)
             self.quota, self.window = self.default_quota, self.default_window
             self._failures: list[tuple[int, float | None]] = []
             self._windows: dict[str, tuple[float, int]] = {}
+
+    def hold(self) -> None:
+        """Answer nothing until ``release``: a provider slow for exactly as long as a test needs."""
+        self._released.clear()
+
+    def release(self) -> None:
+        self._released.set()
+
+    async def wait_until_held(self, n: int = 1, bound_seconds: float = 60.0) -> None:
+        """Wait (on the caller's loop) until ``n`` requests are being held."""
+        deadline = time.monotonic() + bound_seconds
+        while self.held < n:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the fake Cloudflare held {self.held} of {n} request(s) after {bound_seconds} s")
+            await asyncio.sleep(0.005)
+
+    def wait_until_answered(self, bound_seconds: float = 60.0) -> None:
+        """Block until every request taken so far has been answered (each adds one status)."""
+        deadline = time.monotonic() + bound_seconds
+        while True:
+            with self.lock:
+                pending = len(self.requests) - len(self.statuses)
+            if pending <= 0:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the fake Cloudflare still owes {pending} answer(s) after {bound_seconds} s")
+            time.sleep(0.01)
 
     def fail_next(self, n: int = 1, *, status: int = 500, retry_after: float | None = None) -> None:
         """Answer the next ``n`` authenticated requests with ``status`` (and ``Retry-After``)."""
