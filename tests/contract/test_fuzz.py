@@ -2,7 +2,9 @@
 
 Every operation, every phase: examples, coverage, fuzzing, and the stateful phase, which chains
 create -> read/change/delete through the document's own ``links`` (domains, certificates, clients,
-API keys, webhooks, verification links). Settings are in ``schemathesis.toml`` beside this file:
+API keys, webhooks, verification links). The coverage phase (each schema's boundary and invalid
+values, four fifths of a unit run's 2,200 cases) runs as the owner only: what it tries is the input
+rules, which are the same for every caller, and the narrow key sees mostly 403s before them. Settings are in ``schemathesis.toml`` beside this file:
 a fixed seed, no example database, a bounded number of examples (about a minute of CPU
 for all three callers), and values the service accepts for the fields a schema cannot
 describe (hostnames, webhook URLs, the caller's own workspace).
@@ -42,7 +44,8 @@ SCOPES = {"session": "", "star key": "*", "narrow key": "domains:read"}
 CREATORS = ("session", "star key")
 #: The stateful phase runs in a workspace of its own: the unit phases fill the first one up
 #: (20 webhook endpoints at most), and creates that fail leave the links nothing to follow.
-PHASES = ("examples,coverage,fuzzing", "stateful")
+RUNS = [(caller, phases) for caller in SCOPES
+        for phases in ("examples,coverage,fuzzing" if caller == "session" else "examples,fuzzing", "stateful")]
 #: Links the stateful phase of a creating caller must follow at least (of 34; about 16 to 21 are).
 MIN_LINKS_COVERED = 5
 
@@ -107,8 +110,7 @@ def schemathesis(service: ServiceProcess, token: str, workspace: str, phases: st
     return result.stdout
 
 
-@pytest.mark.parametrize("phases", PHASES)
-@pytest.mark.parametrize("caller", list(SCOPES))
+@pytest.mark.parametrize(("caller", "phases"), RUNS)
 def test_no_server_error_and_no_answer_outside_the_document(service, caller, phases):
     token, workspace = new_workspace(service, caller)
     log_before = service.log.stat().st_size
