@@ -338,13 +338,6 @@ class DomainRepo:
         ``sparse`` says the filter matches few of the workspace's domains, so walking the sort
         order would visit many rows per match; tags are then matched from their index.
         """
-        sql, params = self._page_sql(workspace_id, f, sort_by=sort_by, descending=descending, after=after, sparse=sparse)
-        return select(self.db, sql, [*params, limit])
-
-    def _page_sql(self, workspace_id: uuid.UUID, f: DomainFilter, *, sort_by: str, descending: bool,
-                  after: tuple[str, str] | None, sparse: bool, size: bool = False) -> tuple[str, list[Any]]:
-        """A page's statement, without its LIMIT's value; ``size`` adds the workspace's size as
-        a column (PostgreSQL only)."""
         column = SORT_COLUMNS[sort_by]
         text_ids = self._text_ids(workspace_id) if sparse and not self.pg else None
         where, params = _where(workspace_id, f, tags_by_index=sparse, text_ids=text_ids, pg=self.pg)
@@ -359,29 +352,10 @@ class DomainRepo:
             # The workspace's token once (an InitPlan), not joined row by row: after a cursor the
             # planner takes the page for a row or two and probes the workspaces' key once per row
             # it returns (8 ms for a page of 100 at 1M, issue 49).
-            size_column = ", (SELECT coalesce(sum(n), 0) FROM domain_counts WHERE workspace_id = ?) AS workspace_size"
-            select_ = ("SELECT d.*, (SELECT w.ownership_token FROM workspaces w WHERE w.id = ?) AS ownership_token"
-                       f"{size_column if size else ''} FROM domains d")
-            params = [uid(workspace_id)] * (2 if size else 1) + params
-        return f"{select_} WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?", params
-
-    def page_and_size(
-        self, workspace_id: uuid.UUID, *, sort_by: str, descending: bool, after: tuple[str, str] | None, limit: int
-    ) -> tuple[list[StoredDomain], int]:
-        """An unfiltered page and the workspace's size (its total). On PostgreSQL the size rides
-        along each row of the page's statement: one round trip a page, not two (issue 49)."""
-        if not self.pg:
-            rows = self.page(workspace_id, DomainFilter(), sort_by=sort_by, descending=descending, after=after, limit=limit)
-            return rows, self.workspace_size(workspace_id)
-        sql, params = self._page_sql(workspace_id, DomainFilter(), sort_by=sort_by, descending=descending, after=after,
-                                     sparse=False, size=True)
-        rows = select(self.db, sql, [*params, limit])
-        if not rows:
-            return rows, self.workspace_size(workspace_id)
-        size = int(rows[0]["workspace_size"])
-        for row in rows:
-            del row["workspace_size"]
-        return rows, size
+            select_ = "SELECT d.*, (SELECT w.ownership_token FROM workspaces w WHERE w.id = ?) AS ownership_token FROM domains d"
+            params = [uid(workspace_id), *params]
+        sql = f"{select_} WHERE {where} ORDER BY d.{column} {direction}, d.id {direction} LIMIT ?"
+        return select(self.db, sql, [*params, limit])
 
     def serving(self, workspace_id: uuid.UUID, *, issued_before: dt.datetime, at_most: int) -> int:
         """The workspace's domains verified and serving a certificate (opsStatus ``active``) last

@@ -138,15 +138,19 @@ def query_rows(services: Services, *, workspace: Workspace, request: QueryDomain
     binding = _binding(workspace, domain_filter, sort)
     after = cursors.decode(services.keyring, page.cursor, binding) if page.cursor is not None else None
     repo = services.store.domains
-    descending = sort.dir == "desc"
-    if domain_filter == DomainFilter():  # the total is the workspace's size, read with the page
-        rows, total = repo.page_and_size(workspace.id, sort_by=sort.by, descending=descending, after=after,
-                                         limit=page.limit + 1)
-    else:
-        total = repo.count(workspace.id, domain_filter)
-        sparse = total * SPARSE_RATIO < repo.workspace_size(workspace.id)
-        rows = repo.page(workspace.id, domain_filter, sort_by=sort.by, descending=descending, after=after,
-                         limit=page.limit + 1, sparse=sparse)
+    total = repo.count(workspace.id, domain_filter)
+    # Unfiltered, the total is the workspace's size: not asked again (a round trip on PostgreSQL).
+    size = total if domain_filter == DomainFilter() else repo.workspace_size(workspace.id)
+    sparse = total * SPARSE_RATIO < size
+    rows = repo.page(
+        workspace.id,
+        domain_filter,
+        sort_by=sort.by,
+        descending=sort.dir == "desc",
+        after=after,
+        limit=page.limit + 1,
+        sparse=sparse,
+    )
     next_cursor = None
     if len(rows) > page.limit:
         rows = rows[: page.limit]

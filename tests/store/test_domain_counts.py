@@ -118,21 +118,6 @@ def test_the_tag_counts_migration_counts_the_tags_already_stored(store):
     assert_counts_exact(store, ws)
 
 
-def test_an_unfiltered_page_and_its_size_are_the_page_and_the_count(store):
-    rng = random.Random(13)
-    ws, other = workspace(store), workspace(store)
-    for n in range(30):
-        store.domains.insert(random_domain(rng, ws, n))
-    store.domains.insert(random_domain(rng, other, 99))
-    kwargs = {"sort_by": "apex", "descending": True, "limit": 7}
-    first = store.domains.page(ws.id, DomainFilter(), after=None, **kwargs)
-    cursor = (first[-1]["apex"], first[-1]["id"])
-    for after in (None, cursor, ("", "")):  # the first page, the next one, and past the last
-        rows, size = store.domains.page_and_size(ws.id, after=after, **kwargs)
-        assert (rows, size) == (store.domains.page(ws.id, DomainFilter(), after=after, **kwargs), 30)
-    assert store.domains.page_and_size(workspace(store).id, after=None, **kwargs) == ([], 0)
-
-
 def test_sparse_and_dense_pages_agree(store):
     rng = random.Random(3)
     ws = workspace(store)
