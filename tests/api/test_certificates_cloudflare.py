@@ -11,6 +11,7 @@ import pytest
 
 from core.config import CloudflareConfig, ProviderConfig
 from tests.helpers import mark_active, mark_verified
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.cloudflare import TOKEN, ZONE_ID, FakeCloudflare
 
 APEX = "shop.example.com"
@@ -314,7 +315,7 @@ class TestIdempotencyWhileTheProviderIsHeld:
 
     @pytest.fixture
     def provider_timeout(self):
-        return 60  # the first request waits on the held provider for as long as the second takes
+        return PATIENCE_SECONDS  # the first request waits on the held provider while the second is answered
 
     @pytest.mark.gen_test
     async def test_the_second_is_in_progress_and_one_request_reaches_the_provider(self, api, world, services, cloudflare):

@@ -4,10 +4,12 @@ Every operation, every phase: examples, coverage, fuzzing, and the stateful phas
 create -> read/change/delete through the document's own ``links`` (domains, certificates, clients,
 API keys, webhooks, verification links). The coverage phase (each schema's boundary and invalid
 values, four fifths of a unit run's 2,200 cases) runs as the owner only: what it tries is the input
-rules, which are the same for every caller, and the narrow key sees mostly 403s before them. Settings are in ``schemathesis.toml`` beside this file:
-a fixed seed, no example database, a bounded number of examples (about a minute of CPU
-for all three callers), and values the service accepts for the fields a schema cannot
-describe (hostnames, webhook URLs, the caller's own workspace).
+rules, the same for every caller, and the narrow key meets mostly 403s before them (issue 49).
+
+Settings are in ``schemathesis.toml`` beside this file: a fixed seed, no example database, a
+bounded number of examples (about a minute of CPU for all three callers), and values the service
+accepts for the fields a schema cannot describe (hostnames, webhook URLs, the caller's own
+workspace).
 
 Each run acts in a workspace of its own, so that what one run revokes or deletes cannot disarm
 the next; after its run the caller must still be signed in, so a run that locked itself out

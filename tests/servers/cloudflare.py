@@ -29,6 +29,7 @@ from typing import Any
 
 import tornado.web
 
+from tests.patience import PATIENCE_SECONDS
 from tests.servers._thread import ThreadedServer
 
 ZONE_ID = "0f2a9c1d7b3e4a5f8c6d1e2b3a4f5c6d"
@@ -279,7 +280,7 @@ class FakeCloudflare:
     def release(self) -> None:
         self._released.set()
 
-    async def wait_until_held(self, n: int = 1, bound_seconds: float = 60.0) -> None:
+    async def wait_until_held(self, n: int = 1, bound_seconds: float = PATIENCE_SECONDS) -> None:
         """Wait (on the caller's loop) until ``n`` requests are being held."""
         deadline = time.monotonic() + bound_seconds
         while self.held < n:
@@ -287,7 +288,7 @@ class FakeCloudflare:
                 raise AssertionError(f"the fake Cloudflare held {self.held} of {n} request(s) after {bound_seconds} s")
             await asyncio.sleep(0.005)
 
-    def wait_until_answered(self, bound_seconds: float = 60.0) -> None:
+    def wait_until_answered(self, bound_seconds: float = PATIENCE_SECONDS) -> None:
         """Block until every request taken so far has been answered (each adds one status)."""
         deadline = time.monotonic() + bound_seconds
         while True:
