@@ -317,27 +317,28 @@ class TestIdempotencyWhileTheProviderIsHeld:
     def provider_timeout(self):
         return PATIENCE_SECONDS  # the first request waits on the held provider while the second is answered
 
-    @pytest.mark.gen_test
-    async def test_the_second_is_in_progress_and_one_request_reaches_the_provider(self, api, world, services, cloudflare):
-        owner, d = await marked_verified(api, world, services)
+    @staticmethod
+    async def both(api, owner, d, cloudflare):
+        """The first request's answer and the second's, sent while the provider holds the first."""
         cloudflare.hold()
         first = asyncio.ensure_future(issue(api, owner, d, headers={"Idempotency-Key": "slow"}))
         await cloudflare.wait_until_held()
         second = await issue(api, owner, d, headers={"Idempotency-Key": "slow"})
         cloudflare.release()
-        assert ((await first).status, second.status, second.code) == (200, 409, "idempotency_in_progress")
+        return await first, second
+
+    @pytest.mark.gen_test
+    async def test_the_second_is_in_progress_and_one_request_reaches_the_provider(self, api, world, services, cloudflare):
+        owner, d = await marked_verified(api, world, services)
+        first, second = await self.both(api, owner, d, cloudflare)
+        assert (first.status, second.status, second.code) == (200, 409, "idempotency_in_progress")
         assert [m for m, _ in cloudflare.requests].count("POST") == 1
         assert event_types(services, owner) == ["cert.issue_pending"]
 
     @pytest.mark.gen_test
     async def test_the_key_replays_once_the_first_has_answered(self, api, world, services, cloudflare):
         owner, d = await marked_verified(api, world, services)
-        cloudflare.hold()
-        first = asyncio.ensure_future(issue(api, owner, d, headers={"Idempotency-Key": "slow"}))
-        await cloudflare.wait_until_held()
-        await issue(api, owner, d, headers={"Idempotency-Key": "slow"})
-        cloudflare.release()
-        await first
+        await self.both(api, owner, d, cloudflare)
         replay = await issue(api, owner, d, headers={"Idempotency-Key": "slow"})
         assert replay.headers.get("Idempotent-Replayed") == "true"
         assert [m for m, _ in cloudflare.requests].count("POST") == 1
