@@ -190,7 +190,6 @@ class TestTwoResolvers:
         assert "delegation_missing" in codes(report)  # what the zone publishes is what counts
 
 
-
 class TestAnUnreachableResolver:
     """A second configured resolver where nothing listens: its lookups fail without any SERVFAIL."""
 
@@ -330,16 +329,6 @@ class TestCommonMistakes:
         assert "v=spf1 -all" in finding["message"] and "other TXT records may stay" in finding["fix"]
 
     @pytest.mark.gen_test
-    async def test_a_resolver_that_does_not_answer(self, api, world, dns, zone):
-        owner, created = await new_domain(api, world)
-        publish_both(zone, created)
-        publish_both(dns, created)
-        dns.zone.silent.add(TXT_AT)
-        report = await diagnose(api, owner, created)
-        [finding] = [f for f in report["findings"] if f["code"] == "lookup_failed"]
-        assert "timeout" in finding["message"] and report["verdict"] == "waiting"
-
-    @pytest.mark.gen_test
     async def test_a_value_with_quotes_is_accepted_with_a_warning(self, api, world, zone):
         owner, created = await new_domain(api, world)
         _, value = expected(created)
@@ -416,18 +405,6 @@ class TestCertificate:
         assert finding["fix"] == f"Restore the CNAME record {CNAME_AT} with the value {target}."
 
     @pytest.mark.gen_test
-    async def test_when_no_dns_server_answers_an_active_certificate_is_not_called_at_risk(self, api, world, services, clock, dns, zone):
-        owner, cert = await active_domain(api, world, services, clock, apex=APEX)
-        for server in (dns, zone):
-            server.zone.silent.update({CNAME_AT, TXT_AT})
-        report = await diagnose(api, owner, {"id": cert["domainId"]})
-        assert "renewal_at_risk" not in codes(report)
-        [finding] = [f for f in report["findings"] if f["code"] == "renewal_unchecked"]
-        assert finding["severity"] == "warning" and f"whether the CNAME at {CNAME_AT} still points at" in finding["message"]
-        assert "could not be checked: no DNS server answered for it" in finding["message"]
-        assert CNAME_AT in finding["fix"]
-
-    @pytest.mark.gen_test
     async def test_an_issuance_in_progress_is_waiting_for_the_provider(self, api, world, services, dns, zone):
         owner, created = await new_domain(api, world)
         publish_both(zone, created)
@@ -475,6 +452,44 @@ class TestCertificate:
 
 class TestWithoutTheZonesServers:
     @pytest.mark.gen_test
+    async def test_without_ns_records_the_resolvers_answers_are_used(self, api, world, dns):
+        owner, created = await new_domain(api, world)
+        publish_both(dns, created)
+        report = await diagnose(api, owner, created)
+        assert codes(report) == ["authority_unknown", "all_good"] and report["verdict"] == "ok"
+        assert report["zone"] is None
+
+
+class TestUnansweredLookups:
+    """Names the test DNS servers leave unanswered (``silent``): each lookup of them times out."""
+
+    @pytest.fixture
+    def dns_timeout(self):
+        return 0.5
+
+    @pytest.mark.gen_test
+    async def test_a_resolver_that_does_not_answer(self, api, world, dns, zone):
+        owner, created = await new_domain(api, world)
+        publish_both(zone, created)
+        publish_both(dns, created)
+        dns.zone.silent.add(TXT_AT)
+        report = await diagnose(api, owner, created)
+        [finding] = [f for f in report["findings"] if f["code"] == "lookup_failed"]
+        assert "timeout" in finding["message"] and report["verdict"] == "waiting"
+
+    @pytest.mark.gen_test
+    async def test_when_no_dns_server_answers_an_active_certificate_is_not_called_at_risk(self, api, world, services, clock, dns, zone):
+        owner, cert = await active_domain(api, world, services, clock, apex=APEX)
+        for server in (dns, zone):
+            server.zone.silent.update({CNAME_AT, TXT_AT})
+        report = await diagnose(api, owner, {"id": cert["domainId"]})
+        assert "renewal_at_risk" not in codes(report)
+        [finding] = [f for f in report["findings"] if f["code"] == "renewal_unchecked"]
+        assert finding["severity"] == "warning" and f"whether the CNAME at {CNAME_AT} still points at" in finding["message"]
+        assert "could not be checked: no DNS server answered for it" in finding["message"]
+        assert CNAME_AT in finding["fix"]
+
+    @pytest.mark.gen_test
     async def test_when_nobody_answers_nothing_is_called_missing(self, api, world, dns):
         owner, created = await new_domain(api, world)
         dns.zone.silent.update({CNAME_AT, TXT_AT})
@@ -501,14 +516,6 @@ class TestWithoutTheZonesServers:
         report = await diagnose(api, owner, created)
         [finding] = [f for f in report["findings"] if f["code"] == "authority_unknown"]
         assert finding["message"] == "The zone's own nameservers (ns1.example.com) did not answer; the answers below are the resolvers' only."
-
-    @pytest.mark.gen_test
-    async def test_without_ns_records_the_resolvers_answers_are_used(self, api, world, dns):
-        owner, created = await new_domain(api, world)
-        publish_both(dns, created)
-        report = await diagnose(api, owner, created)
-        assert codes(report) == ["authority_unknown", "all_good"] and report["verdict"] == "ok"
-        assert report["zone"] is None
 
 
 class TestNameserversOnPrivateAddresses:

@@ -232,6 +232,10 @@ class TestAMissedLookup:
     def config(self, config):
         return attrs.evolve(config, lifecycle=attrs.evolve(config.lifecycle, interval_seconds=10))
 
+    @pytest.fixture
+    def dns_timeout(self):
+        return 0.5  # the TXT left unanswered is given up on this soon
+
     async def missed(self, api, world, services, clock, dns, watcher=None):
         """A domain whose first check got no answer for its TXT; ``watcher``: the one that checked it."""
         owner, created = await add(api, world)

@@ -18,6 +18,11 @@ DEAD_ZONE = "dead-zone.com"
 NOISY = 40  # more than the checks that run at once (32)
 
 
+@pytest.fixture
+def dns_timeout():
+    return 0.5  # each lookup in the dead zone is given up on this soon
+
+
 async def noisy_backlog(api, world, dns, count=NOISY):
     """A workspace with ``count`` pending domains in a zone whose DNS never answers."""
     owner = world.owner()

@@ -20,6 +20,7 @@ from core.outbound.guard import (
     Target,
     check_url,
 )
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.https import Answer, HttpsReceiver
 from tests.servers.tls import TlsServer
 
@@ -36,12 +37,13 @@ def receiver(dns):
 
 @pytest.fixture
 def outbound(dns):
-    """Make an OutboundClient using the DNS test server; closed after the test."""
+    """Make an OutboundClient using the DNS test server; closed after the test. No test here waits on a
+    lookup that goes unanswered, so a lookup's bound is one a busy machine does not miss."""
     clients = []
 
     def make(allow=(), ca_bundle="", **kwargs):
         network = NetworkConfig(allow_private_ranges=list(allow), ca_bundle=ca_bundle)
-        clients.append(OutboundClient(network, DnsConfig(nameservers=[dns.address], timeout_seconds=0.5), **kwargs))
+        clients.append(OutboundClient(network, DnsConfig(nameservers=[dns.address], timeout_seconds=PATIENCE_SECONDS), **kwargs))
         return clients[-1]
 
     yield make
