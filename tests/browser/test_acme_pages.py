@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS, needs_chromium
 from tests.browser.steps import signed_up_and_in
-from tests.browser.test_portal_pages import CHROMIUM, CHROMIUM_ARGS, WIDTHS, assert_accessible, assert_fits
+from tests.browser.test_portal_pages import WIDTHS, assert_accessible, assert_fits
 from tests.servers.service import ServiceProcess, free_port
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
+pytestmark = needs_chromium
 
 
 @pytest.fixture(scope="module")

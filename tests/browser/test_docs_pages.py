@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.test_portal_pages import CHROMIUM, CHROMIUM_ARGS, WIDTHS, assert_fits
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS, needs_chromium
+from tests.browser.test_portal_pages import WIDTHS, assert_fits
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
+pytestmark = needs_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What a screenshot shows: the reference from this section on, as far as the window reaches.

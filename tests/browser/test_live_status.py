@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS, needs_chromium
 from tests.browser.steps import signed_up_and_in
-from tests.browser.test_portal_pages import CHROMIUM, CHROMIUM_ARGS, WIDTHS, assert_accessible, assert_fits
+from tests.browser.test_portal_pages import WIDTHS, assert_accessible, assert_fits
 from tests.patience import PATIENCE_SECONDS
 from tests.servers.service import ServiceProcess
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
+pytestmark = needs_chromium
 
 SIMULATED = ("[provider.sandbox]\nsimulate_dns = true\nsimulate_dns_delay_seconds = 0\nactivation_delay_seconds = 2\n"
              "[lifecycle]\ninterval_seconds = 2\n")

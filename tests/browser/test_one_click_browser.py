@@ -23,13 +23,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from core.config import DomainConnectConfig
 from core.domain_connect.signing import public_key_records
 from core.domain_connect.template import template
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS, needs_chromium
 from tests.browser.steps import signed_up_and_in
-from tests.browser.test_portal_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.patience import PATIENCE_SECONDS
 from tests.servers.dns_host import FakeDnsHost
 from tests.servers.service import ServiceProcess
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
+pytestmark = needs_chromium
 
 ZONE = "example.com"
 APEX = "shop.example.com"

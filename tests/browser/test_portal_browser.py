@@ -10,23 +10,18 @@ folder, so a test run leaves the checkout unchanged).
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS, needs_chromium
 from tests.browser.steps import signed_up_and_in
 from tests.servers.service import ServiceProcess
 
 KEPT_SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-#: Flags for a root user in a closed network (see the environment notes: no sandbox as root,
-#: no background connections that the network would refuse).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
+pytestmark = needs_chromium
 
 
 @pytest.fixture

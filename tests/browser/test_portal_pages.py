@@ -13,7 +13,6 @@ line-by-line answer). A page is one line of ``PAGES`` (signed in) or ``PUBLIC_PA
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import attrs
 import pytest
 
 from core.identity.scopes import SCOPES
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS, needs_chromium
 from tests.servers.dns import DnsServer
 from tests.servers.pkce import new_flow
 from tests.servers.service import ServiceProcess, call, identity_provider_code
@@ -31,10 +31,7 @@ from tests.servers.service import ServiceProcess, call, identity_provider_code
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs Debian's chromium)")
+pytestmark = needs_chromium
 
 OWNER = "owner@shop-owner.com"
 LONG = "a-very-long-subdomain-name.for-the-overflow-check.customer-example.com"
