@@ -148,7 +148,7 @@ def migrated_sqlite(tmp_path_factory):
 @pytest.fixture
 def dns_timeout() -> float:
     """``[dns] timeout_seconds`` of ``config``: a bound a busy machine does not miss, for the names
-    the test DNS server answers. A test of names it leaves unanswered (``dns.zone.silent``) asks
+    the test DNS server answers. A test of names it leaves unanswered (``dns.zone.silent``)
     overrides this fixture with a short one, so that it does not wait that long for each."""
     return PATIENCE_SECONDS
 
