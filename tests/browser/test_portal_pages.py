@@ -217,7 +217,8 @@ def assert_fits(page: Page, width: int) -> None:
 
 def assert_accessible(page: Page, axe: Path) -> None:
     page.add_script_tag(path=str(axe))
-    results = page.evaluate("axe.run()")
+    # Every rule runs; only the violations are gathered node by node (the passes took a fifth of the CPU).
+    results = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
     serious = [v for v in results["violations"] if v["impact"] in ("serious", "critical")]
     assert not serious, f"axe-core on {page.url}:\n" + "\n".join(
         f"  {v['id']} ({v['impact']}): {v['help']}; {[node['target'] for node in v['nodes']]}" for v in serious)
