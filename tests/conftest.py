@@ -267,12 +267,27 @@ STATUS_CHECK = ("tests/contract/test_documented_statuses.py::"
 "Compares the answers of the whole run: under pytest-xdist, the controller runs it (below)."
 
 
+#: Modules whose tests take the longest one by one (20-60 s each: fuzzing, several service processes,
+#: a walk through the README): sent out first, as they came last in the order of collection, where one
+#: of them left a core idle for the run's last half-minute.
+LONGEST_FIRST = frozenset({
+    "tests/contract/test_fuzz.py",
+    "tests/test_lifecycle_processes.py",
+    "tests/test_postgres_processes.py",
+    "tests/test_readme.py",
+    "tests/test_durability.py",
+    "tests/store/test_text_index.py",
+})
+
+
 def pytest_collection_modifyitems(config, items):
-    """The check that every documented status code was reached runs last, after every answer it counts.
+    """The tests of ``LONGEST_FIRST`` run first; the check that every documented status code was
+    reached runs last, after every answer it counts.
 
     Under pytest-xdist a worker sees only its own tests' answers, so no worker runs that check: each
     hands its answers to the controller, which runs the check once they are all done."""
-    items.sort(key=lambda item: item.path.name == "test_documented_statuses.py")  # stable: nothing else moves
+    items.sort(key=lambda item: (item.path.name == "test_documented_statuses.py",  # stable: nothing else moves
+                                 item.nodeid.split("::", 1)[0] not in LONGEST_FIRST))
     if hasattr(config, "workeroutput"):  # a pytest-xdist worker; every worker leaves out the same test
         check = [item for item in items if item.nodeid == STATUS_CHECK]
         config.workeroutput["status_check_selected"] = bool(check)
