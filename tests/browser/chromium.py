@@ -3,8 +3,8 @@ downloaded).
 
 Its headless shell (``apt-get install chromium-headless-shell``) first, as Playwright itself uses
 for headless runs: the same Blink and V8 without the full browser's interface, whose processes
-took a quarter more CPU over the portal's pages (124 against 92 core-seconds for
-test_portal_pages.py, the browser processes included). The full ``chromium`` where only it is
+took a third more CPU over the portal's pages (124 against 92 core-seconds for
+test_portal_pages.py, the browser's processes included). The full ``chromium`` where only it is
 installed.
 """
 
