@@ -51,6 +51,8 @@ CHECK_IDLE = 2.0
 #: connection (a fail-over, a partition) is noticed within seconds, not the kernel's 15 minutes.
 NETWORK = {"connect_timeout": int(POOL_WAIT), "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
            "keepalives_count": 3, "tcp_user_timeout": 10_000}
+#: A connection of the pool's.
+POOLED = {"autocommit": True, **NETWORK}
 
 
 #: Seconds since the listener's connection last answered after which its notices may be lost
@@ -100,22 +102,27 @@ class PgDb:
         self._local = _Local()
         self._sql: dict[str, str] = {}
         # One connection first: an unreachable database is refused with PostgreSQL's reason, where
-        # the pool would only say that it gave up waiting.
-        psycopg.connect(url, **NETWORK).close()  # type: ignore[arg-type]
+        # the pool would only say that it gave up waiting. It is then the listener's first: each
+        # new connection starts a server process (9 ms of the server's CPU).
+        first = psycopg.connect(url, **POOLED)  # type: ignore[arg-type]
         self._returned: dict[int, float] = {}  # when each connection last went back to the pool
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
             min_size=2,
             max_size=max_size,
-            kwargs={"autocommit": True, **NETWORK},
+            kwargs=POOLED,
             check=self._check,
             timeout=POOL_WAIT,
             open=False,
             name="cps",
         )
-        self.pool.open(wait=True, timeout=POOL_WAIT)
+        try:
+            self.pool.open(wait=True, timeout=POOL_WAIT)
+        except BaseException:
+            first.close()
+            raise
         self._threads = concurrent.futures.ThreadPoolExecutor(max_size, thread_name_prefix="cps-db")
-        self.listener = Listener(url)
+        self.listener = Listener(url, first)
         self.exempt: Callable[[], bool] = lambda: False
         "Calls allowed on the loop's thread anyway: the tests' own (Store.watch_loop_calls)."
 
@@ -231,8 +238,10 @@ class Listener:
     subscribed once the thread is connected is listened to within half a second, its callbacks
     then called with ``None`` likewise. ``hears`` says whether a channel's notices arrive now."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, first: psycopg.Connection[Any] | None = None) -> None:
+        """``first``: an autocommit connection for the thread to use before it makes its own."""
         self.url = url
+        self._first = first
         self.callbacks: dict[str, list[Callable[[str | None], None]]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -256,8 +265,9 @@ class Listener:
         first = True
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self.url, autocommit=True, application_name="cps-listener",
-                                     **NETWORK) as conn:  # type: ignore[arg-type]
+                given, self._first = self._first, None
+                with given or psycopg.connect(self.url, **POOLED) as conn:  # type: ignore[arg-type]
+                    conn.execute("SET application_name = 'cps-listener'")
                     conn.execute(f'LISTEN "{self._wake}"')
                     listening: set[str] = set()
                     # When the last ``SELECT 1`` went: every notice committed before it came with its answer.
@@ -308,6 +318,8 @@ class Listener:
                 except psycopg.Error:
                     pass  # the database is away or busy: the thread sees the stop within half a second
             self._thread.join(timeout=5)
+        if self._first is not None:  # never used: nothing was subscribed, or the thread stopped first
+            self._first.close()
 
 
 def on_the_loop() -> bool:

@@ -159,6 +159,27 @@ def test_a_row_another_thread_read_while_a_write_was_uncommitted_is_dropped_at_c
         store.close()
 
 
+def connections_to(url: str) -> list[str]:
+    """The application names of the connections to the database, other than the one asking."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        return sorted(row[0] for row in admin.execute(
+            "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"))
+
+
+def test_a_listening_store_holds_its_pool_and_the_listener_and_nothing_more(pair, pg_database):
+    """The connection that first checked the database became the listener's: each connection is a
+    server process (issue 49)."""
+    serving, other = pair
+    other.close()
+    assert connections_to(pg_database) == ["", "", "cps-listener"]
+
+
+def test_a_store_that_never_listened_leaves_no_connection_once_closed(pg_database):
+    store = Store(url=pg_database)
+    store.close()
+    assert connections_to(pg_database) == []
+
+
 def test_nothing_is_kept_by_a_store_that_does_not_listen(pg_database):
     store = Store(url=pg_database)
     try:
