@@ -169,7 +169,7 @@ def connections_to(url: str) -> list[str]:
 def test_a_listening_store_holds_its_pool_and_the_listener_and_nothing_more(pair, pg_database):
     """The connection that first checked the database became the listener's: each connection is a
     server process (issue 49)."""
-    serving, other = pair
+    _, other = pair
     other.close()
     assert connections_to(pg_database) == ["", "", "cps-listener"]
 
