@@ -22,7 +22,7 @@ import tempfile
 import pytest
 import tornado.ioloop
 
-from core.config import Config, DnsConfig, OidcConfig, StorageConfig
+from core.config import Config, OidcConfig, StorageConfig
 from core.runtime.assembly import build_services
 from handlers.limits import LimitedHTTPServer
 from handlers.server import make_app
@@ -147,9 +147,8 @@ def migrated_sqlite(tmp_path_factory):
 
 @pytest.fixture
 def dns_timeout() -> float:
-    """``[dns] timeout_seconds`` of ``config``: a bound a busy machine does not miss, for the names
-    the test DNS server answers. A test of names it leaves unanswered (``dns.zone.silent``)
-    overrides this fixture with a short one, so that it does not wait that long for each."""
+    """``[dns] timeout_seconds`` of ``config`` (see ``DnsServer.config``): a test of names the test
+    DNS server leaves unanswered overrides this fixture with a short one."""
     return PATIENCE_SECONDS
 
 
@@ -161,7 +160,7 @@ def config(tmp_path, oidc_issuer, dns, backend, migrated_sqlite, dns_timeout):
         storage=StorageConfig(path=str(tmp_path / "service.sqlite3"), secret_key_file=str(tmp_path / "secret.key"),
                               url=backend or ""),
         oidc=OidcConfig(issuer=oidc_issuer.issuer, client_id=CLIENT_ID),
-        dns=DnsConfig(nameservers=[dns.address], timeout_seconds=dns_timeout),
+        dns=dns.config(timeout_seconds=dns_timeout),
     )
 
 

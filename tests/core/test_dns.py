@@ -6,18 +6,15 @@ import asyncio
 
 import pytest
 
-from core.config import DnsConfig
 from core.dns.lookups import DnsChecker, Lookup
 from core.verification.answers import check_ownership
-from tests.patience import PATIENCE_SECONDS
 
 NAME = "_acme-challenge.shop.example.com"
 
 
 @pytest.fixture
 def checker(dns):
-    """For names that are answered: a bound a busy machine does not miss."""
-    return DnsChecker(DnsConfig(nameservers=[dns.address], timeout_seconds=PATIENCE_SECONDS))
+    return DnsChecker(dns.config())
 
 
 @pytest.mark.gen_test
@@ -71,7 +68,7 @@ async def test_addresses_asked_for_again_later_are_looked_up_again(checker, dns)
 @pytest.mark.gen_test
 async def test_a_lookup_that_got_no_answer_says_how_long_it_waited(dns):
     dns.zone.silent.add(NAME)
-    found = await DnsChecker(DnsConfig(nameservers=[dns.address], timeout_seconds=0.5)).lookup(NAME, "CNAME")
+    found = await DnsChecker(dns.config(timeout_seconds=0.5)).lookup(NAME, "CNAME")
     assert found.outcome == "timeout" and found.waited is not None and 0.4 < found.waited < 2
 
 

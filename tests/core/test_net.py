@@ -20,7 +20,6 @@ from core.outbound.guard import (
     Target,
     check_url,
 )
-from tests.patience import PATIENCE_SECONDS
 from tests.servers.https import Answer, HttpsReceiver
 from tests.servers.tls import TlsServer
 
@@ -37,13 +36,12 @@ def receiver(dns):
 
 @pytest.fixture
 def outbound(dns):
-    """Make an OutboundClient using the DNS test server; closed after the test. No test here waits on a
-    lookup that goes unanswered, so a lookup's bound is one a busy machine does not miss."""
+    """Make an OutboundClient using the DNS test server; closed after the test."""
     clients = []
 
     def make(allow=(), ca_bundle="", **kwargs):
         network = NetworkConfig(allow_private_ranges=list(allow), ca_bundle=ca_bundle)
-        clients.append(OutboundClient(network, DnsConfig(nameservers=[dns.address], timeout_seconds=PATIENCE_SECONDS), **kwargs))
+        clients.append(OutboundClient(network, dns.config(), **kwargs))
         return clients[-1]
 
     yield make

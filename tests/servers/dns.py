@@ -15,6 +15,9 @@ from dnslib import AAAA, CAA, CNAME, NS, QTYPE, RCODE, RR, TXT, A, DNSLabel
 from dnslib.dns import DNSError
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
+from core.config import DnsConfig
+from tests.patience import PATIENCE_SECONDS
+
 
 class _Dropped(DNSError):
     """Raised for a silent name: dnslib's handler catches a DNSError and sends nothing. (An answer
@@ -78,6 +81,12 @@ class DnsServer:
                 if attempt == 19:
                     raise
         self.address = f"{host}:{self.port}"
+
+    def config(self, *, timeout_seconds: float = PATIENCE_SECONDS) -> DnsConfig:
+        """``[dns]`` asking this server. Its bound is by default one only a hang reaches, which costs
+        nothing when the answer comes: for the names it answers. A test of names it leaves
+        unanswered (``silent``) passes a short one, so that it does not wait that long for each."""
+        return DnsConfig(nameservers=[self.address], timeout_seconds=timeout_seconds)
 
     def start(self) -> DnsServer:
         self._udp.start_thread()
