@@ -20,7 +20,7 @@ import dns.message
 import dns.query
 import pytest
 
-from core.config import DelegationDnsConfig
+from core.config import ConfigError, DelegationDnsConfig
 from core.delegation_dns.records import StoredRecords
 from core.delegation_dns.server import DelegationServer
 from core.delegation_dns.sockets import bind
@@ -35,17 +35,29 @@ ZONE = "acme.saas.example"
 NAMESERVERS = ["ns1.saas.example", "ns2.saas.example"]
 
 
+def listening() -> tuple[int, list[socket.socket]]:
+    """A port of 127.0.0.1 and the server's UDP and TCP sockets bound to it. ``free_port`` asks TCP
+    only, and the same UDP port may be another program's (seen in CI): then another port is tried."""
+    for _ in range(20):
+        port = free_port()
+        try:
+            return port, bind(f"127.0.0.1:{port}")
+        except ConfigError:
+            continue
+    raise RuntimeError("no port of 127.0.0.1 was free for both UDP and TCP in 20 tries")
+
+
 class RunningServer:
     """A ``DelegationServer`` answering on 127.0.0.1 from a thread of its own, until ``stop``."""
 
     def __init__(self, store: Store, clock: FakeClock, **options: Any) -> None:
         """``options``: the ``[delegation_dns]`` keys to set, and the server's own options."""
-        self.port = free_port()
+        self.port, sockets = listening()
         keys = {field.name for field in attrs.fields(DelegationDnsConfig)}
         self.config = DelegationDnsConfig(zone=ZONE, nameservers=NAMESERVERS, listen=f"127.0.0.1:{self.port}",
                                           **{key: value for key, value in options.items() if key in keys})
         self.store = store
-        self.server = DelegationServer(self.config, store, clock, bind(self.config.listen),
+        self.server = DelegationServer(self.config, store, clock, sockets,
                                        **{key: value for key, value in options.items() if key not in keys})
         self.serving = InThread(self.server)
 

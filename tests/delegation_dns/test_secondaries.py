@@ -32,16 +32,14 @@ from core.delegation_dns import CHALLENGE_LIFETIME
 from core.delegation_dns.notify import Notifier
 from core.delegation_dns.records import StoredRecords, purge_expired
 from core.delegation_dns.server import DelegationServer
-from core.delegation_dns.sockets import bind
 from core.delegation_dns.transfers import soa_rrset
 from core.metrics import Metrics
 from store import Store
-from tests.delegation_dns.conftest import NAMESERVERS, ZONE, ask_tcp
+from tests.delegation_dns.conftest import NAMESERVERS, ZONE, ask_tcp, listening
 from tests.patience import PATIENCE_SECONDS
 from tests.servers import secondaries
 from tests.servers.delegation import InThread
 from tests.servers.secondaries import KEY_NAME, KnotSecondary, NsdSecondary, Secondary
-from tests.servers.service import free_port
 
 pytestmark = pytest.mark.skipif(secondaries.missing(), reason="needs nsd and knotd (Debian packages nsd, knot)")
 protocol_only = pytest.mark.parametrize("store_backend", ["sqlite"])
@@ -72,15 +70,16 @@ class HiddenPrimary:
     """The built-in server on 127.0.0.1 with ``secondaries`` listed, on a Store of its own, and the
     challenge records written through another Store, with their NOTIFY, as another process would."""
 
-    def __init__(self, open_store: Callable[[], Store], clock: Any, listed: list[str], secret: str, port: int, *,
-                 notify: bool) -> None:
-        self.port = port
+    def __init__(self, open_store: Callable[[], Store], clock: Any, listed: list[str], secret: str,
+                 bound: tuple[int, list[socket.socket]], *, notify: bool) -> None:
+        """``bound``: its port and its sockets (``listening``)."""
+        self.port, sockets = bound
         self.secret = secret
-        self.config = DelegationDnsConfig(zone=ZONE, nameservers=NAMESERVERS, listen=f"127.0.0.1:{port}",
+        self.config = DelegationDnsConfig(zone=ZONE, nameservers=NAMESERVERS, listen=f"127.0.0.1:{self.port}",
                                           secondaries=listed, tsig_key_name=KEY_NAME, tsig_secret=secret)
         self.clock = clock
         self.metrics = Metrics(open_store(), clock)
-        self.serving = InThread(DelegationServer(self.config, open_store(), clock, bind(self.config.listen),
+        self.serving = InThread(DelegationServer(self.config, open_store(), clock, sockets,
                                                  metrics=self.metrics))
         self.store = open_store()
         self.writer_metrics = Metrics(self.store, clock)
@@ -160,10 +159,11 @@ def records(messages: list[dns.message.Message]) -> list[tuple[str, str]]:
 def hidden_primary(open_store, clock) -> Iterator[Callable[..., HiddenPrimary]]:
     started: list[HiddenPrimary] = []
 
-    def start(listed: list[str], secret: str | None = None, port: int | None = None, *, notify: bool = False) -> HiddenPrimary:
+    def start(listed: list[str], secret: str | None = None, bound: tuple[int, list[socket.socket]] | None = None, *,
+              notify: bool = False) -> HiddenPrimary:
         """``notify``: NOTIFY after each change (to real secondaries: the others are no one's address)."""
         secret = secret or base64.b64encode(os.urandom(32)).decode()
-        started.append(HiddenPrimary(open_store, clock, listed, secret, port or free_port(), notify=notify).start())
+        started.append(HiddenPrimary(open_store, clock, listed, secret, bound or listening(), notify=notify).start())
         return started[-1]
 
     yield start
@@ -174,11 +174,11 @@ def hidden_primary(open_store, clock) -> Iterator[Callable[..., HiddenPrimary]]:
 @pytest.fixture
 def with_secondaries(hidden_primary, tmp_path) -> Iterator[tuple[HiddenPrimary, list[Secondary]]]:
     """The hidden primary, and NSD and Knot as its secondaries, each with the zone's first copy."""
-    port, secret = free_port(), base64.b64encode(os.urandom(32)).decode()
-    made = [kind(tmp_path / kind.name, ZONE, port, secret) for kind in (NsdSecondary, KnotSecondary)]
+    bound, secret = listening(), base64.b64encode(os.urandom(32)).decode()
+    made = [kind(tmp_path / kind.name, ZONE, bound[0], secret) for kind in (NsdSecondary, KnotSecondary)]
     for secondary in made:
         secondary.folder.mkdir()
-    primary = hidden_primary([secondary.address for secondary in made], secret, port, notify=True)
+    primary = hidden_primary([secondary.address for secondary in made], secret, bound, notify=True)
     running: list[Secondary] = []
     try:
         for secondary in made:
