@@ -83,7 +83,11 @@ class DnsLab:
     def start(self) -> DnsLab:
         self._silent.bind((SILENT, self.nsd_port))  # bound, never read: queries go unanswered
         self._write_zones()
-        self._start_servers()
+        try:
+            self._start_servers()
+        except BaseException:
+            self.stop()  # a server left running would fail a later test of this worker on its warning
+            raise
         return self
 
     def _start_servers(self) -> None:
@@ -269,10 +273,12 @@ class DnsLab:
     def _wait_until_resolving(self) -> None:
         deadline = time.monotonic() + PATIENCE_SECONDS
         while time.monotonic() < deadline:
+            if self._processes["unbound"].poll() is not None:
+                break
             try:
                 if self._ask(self.unbound_port, "ns1.lab.com", "A").rcode() == dns.rcode.NOERROR:
                     return
-            except (OSError, dns.exception.Timeout):
+            except (OSError, dns.exception.DNSException):  # a timeout, or not yet Unbound's answer
                 pass
             time.sleep(0.05)
         raise RuntimeError(f"Unbound did not answer: {(self.folder / 'unbound.log').read_text()}")

@@ -32,9 +32,19 @@ def run_app(config: Path | str, *args: str,
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port of 127.0.0.1 free for TCP and for UDP. The OS picks a free TCP port, but the DNS servers
+    the tests start (NSD, Unbound, Knot, the delegation zone's) take it for UDP as well, where
+    another program's socket may hold it (seen in CI: a lab's resolver answered by another server)."""
+    for _ in range(20):
+        with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            tcp.bind(("127.0.0.1", 0))
+            port = tcp.getsockname()[1]
+            try:
+                udp.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no port of 127.0.0.1 was free for both TCP and UDP in 20 tries")
 
 
 class ServiceProcess:
