@@ -95,10 +95,14 @@ WRITING_NOTHING = ("check-config", "domain-connect-template")
 
 
 def run_writing_nothing(args: argparse.Namespace, config: Config) -> list[str]:
-    from core.runtime import commands, domain_connect_setup  # here, not above: see the docstring
+    from core.runtime import commands  # here, not above: see the docstring
+
+    lines = commands.check_config(config) if args.command == "check-config" else []
+    # After check-config's database check: a database that cannot be read is refused without it.
+    from core.runtime import domain_connect_setup
 
     if args.command == "check-config":
-        return commands.check_config(config) + domain_connect_setup.check_lines(config)
+        return lines + domain_connect_setup.check_lines(config)
     assert args.command == "domain-connect-template"
     return domain_connect_setup.template_lines(config)
 

@@ -52,8 +52,11 @@ def check_config(config: Config, *, nameserver_port: int = 53) -> list[str]:
     writing: ``[network] ca_bundle`` is loaded as the outbound client loads it. The development
     identity provider's key file is not: ``dev_idp.load_key`` creates it when missing.
     """
+    key_file = Path(config.storage.secret_key_file).resolve()
+    database, summary = _inspect_database(config)
     # Imported here, as the service imports them where they are used: every other command started
-    # half a second faster without them (the ACME client, dnspython).
+    # half a second faster without them (the ACME client, dnspython). After the database is read:
+    # a database that cannot be is refused without them.
     from core.delegation_dns import ChallengeRecordsError
     from core.delegation_dns.records import check_lines as delegation_dns_lines
     from core.dns import zone_check
@@ -62,8 +65,6 @@ def check_config(config: Config, *, nameserver_port: int = 53) -> list[str]:
     from core.outbound.policy import AddressPolicy
     from core.runtime import acme_setup
 
-    key_file = Path(config.storage.secret_key_file).resolve()
-    database, summary = _inspect_database(config)
     if summary is None:
         held = "does not exist yet: created at the first start"
     else:

@@ -68,7 +68,7 @@ class ServiceProcess:
 
     def start(self, *, wait: bool = True) -> ServiceProcess:
         """The service started; with ``wait``, until it answers. Its port was free when chosen, but
-        another test's process may take it before the service binds it (with two workers per core,
+        another test's process may take it before the service binds it (with two workers or more per core,
         seen in CI): then, on a first start only, it starts again on another port."""
         for _ in range(3):
             started_at = self.log.stat().st_size if self.log.exists() else 0
