@@ -11,9 +11,8 @@ stateful phase runs as the callers that can create: the narrow key's followed no
 and sent only the ten operations its unit run already sends (195 cases, 10 core-seconds).
 
 Settings are in ``schemathesis.toml`` beside this file: a fixed seed, no example database, a
-bounded number of examples, and values the service
-accepts for the fields a schema cannot describe (hostnames, webhook URLs, the caller's own
-workspace).
+bounded number of examples, and values the service accepts for the fields a schema cannot describe
+(hostnames, webhook URLs, the caller's own workspace).
 
 Each run acts in a workspace of its own, so that what one run revokes or deletes cannot disarm
 the next; after its run the caller must still be signed in, so a run that locked itself out

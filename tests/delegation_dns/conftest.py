@@ -36,8 +36,8 @@ NAMESERVERS = ["ns1.saas.example", "ns2.saas.example"]
 
 
 def listening() -> tuple[int, list[socket.socket]]:
-    """A port of 127.0.0.1 and the server's UDP and TCP sockets bound to it. ``free_port`` asks TCP
-    only, and the same UDP port may be another program's (seen in CI): then another port is tried."""
+    """A port of 127.0.0.1 and the server's UDP and TCP sockets bound to it. A port ``free_port``
+    found free may be taken before it is bound here (another worker's server): then another is tried."""
     for _ in range(20):
         port = free_port()
         try:

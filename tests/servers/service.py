@@ -34,7 +34,7 @@ def run_app(config: Path | str, *args: str,
 def free_port() -> int:
     """A port of 127.0.0.1 free for TCP and for UDP. The OS picks a free TCP port, but the DNS servers
     the tests start (NSD, Unbound, Knot, the delegation zone's) take it for UDP as well, where
-    another program's socket may hold it (seen in CI: a lab's resolver answered by another server)."""
+    another program's socket may hold it (seen in a run: a DNS lab's Unbound port answered by another server)."""
     for _ in range(20):
         with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
             tcp.bind(("127.0.0.1", 0))
