@@ -464,7 +464,10 @@ def test_a_database_restart_is_503_storage_unavailable_meanwhile_and_nothing_is_
 
 
 def test_deliveries_survive_one_of_two_processes_killed_mid_queue(start_pair, oidc_issuer, receiver, postgres_url):
-    a, b = start_pair(webhooks_config(receiver, poll=0.5, timeout=2))  # a lease: 2 * 2 + 5 s
+    # A send's timeout that only a hang reaches: a send timed out on a busy machine is sent again,
+    # rightly, but is a duplicate the last assertion does not allow (seen with 2 s: 78 of 64).
+    # B's leases so run 2 * 10 + 5 s before A sends what B had in flight.
+    a, b = start_pair(webhooks_config(receiver, poll=0.5, timeout=10))
     workspace_id = endpoint_to(a, receiver, oidc_issuer)
     receiver.plan([200] * 300)
     receiver.respond_with(200, delay=1)  # after the first 300: held a while, so sends stay in flight
