@@ -23,6 +23,7 @@ from core.config import AcmeConfig, DelegationDnsConfig, DnsConfig, ProviderConf
 from core.delegation_dns.server import DelegationServer
 from core.delegation_dns.sockets import bind
 from store import Store
+from tests.patience import PATIENCE_SECONDS
 from tests.servers.delegation import InThread
 from tests.servers.dns_lab import DnsLab, missing_tools
 from tests.servers.pebble import Directory, Pebble, missing
@@ -72,9 +73,13 @@ def make_lab(tmp_path_factory, **pebble_options) -> Iterator[AcmeLab]:
 
 
 def acme_config(config, acme_lab: AcmeLab, **acme):
-    """The test's configuration with the ACME provider, the lab's DNS and CA."""
+    """The test's configuration with the ACME provider, the lab's DNS and CA.
+
+    ``wait_seconds`` is a bound only a hang reaches: a call ends as soon as its order is done, and
+    with 10 s a check on a busy machine ended with the order still under way. The DNS timeout stays
+    short, for the tests of servers that do not answer."""
     settings = {"directory_url": acme_lab.directory.directory_url, "ca_bundle": str(acme_lab.pebble.ca_bundle),
-                "contact_email": "ops@saas.test", "wait_seconds": 10.0, **acme}
+                "contact_email": "ops@saas.test", "wait_seconds": PATIENCE_SECONDS, **acme}
     return attrs.evolve(
         config,
         provider=ProviderConfig(kind="acme", acme=AcmeConfig(**settings)),

@@ -26,7 +26,7 @@ from core.tls_terminator.index import CertificateIndex
 from handlers import tls_terminator
 from handlers.limits import LimitedHTTPServer
 from tests.acme.conftest import acme_config, make_lab, needs_lab
-from tests.acme.test_issuing import Caller, add, served, verify
+from tests.acme.test_issuing import Caller, add, served, verify, verify_until_issued
 from tests.pages.portal_client import Browser, sign_in
 from tests.patience import PATIENCE_SECONDS
 from tests.servers.pebble import Directory, Pebble
@@ -168,7 +168,7 @@ async def renewed_elsewhere(api, world, acme_lab, services, clock, apex):
     acme_lab.publish_records(created)
     acme_lab.directory.window = (clock.now() - dt.timedelta(hours=2), clock.now() - dt.timedelta(hours=1))
     try:
-        await verify(api, caller, created)
+        await verify_until_issued(api, caller, created)
     finally:
         acme_lab.directory.window = None
     first = served(services, apex)
