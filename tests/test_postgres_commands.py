@@ -13,7 +13,7 @@ import pytest
 from core.crypto import load_or_create_master_key
 from store.migrations import latest_version
 from tests.servers.oidc import CLIENT_ID
-from tests.servers.service import ROOT, ServiceProcess, call, signed_up
+from tests.servers.service import ROOT, ServiceProcess, call, run_app_here, signed_up
 from tests.servers.service import run_app as run
 
 
@@ -122,7 +122,9 @@ def sqlite_config(tmp_path, migrated_sqlite) -> str:
 
 @pytest.mark.parametrize("url", MALFORMED.values(), ids=MALFORMED.keys())
 class TestThePasswordOfAnUnusableUrlIsNeverPrinted:
-    """Each way out of a database URL libpq cannot parse or use, run as the operator runs it."""
+    """Each way out of a database URL libpq cannot parse or use. Start-up runs as the operator runs
+    it; the commands run in this process (``run_app_here``: the same code, output and exit code),
+    as each of them runs as its own process in the tests of its refusals elsewhere in this module."""
 
     @staticmethod
     def refused_without_the_password(result: subprocess.CompletedProcess[str]) -> None:
@@ -138,13 +140,13 @@ class TestThePasswordOfAnUnusableUrlIsNeverPrinted:
             check=False, capture_output=True, text=True, timeout=60))
 
     def test_by_check_config(self, tmp_path, oidc_issuer, url):
-        self.refused_without_the_password(run(postgres_config(tmp_path, url, oidc_issuer.issuer), "check-config"))
+        self.refused_without_the_password(run_app_here(postgres_config(tmp_path, url, oidc_issuer.issuer), "check-config"))
 
     def test_by_any_other_command(self, tmp_path, oidc_issuer, url):
-        self.refused_without_the_password(run(postgres_config(tmp_path, url, oidc_issuer.issuer), "list-workspaces"))
+        self.refused_without_the_password(run_app_here(postgres_config(tmp_path, url, oidc_issuer.issuer), "list-workspaces"))
 
     def test_by_copy_to_postgres(self, sqlite_config, url):
-        self.refused_without_the_password(run(sqlite_config, "copy-to-postgres", url))
+        self.refused_without_the_password(run_app_here(sqlite_config, "copy-to-postgres", url))
 
 
 def test_copy_to_postgres_does_not_echo_a_url_that_is_not_postgresql(sqlite_config):
