@@ -1,5 +1,8 @@
-"""The operator's commands, run as an operator runs them: ``python app.py COMMAND --config FILE``,
-on the database of a service that is running."""
+"""The operator's commands, on the database of a service that is running. Each runs as an operator
+runs it, ``python app.py COMMAND --config FILE``, in the tests of where ``--config`` stands and
+of the files a command never creates (``run_placed``); what each does and refuses is tested in
+this process (``run_app_here``: the same ``app.main``, its output and exit code), without a new
+interpreter's imports each time."""
 
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from core.runtime.assembly import build_services
 from store.migrations import latest_version
 from tests.helpers import OTHER_SPELLINGS, mark_verified, stored_deliveries
 from tests.servers.service import ROOT, call, signed_up
-from tests.servers.service import run_app as run
+from tests.servers.service import run_app_here as run
 
 
 @pytest.fixture(scope="module")

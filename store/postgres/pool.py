@@ -103,12 +103,13 @@ class PgDb:
         self._sql: dict[str, str] = {}
         # One connection first: an unreachable database is refused with PostgreSQL's reason, where
         # the pool would only say that it gave up waiting. It is then the listener's first: each
-        # new connection starts a server process (9 ms of the server's CPU).
+        # new connection starts a server process (9 ms of the server's CPU). The pool opens with
+        # one more and grows as units of work wait: an idle process holds two connections.
         first = psycopg.connect(url, **POOLED)  # type: ignore[arg-type]
         self._returned: dict[int, float] = {}  # when each connection last went back to the pool
         self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             url,
-            min_size=2,
+            min_size=1,
             max_size=max_size,
             kwargs=POOLED,
             check=self._check,
