@@ -64,8 +64,14 @@ def make_lab(tmp_path_factory, **pebble_options) -> Iterator[AcmeLab]:
     (folder / "dns").mkdir()
     lab.stubs[ZONE] = f"127.0.0.1@{dns_port}"
     lab.start()
-    pebble = Pebble(folder / "pebble", dns_server=lab.resolver, **pebble_options).start()
-    directory = Directory(pebble).start()
+    pebble = Pebble(folder / "pebble", dns_server=lab.resolver, **pebble_options)
+    try:
+        pebble.start()
+        directory = Directory(pebble).start()
+    except BaseException:  # the servers started so far, stopped: left running, they fail a later test
+        pebble.stop()
+        lab.stop()
+        raise
     yield AcmeLab(lab=lab, dns_port=dns_port, pebble=pebble, directory=directory)
     directory.stop()
     pebble.stop()

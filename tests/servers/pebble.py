@@ -56,10 +56,7 @@ class Pebble:
         self.dns_server = dns_server
         self.eab = eab or {}
         self.alternate_roots = alternate_roots
-        self.port, self.management_port = free_port(), free_port()
-        while self.management_port == self.port:  # the system may hand out a port it just freed again
-            self.management_port = free_port()
-        self.directory_url = f"https://127.0.0.1:{self.port}/dir"
+        self._pick_ports()
         self.ca = ca = ca or trustme.CA()
         leaf = ca.issue_cert("127.0.0.1", "localhost")
         self.ca_bundle = folder / "pebble-ca.pem"
@@ -69,7 +66,31 @@ class Pebble:
         self._ssl = ssl.create_default_context(cafile=str(self.ca_bundle))
         self.process: subprocess.Popen[bytes] | None = None
 
+    def _pick_ports(self) -> None:
+        self.port, self.management_port = free_port(), free_port()
+        while self.management_port == self.port:  # the system may hand out a port it just freed again
+            self.management_port = free_port()
+
+    @property
+    def directory_url(self) -> str:
+        return f"https://127.0.0.1:{self.port}/dir"
+
     def start(self) -> Pebble:
+        """Pebble binds the ports it is told only after seconds of making its keys, and another
+        program may take one meanwhile (seen in a run: its management port): it is then started
+        again on others, as tests/servers/postgres.py does."""
+        for attempt in range(3):
+            log_from = (self.folder / "pebble.log").stat().st_size if (self.folder / "pebble.log").exists() else 0
+            try:
+                return self._launch()
+            except RuntimeError:
+                taken = "address already in use" in (self.folder / "pebble.log").read_text()[log_from:]
+                if attempt == 2 or not taken:
+                    raise
+                self._pick_ports()
+        raise AssertionError("unreachable")
+
+    def _launch(self) -> Pebble:
         config = {"pebble": {
             "listenAddress": f"127.0.0.1:{self.port}",
             "managementListenAddress": f"127.0.0.1:{self.management_port}",
