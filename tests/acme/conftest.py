@@ -78,19 +78,20 @@ def make_lab(tmp_path_factory, **pebble_options) -> Iterator[AcmeLab]:
     lab.stop()
 
 
-def acme_config(config, acme_lab: AcmeLab, **acme):
+def acme_config(config, acme_lab: AcmeLab, *, dns_timeout_seconds: float = 10.0, **acme):
     """The test's configuration with the ACME provider, the lab's DNS and CA.
 
-    ``wait_seconds`` is a bound only a hang reaches: a call ends as soon as its order is done, and
-    with 10 s a check on a busy machine ended with the order still under way. The DNS timeout stays
-    short, for the tests of servers that do not answer."""
+    ``wait_seconds`` and the DNS timeout are bounds only a hang reaches: a call ends as soon as its
+    order is done, a lookup as soon as it is answered. With 10 s a check on a busy machine ended with
+    the order still under way, and with a DNS timeout of 2 s a verification missed its records. The
+    tests of servers that never answer choose their own, shorter, timeout."""
     settings = {"directory_url": acme_lab.directory.directory_url, "ca_bundle": str(acme_lab.pebble.ca_bundle),
                 "contact_email": "ops@saas.test", "wait_seconds": PATIENCE_SECONDS, **acme}
     return attrs.evolve(
         config,
         provider=ProviderConfig(kind="acme", acme=AcmeConfig(**settings)),
         delegation_dns=DelegationDnsConfig(zone=ZONE, nameservers=["ns1.saas.test"], listen=f"127.0.0.1:{acme_lab.dns_port}"),
-        dns=DnsConfig(nameservers=[acme_lab.lab.resolver], timeout_seconds=2),
+        dns=DnsConfig(nameservers=[acme_lab.lab.resolver], timeout_seconds=dns_timeout_seconds),
         network=attrs.evolve(config.network, allow_private_ranges=["127.0.0.0/29"]),
     )
 

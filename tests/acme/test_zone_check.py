@@ -45,8 +45,9 @@ def zones(acme_lab):
 
 
 def zone_config(config, acme_lab, zone: str, nameservers: list[str]):
-    """The ACME provider with ``zone`` as its delegation zone, said to be served by ``nameservers``."""
-    config = acme_config(config, acme_lab)
+    """The ACME provider with ``zone`` as its delegation zone, said to be served by ``nameservers``
+    (a silent one is given up on after 2 s)."""
+    config = acme_config(config, acme_lab, dns_timeout_seconds=2)
     return attrs.evolve(config, delegation_dns=attrs.evolve(config.delegation_dns, zone=zone, nameservers=nameservers))
 
 
