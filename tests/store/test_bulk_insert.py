@@ -1,8 +1,11 @@
-"""A bulk create's rows reach PostgreSQL in few statements that psycopg keeps parsed (issue 49)."""
+"""A bulk create's rows reach the database in few statements (issue 49): on PostgreSQL statements
+psycopg keeps parsed, on SQLite as many rows to a statement as the build allows parameters, since each
+statement sets up the tables' triggers anew."""
 
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 import uuid
 from typing import Any
 
@@ -19,6 +22,45 @@ def domains(ws: Workspace, count: int, prefix: str = "host") -> list[DomainRow]:
                       created_at=NOW, updated_at=NOW, delegation_target="t", validation_status="pending",
                       cert_status="none", ops_status="pending", ownership_token="t", check_step=n % 3)
             for n in range(count)]
+
+
+def inserted_on_sqlite(tmp_path, *, parameters_allowed: int | None = None) -> tuple[list[str], tuple[int, int, int]]:
+    """500 new domains (two tags each) through ``insert_new`` on SQLite: the inserts into the two
+    tables as sent, and the rows, their check steps' sum and the tags found afterwards."""
+    store = Store(str(tmp_path / "service.sqlite3"))
+    sent: list[str] = []
+    try:
+        ws = Workspace(id=uuid.uuid4(), name="w", created_at=NOW, ownership_token="t")
+        store.accounts.insert_workspace(ws)
+        if parameters_allowed is not None:
+            store.db.conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, parameters_allowed)
+        execute = store.db.execute
+
+        def spy(sql: str, parameters: Any = None) -> Any:
+            sent.append(sql)
+            return execute(sql, parameters)
+
+        store.db.execute = spy  # type: ignore[method-assign]
+        with store.transaction():
+            assert len(store.domains.insert_new(domains(ws, 500))) == 500
+        del store.db.execute
+        rows = store.db.execute("SELECT count(*), sum(check_step) FROM domains").fetchone()
+        tags = store.db.execute("SELECT count(*) FROM domain_tags").fetchone()[0]
+        return [sql for sql in sent if sql.startswith("INSERT INTO")], (rows[0], rows[1], tags)
+    finally:
+        store.close()
+
+
+def test_a_bulk_insert_of_500_on_sqlite_is_one_statement_a_table(tmp_path):
+    inserts, found = inserted_on_sqlite(tmp_path)
+    assert [sql.split(" (")[0] for sql in inserts] == ["INSERT INTO domains", "INSERT INTO domain_tags"]
+    assert found == (500, sum(n % 3 for n in range(500)), 1000)
+
+
+def test_a_sqlite_build_that_allows_fewer_parameters_gets_the_rows_in_more_statements(tmp_path):
+    inserts, found = inserted_on_sqlite(tmp_path, parameters_allowed=999)
+    assert len(inserts) > 2
+    assert found == (500, sum(n % 3 for n in range(500)), 1000)
 
 
 def test_a_bulk_insert_of_500_on_postgresql_is_a_few_statements_each_kept_parsed(pg_database):
