@@ -84,7 +84,7 @@ class TestTheChainAsReturned:
                                                                       terminator, http_client):
         caller, created = await add(api, world, "returned.lab.com")
         acme_lab.publish_records(created)
-        await verify(api, caller, created)
+        await verify_until_issued(api, caller, created)
         stored = served(services, "returned.lab.com")
         returned = acme_lab.directory.downloads[downloaded(acme_lab.directory, stored.chain_pem)]
         body = await caddy_gets(http_client, terminator, "returned.lab.com")
@@ -94,7 +94,7 @@ class TestTheChainAsReturned:
     async def test_the_files_hold_the_chain_the_ca_returned(self, api, world, acme_lab, services, clock, tmp_path):
         caller, created = await add(api, world, "files.lab.com")
         acme_lab.publish_records(created)
-        await verify(api, caller, created)
+        await verify_until_issued(api, caller, created)
         index = CertificateIndex(services.store, services.keyring, clock)
         await index.refresh()
         files = CertificateFiles(TlsTerminatorConfig(files_dir=str(tmp_path / "certs"), files_format="nginx"))
@@ -107,7 +107,7 @@ class TestTheChainAsReturned:
     async def test_without_a_preference_the_cas_default_chain_is_served(self, api, world, acme_lab, services):
         caller, created = await add(api, world, "default.lab.com")
         acme_lab.publish_records(created)
-        await verify(api, caller, created)
+        await verify_until_issued(api, caller, created)
         assert chains.top_issuer(served(services, "default.lab.com").chain_pem) == root_name(acme_lab, 0)
 
 
@@ -121,7 +121,7 @@ class TestPreferredChain:
                                                                          terminator, http_client):
         caller, created = await add(api, world, "preferred.lab.com")
         acme_lab.publish_records(created)
-        await verify(api, caller, created)
+        await verify_until_issued(api, caller, created)
         stored = served(services, "preferred.lab.com").chain_pem
         assert chains.top_issuer(stored) == root_name(acme_lab, 1)
         path = downloaded(acme_lab.directory, stored)
@@ -230,7 +230,7 @@ async def past_two_thirds(api, world, acme_lab, services, clock, apex):
     acme_lab.publish_records(created)
     acme_lab.directory.window = (clock.now() + dt.timedelta(days=4000), clock.now() + dt.timedelta(days=4001))
     try:
-        await verify(api, caller, created)
+        await verify_until_issued(api, caller, created)
         issued = served(services, apex)
         clock.current = issued.not_before + (issued.not_after - issued.not_before) * 0.7
         await LifecycleWatcher(services).tick()

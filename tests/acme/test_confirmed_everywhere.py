@@ -15,7 +15,7 @@ import pytest
 
 from core.delegation_dns.confirm import wall_clock
 from tests.acme.conftest import acme_config, needs_lab
-from tests.acme.test_issuing import add, read, verify
+from tests.acme.test_issuing import add, read, verify, verify_until_issued
 from tests.patience import PATIENCE_SECONDS
 
 pytestmark = needs_lab
@@ -93,7 +93,7 @@ class TestAServerBehind:
         heard_from(services, STUCK, 1, ago=60)  # its process crashed a minute ago
         caller, created = await add(api, world, "crashed.lab.com")
         acme_lab.publish_records(created)
-        await verify(api, caller, created)
+        await verify_until_issued(api, caller, created)
         assert (await read(api, caller, created))["cert"]["status"] == "active"
 
 

@@ -17,7 +17,7 @@ from core.acme import keys
 from core.lifecycle.watcher import LifecycleWatcher
 from tests.acme.conftest import needs_lab
 from tests.acme.test_failed_validations import orders_of
-from tests.acme.test_issuing import add, served, verify
+from tests.acme.test_issuing import add, served, verify_until_issued
 
 pytestmark = needs_lab
 EXPLAINED = "https://ca.test/incidents/2026-03-revocation"
@@ -28,7 +28,7 @@ async def issued(api, world, acme_lab, clock, apex: str):
     caller, created = await add(api, world, apex)
     acme_lab.publish_records(created)
     acme_lab.directory.window = (clock.now() + dt.timedelta(days=40), clock.now() + dt.timedelta(days=41))
-    assert (await verify(api, caller, created))["certificate"]["status"] == "active"
+    await verify_until_issued(api, caller, created)
     return caller, created
 
 
