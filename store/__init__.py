@@ -109,6 +109,7 @@ class Store:
         self._checkpointer: Checkpointer | None = None
         self._depth = 0
         self._units = 0
+        self._loop_trace: Callable[[str], None] | None = None  # watch_loop_calls', off inside a unit
         self._domains_seen = 0
         "Domains in the database when SQLite's statistics were last looked at (``optimize``)."
         self.pg: PgDb | None = None
@@ -177,10 +178,15 @@ class Store:
         SQLite (no thread hop); on PostgreSQL in a worker thread on a pooled connection."""
         if self.pg is None:
             self._units += 1
+            watched = self._units == 1 and self._loop_trace is not None
+            if watched:  # SQLite expands every parameter for the trace, again for each trigger it runs
+                self.db.conn.set_trace_callback(None)
             try:
                 return fn(*args, **kwargs)
             finally:
                 self._units -= 1
+                if watched:
+                    self.db.conn.set_trace_callback(self._loop_trace)
         return await self.pg.run(fn, *args, **kwargs)
 
     def watch_loop_calls(self, report: Callable[[str], None], *, exempt: Callable[[], bool]) -> None:
@@ -204,6 +210,7 @@ class Store:
                 frame = frame.f_back  # type: ignore[assignment]
             report("?" if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
 
+        self._loop_trace = trace
         self.db.conn.set_trace_callback(trace)
 
     @contextmanager
