@@ -159,9 +159,20 @@ class DnsLab:
         self._reload(zone)
 
     def _reload(self, zone: str) -> None:
+        """NSD reloads into new server processes while the old ones finish: one of those may still
+        answer from the old zone after a new one has answered the new serial (seen on a busy
+        machine), and Unbound would cache its NXDOMAIN for ``SOA_MINIMUM``. So the reload is done
+        once the old servers have gone too."""
         self._write_zone(zone)
-        self._processes["nsd"].send_signal(signal.SIGHUP)
+        nsd = self._processes["nsd"]
+        old_servers = _servers_below(nsd.pid)
+        nsd.send_signal(signal.SIGHUP)
         self._wait_for_serial(zone)
+        deadline = time.monotonic() + PATIENCE_SECONDS
+        while _servers_below(nsd.pid) & old_servers:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"NSD's old servers still run after its reload: {(self.folder / 'nsd.log').read_text()}")
+            time.sleep(0.02)
 
     def _write_zones(self) -> None:
         for zone in self.records:
@@ -282,3 +293,22 @@ class DnsLab:
                 pass
             time.sleep(0.05)
         raise RuntimeError(f"Unbound did not answer: {(self.folder / 'unbound.log').read_text()}")
+
+
+def _servers_below(pid: int) -> set[int]:
+    """NSD's server processes among the descendants of ``pid`` (its xfrd, whose child is its main)."""
+    servers, todo = set(), [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            children = [int(child) for child in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
+        except OSError:  # it ended meanwhile
+            continue
+        todo += children
+        for child in children:
+            try:
+                if Path(f"/proc/{child}/comm").read_text().startswith("nsd: server"):
+                    servers.add(child)
+            except OSError:
+                continue
+    return servers
