@@ -24,8 +24,9 @@ MAX_PARAMETERS = 32766
 def statement_sizes(count: int, most: int) -> list[int]:
     """Rows per statement for ``count`` rows: ``most`` each, the rest in powers of two. The
     connection keeps its last 128 statements prepared, and a statement of 500 rows takes 1.6 MB
-    there; bulk creates of every size from 1 to 500 would each leave one (170 MB held after 128
-    of them). Powers of two leave at most a dozen a table, at a few more statements a bulk create."""
+    there; bulk creates of every size from 1 to 500 would each leave one (measured: 202 MB more
+    held after 128 different sizes, against 23 MB with these). Powers of two leave at most a dozen
+    a table, at a few more statements a bulk create."""
     most = max(1, most)
     sizes = [most] * (count // most)
     rest = count % most
